@@ -1,0 +1,167 @@
+"""loom_nb: a Jupyter-first toolkit for multimodal LLM work.
+
+Every public name is importable from here. Names load lazily, on first use, so
+``import loom_nb`` is cheap and the core never pulls in ipywidgets, IPython or httpx until a
+name from the notebook or provider layer is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# name -> module that defines it. A test checks this table against __all__ and that each name
+# resolves; adding a public name means one line here.
+_EXPORTS: dict[str, str] = {
+    # errors
+    "AgentError": "loom_nb.errors",
+    "ConfigurationError": "loom_nb.errors",
+    "ContentAccessDeniedError": "loom_nb.errors",
+    "ContentIntegrityError": "loom_nb.errors",
+    "ContentNotFoundError": "loom_nb.errors",
+    "ContentValidationError": "loom_nb.errors",
+    "GuardError": "loom_nb.errors",
+    "JournalError": "loom_nb.errors",
+    "LoomError": "loom_nb.errors",
+    "OversizedInlinePartError": "loom_nb.errors",
+    "ProviderError": "loom_nb.errors",
+    "ReplayDivergenceError": "loom_nb.errors",
+    "StepOutputError": "loom_nb.errors",
+    "StoreError": "loom_nb.errors",
+    "UnresolvedContentError": "loom_nb.errors",
+    "UnsupportedModalityError": "loom_nb.errors",
+    # taint
+    "Untrusted": "loom_nb.taint",
+    # limits
+    "MAX_INLINE_BYTES": "loom_nb.limits",
+    "MAX_INLINE_TOTAL_BYTES": "loom_nb.limits",
+    "MAX_RESOLVED_BYTES": "loom_nb.limits",
+    # content
+    "AudioPart": "loom_nb.content",
+    "ContentRef": "loom_nb.content",
+    "DataSource": "loom_nb.content",
+    "FilePart": "loom_nb.content",
+    "ImagePart": "loom_nb.content",
+    "LlmRequest": "loom_nb.content",
+    "LlmResponse": "loom_nb.content",
+    "Message": "loom_nb.content",
+    "Part": "loom_nb.content",
+    "RefSource": "loom_nb.content",
+    "TextPart": "loom_nb.content",
+    "ToolCall": "loom_nb.content",
+    "ToolResultPart": "loom_nb.content",
+    "ToolSpec": "loom_nb.content",
+    "ToolUsePart": "loom_nb.content",
+    "Usage": "loom_nb.content",
+    "assistant_message_of": "loom_nb.content",
+    "has_structured_parts": "loom_nb.content",
+    "parse_request": "loom_nb.content",
+    "text_of": "loom_nb.content",
+    "to_parts": "loom_nb.content",
+    # guard and capabilities
+    "Capabilities": "loom_nb.capabilities",
+    "assert_request_supported": "loom_nb.capabilities",
+    "default_capabilities": "loom_nb.capabilities",
+    "fence_untrusted_media": "loom_nb.guard",
+    "guard_request": "loom_nb.guard",
+    # content store
+    "LocalContentStore": "loom_nb.store",
+    "Principal": "loom_nb.store",
+    "ResolveContext": "loom_nb.store",
+    "StoreResolver": "loom_nb.store",
+    "resolve_request_content": "loom_nb.store",
+    "sweep_unpinned_content": "loom_nb.store",
+    # providers
+    "AnthropicProvider": "loom_nb.providers",
+    "GeminiProvider": "loom_nb.providers",
+    "LlmProvider": "loom_nb.providers",
+    "LlmStreamChunk": "loom_nb.providers",
+    "OpenAIProvider": "loom_nb.providers",
+    "ScriptedProvider": "loom_nb.providers",
+    "collect_stream": "loom_nb.providers",
+    "run_llm_provider_conformance": "loom_nb.providers",
+    # durable runs
+    "Execution": "loom_nb.journal",
+    "Journal": "loom_nb.journal",
+    "create_llm_effect": "loom_nb.journal",
+    "hash_request": "loom_nb.journal",
+    # agent
+    "AgentResult": "loom_nb.agent",
+    "Compaction": "loom_nb.agent",
+    "ToolDefinition": "loom_nb.agent",
+    "agent_loop": "loom_nb.agent",
+    "media_result": "loom_nb.agent",
+    # rendering (pure HTML, no widgets)
+    "render_message": "loom_nb.render",
+    "render_part": "loom_nb.render",
+    "render_transcript": "loom_nb.render",
+    "to_html": "loom_nb.render",
+    # notebook layer (imports ipywidgets / anywidget on first use)
+    "MediaUpload": "loom_nb.widgets",
+    "PromptPad": "loom_nb.widgets",
+    "ReplayStepper": "loom_nb.widgets",
+    "TranscriptView": "loom_nb.widgets",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loom_nb' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # cache: later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # let type checkers and IDEs see the real definitions
+    from loom_nb.content import (
+        AudioPart,
+        ContentRef,
+        DataSource,
+        FilePart,
+        ImagePart,
+        LlmRequest,
+        LlmResponse,
+        Message,
+        Part,
+        RefSource,
+        TextPart,
+        ToolCall,
+        ToolResultPart,
+        ToolSpec,
+        ToolUsePart,
+        Usage,
+        assistant_message_of,
+        has_structured_parts,
+        parse_request,
+        text_of,
+        to_parts,
+    )
+    from loom_nb.errors import (
+        AgentError,
+        ConfigurationError,
+        ContentAccessDeniedError,
+        ContentIntegrityError,
+        ContentNotFoundError,
+        ContentValidationError,
+        GuardError,
+        JournalError,
+        LoomError,
+        OversizedInlinePartError,
+        ProviderError,
+        ReplayDivergenceError,
+        StepOutputError,
+        StoreError,
+        UnresolvedContentError,
+        UnsupportedModalityError,
+    )
+    from loom_nb.limits import MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES, MAX_RESOLVED_BYTES
+    from loom_nb.taint import Untrusted

@@ -1,0 +1,417 @@
+"""The content model: messages whose content is a string or a list of typed parts (ADR 0120 decisions 1, 3, 8).
+
+Decision 1: content is ``str | list[Part]``, not always-parts. A text-only caller keeps sending
+strings and they are passed through untouched, so a string request serializes exactly as it did
+before parts existed (``tests/golden/string_request.json`` pins it) and old recordings keep
+matching. Code that needs text reads content through ``text_of`` / ``to_parts`` /
+``has_structured_parts``, never by coercing ``.content`` to ``str`` (a test walks the source to
+enforce this; see "Guard against raw reads" in the ADR).
+
+Decision 3: parts are ``text``, ``image``, ``audio``, ``file``, ``tool_use`` and ``tool_result``,
+one pydantic union discriminated on ``type``. Media carries a ``source``: a ``RefSource`` naming a
+blob in the content store by address (the claim-check, decision 4) or a ``DataSource`` with base64
+bytes. Decision 8: the response keeps ``content`` (text) and ``tool_calls``;
+``assistant_message_of`` builds the assistant turn, text first and then one ``tool_use`` per call.
+
+Optional fields that are unset (``origin``, a file's ``name``, a ref's ``size``) are left out of
+the serialized form, so adding such a field never changes the bytes (and hashes) of requests that
+do not use it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
+
+from loom_nb.errors import ContentValidationError
+from loom_nb.taint import Untrusted, mark_untrusted_values
+
+__all__ = [
+    "AudioPart",
+    "ContentRef",
+    "DataSource",
+    "FilePart",
+    "ImagePart",
+    "LlmRequest",
+    "LlmResponse",
+    "MediaPart",
+    "MediaSource",
+    "Message",
+    "MessageContent",
+    "Part",
+    "RefSource",
+    "StopReason",
+    "TextPart",
+    "ToolCall",
+    "ToolResultContent",
+    "ToolResultPart",
+    "ToolSpec",
+    "ToolUsePart",
+    "Usage",
+    "assistant_message_of",
+    "canonical_json",
+    "has_structured_parts",
+    "parse_request",
+    "text_of",
+    "to_parts",
+]
+
+ADDRESS_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+"""A content address: the algorithm tag and the lowercase hex digest of the bytes."""
+
+
+class _Model(BaseModel):
+    """Frozen, strict about unknown fields; the base of every content value."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _OmitNone(_Model):
+    """Leaves optional fields out of the serialized form while they are None."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in type(self)._omit_when_none:
+                if data.get(key, 0) is None:
+                    del data[key]
+        return data
+
+
+class ContentRef(_OmitNone):
+    """A claim-check for bytes in the content store."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"size"})
+
+    address: str
+    """``sha256:<64 lowercase hex>`` of the bytes."""
+    size: Annotated[StrictInt, Field(ge=0)] | None = None
+    """Declared size in bytes, checked against the blob when it is resolved; absent if unknown."""
+
+    @field_validator("address")
+    @classmethod
+    def _check_address(cls, value: str) -> str:
+        if not ADDRESS_PATTERN.match(value):
+            raise ValueError("an address looks like 'sha256:' followed by 64 lowercase hex digits")
+        return value
+
+
+class RefSource(_Model):
+    """Media held in the content store, named by address (resolved just before the provider call)."""
+
+    kind: Literal["ref"] = "ref"
+    """Discriminator: always ``"ref"``."""
+    ref: ContentRef
+    """The address (and optionally the size) of the blob."""
+
+
+class DataSource(_Model):
+    """Media carried inline as base64 (capped by the guard: MAX_INLINE_BYTES per part)."""
+
+    kind: Literal["data"] = "data"
+    """Discriminator: always ``"data"``."""
+    data: str
+    """The bytes, base64-encoded (standard alphabet, padded)."""
+
+
+MediaSource: TypeAlias = Annotated[RefSource | DataSource, Field(discriminator="kind")]
+
+
+class TextPart(_OmitNone):
+    """Text. Untrusted when ``origin`` is set or ``text`` is an ``Untrusted`` value."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin"})
+
+    type: Literal["text"] = "text"
+    """Discriminator: always ``"text"``."""
+    text: str | Untrusted
+    """The text itself."""
+    origin: str | None = None
+    """Where untrusted text came from (``"tool:web_fetch"``); None for the application's own text."""
+
+
+class ImagePart(_OmitNone):
+    """An image (``image/png``, ``image/jpeg``, ...)."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin"})
+
+    type: Literal["image"] = "image"
+    """Discriminator: always ``"image"``."""
+    media_type: str
+    """The image's media type; the guard requires ``image/*``."""
+    source: MediaSource
+    """Where the bytes are: a store ref or inline base64."""
+    origin: str | None = None
+    """Set when an untrusted party supplied the image; providers then fence it."""
+
+
+class AudioPart(_OmitNone):
+    """An audio clip (``audio/wav``, ``audio/mpeg``, ...)."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin"})
+
+    type: Literal["audio"] = "audio"
+    """Discriminator: always ``"audio"``."""
+    media_type: str
+    """The clip's media type; the guard requires ``audio/*``."""
+    source: MediaSource
+    """Where the bytes are: a store ref or inline base64."""
+    origin: str | None = None
+    """Set when an untrusted party supplied the clip; providers then fence it."""
+
+
+class FilePart(_OmitNone):
+    """A document such as a PDF (``application/pdf``) or plain text."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin", "name"})
+
+    type: Literal["file"] = "file"
+    """Discriminator: always ``"file"``."""
+    media_type: str
+    """The document's media type (any well-formed type)."""
+    source: MediaSource
+    """Where the bytes are: a store ref or inline base64."""
+    name: str | None = None
+    """A file name shown to the model (dropped by the guard when the part is untrusted)."""
+    origin: str | None = None
+    """Set when an untrusted party supplied the file; providers then fence it."""
+
+
+MediaPart: TypeAlias = ImagePart | AudioPart | FilePart
+"""The parts that carry bytes."""
+
+ResultPart: TypeAlias = Annotated[
+    TextPart | ImagePart | AudioPart | FilePart, Field(discriminator="type")
+]
+
+ToolResultContent: TypeAlias = str | Untrusted | list[ResultPart]
+"""What a tool result holds: text, an untrusted value, or text and media parts."""
+
+
+class ToolUsePart(_Model):
+    """A tool call the model made; appears only in assistant messages."""
+
+    type: Literal["tool_use"] = "tool_use"
+    """Discriminator: always ``"tool_use"``."""
+    id: str | Untrusted
+    """The call's id, echoed by the matching ``tool_result``."""
+    name: str | Untrusted
+    """The tool's name."""
+    input: dict[str, Any] | Untrusted = Field(default_factory=dict)
+    """The call's arguments (a JSON object)."""
+
+    @field_validator("input", mode="after")
+    @classmethod
+    def _restore_marks(cls, value: Any) -> Any:
+        return mark_untrusted_values(value)
+
+
+class ToolResultPart(_OmitNone):
+    """The answer to one tool call; appears only in user messages, after the call's assistant turn."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin"})
+
+    type: Literal["tool_result"] = "tool_result"
+    """Discriminator: always ``"tool_result"``."""
+    tool_use_id: str
+    """The ``id`` of the ``tool_use`` this answers."""
+    content: ToolResultContent
+    """The result: text, an untrusted value, or a list of text and media parts."""
+    is_error: bool = False
+    """True when the tool failed or the call was refused; the model sees it as an error."""
+    origin: str | None = None
+    """Set when the whole result is untrusted (e.g. a tool declared untrusted)."""
+
+
+Part: TypeAlias = Annotated[
+    TextPart | ImagePart | AudioPart | FilePart | ToolUsePart | ToolResultPart,
+    Field(discriminator="type"),
+]
+"""Any content part, discriminated by ``type``."""
+
+MessageContent: TypeAlias = str | list[Part]
+"""A message's content: a plain string (first-class) or a list of parts."""
+
+
+class Message(_Model):
+    """One turn of a conversation. There is no tool role: results are parts of a user message."""
+
+    role: Literal["user", "assistant"]
+    """Who speaks: ``"user"`` (the application, tool results) or ``"assistant"`` (the model)."""
+    content: MessageContent
+    """A string, or a list of parts."""
+
+
+class ToolSpec(_Model):
+    """A tool on the menu sent to the model."""
+
+    name: str
+    """The tool's name, as the model will call it."""
+    description: str
+    """What the tool does, for the model."""
+    input_schema: dict[str, Any]
+    """JSON Schema of the tool's input object."""
+
+
+class LlmRequest(_Model):
+    """What is sent to a model: messages, the tool menu and the system prompt."""
+
+    messages: list[Message]
+    """The conversation so far."""
+    tools: list[ToolSpec] = Field(default_factory=list)
+    """The tools the model may call."""
+    system: str | Untrusted | None = None
+    """The system prompt (never untrusted: the guard refuses an untrusted one)."""
+
+
+class ToolCall(_Model):
+    """A tool call in a model's response."""
+
+    id: str
+    """The call's id (providers synthesize one when the vendor gives none)."""
+    name: str
+    """The tool called."""
+    input: dict[str, Any] = Field(default_factory=dict)
+    """The arguments, parsed from the vendor's JSON."""
+
+
+class Usage(_Model):
+    """Token counts reported by the vendor (zero when it reported none)."""
+
+    input_tokens: int = 0
+    """Tokens read, including cached ones."""
+    output_tokens: int = 0
+    """Tokens generated."""
+
+
+StopReason: TypeAlias = Literal[
+    "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn", "other"
+]
+"""Why the model stopped, in one vocabulary across vendors (``"other"`` keeps the raw one in ``provider_data``)."""
+
+
+class LlmResponse(_Model):
+    """A model's answer: its text and its tool calls (decision 8: no derived parts field)."""
+
+    content: str = ""
+    """The text the model produced."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """The tool calls it made, in order."""
+    stop_reason: StopReason = "end_turn"
+    """Why it stopped."""
+    usage: Usage = Field(default_factory=Usage)
+    """Token counts."""
+    model: str | None = None
+    """The model id the vendor reported."""
+    provider_data: dict[str, Any] = Field(default_factory=dict)
+    """Vendor fields loom_nb does not model (raw stop reason, ids, thought signatures ...), kept rather than lost."""
+
+
+def text_of(content: MessageContent | ToolResultContent) -> str:
+    """The text of a message's (or tool result's) content: the string itself, or its text parts joined.
+
+    Media and tool parts contribute nothing; an ``Untrusted`` text contributes its value.
+    """
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Untrusted):
+        return str(content.value)
+    chunks: list[str] = []
+    for part in content:
+        if isinstance(part, TextPart):
+            chunks.append(part.text if isinstance(part.text, str) else str(part.text.value))
+    return "".join(chunks)
+
+
+def to_parts(content: MessageContent) -> list[Part]:
+    """The content as a list of parts: a non-empty string becomes one ``TextPart``, "" none."""
+    if isinstance(content, str):
+        return [TextPart(text=content)] if content else []
+    return list(content)
+
+
+def has_structured_parts(content: MessageContent | ToolResultContent) -> bool:
+    """Whether the content holds anything but text (media, tool calls or tool results)."""
+    if isinstance(content, str | Untrusted):
+        return False
+    return any(not isinstance(part, TextPart) for part in content)
+
+
+def assistant_message_of(response: LlmResponse) -> Message:
+    """The assistant turn for a response: its text first, then one ``tool_use`` per call.
+
+    Text comes first because Anthropic refuses text after a ``tool_use`` in the same turn. A
+    response without tool calls keeps the plain string form.
+    """
+    if not response.tool_calls:
+        return Message(role="assistant", content=response.content)
+    parts: list[Part] = []
+    if response.content:
+        parts.append(TextPart(text=response.content))
+    parts.extend(ToolUsePart(id=c.id, name=c.name, input=c.input) for c in response.tool_calls)
+    return Message(role="assistant", content=parts)
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON: sorted keys, compact separators, UTF-8 kept (for hashing and recordings).
+
+    Models are dumped in JSON mode first, so the same request always gives the same string.
+    """
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_request(data: Any) -> LlmRequest:
+    """Validate a plain dict (or an ``LlmRequest``) as a request.
+
+    A field that does not fit raises ``ContentValidationError`` naming its path
+    (``messages.0.content.1.source.kind``), never pydantic's own exception.
+    """
+    if isinstance(data, LlmRequest):
+        return data
+    try:
+        return LlmRequest.model_validate(data)
+    except ValidationError as exc:
+        raise content_error(exc, "request") from exc
+
+
+def content_error(exc: ValidationError, what: str) -> ContentValidationError:
+    """Turn pydantic's error into a ``ContentValidationError`` that names the first bad field."""
+    errors = exc.errors(include_url=False)
+    # Unions report one error per branch; the deepest one is about the field the caller meant.
+    first = max(errors, key=lambda e: len(e["loc"]))
+    where = ".".join(str(p) for p in first["loc"] if not _is_branch_label(p)) or "(root)"
+    count = exc.error_count()
+    more = f" (and {count - 1} more problem{'s' if count > 2 else ''})" if count > 1 else ""
+    return ContentValidationError(
+        f"invalid {what}: field '{where}': {first['msg']}{more}. "
+        "Parts are dicts with a 'type' of text, image, audio, file, tool_use or tool_result; "
+        "roles are 'user' or 'assistant'; a media source is {'kind': 'ref', 'ref': {'address': ...}} "
+        "or {'kind': 'data', 'data': <base64>}.",
+        field=where,
+        errors=exc.errors(include_url=False, include_context=False, include_input=False),
+    )
+
+
+def _is_branch_label(loc: int | str) -> bool:
+    """Pydantic names union branches in error paths ('str', 'list[...]'); they are not fields."""
+    return isinstance(loc, str) and (
+        loc in {"str", "Untrusted", "dict[str,any]", "function-after[_restore_marks(), dict[str,any]]"}
+        or loc.startswith(("list[", "function-", "tagged-union["))
+    )

@@ -1,0 +1,180 @@
+"""The one error tree of loom_nb: every refusal is a ``LoomError`` with a stable ``code``.
+
+Each error says what happened, where, and what to do next. ``code`` is a short machine-readable
+string that never changes once released (tests, notebooks and callers match on it); the message
+is for people and may improve. Details that help a program react (an address, a message index)
+ride in ``details``.
+
+::
+
+    LoomError
+    ├── ConfigurationError            bad settings: a missing API key, an unknown option
+    ├── ContentValidationError        a part / message / request dict that does not fit the model
+    ├── GuardError                    structure and provenance refusals (ADR 0120 decision 7)
+    │   ├── OversizedInlinePartError  inline bytes over MAX_INLINE_BYTES / the request total (decision 5)
+    │   └── UnsupportedModalityError  media the provider did not declare (decision 6)
+    ├── StoreError                    the content store
+    │   ├── ContentNotFoundError      no blob at that address
+    │   ├── ContentIntegrityError     the blob on disk does not hash to its address
+    │   └── ContentAccessDeniedError  the principal's tenant never stored that blob
+    ├── UnresolvedContentError        a ref the application sent could not be resolved (decision 4)
+    ├── ProviderError                 a vendor API answered with an error, or could not be reached
+    ├── JournalError                  the durable log
+    │   ├── ReplayDivergenceError     replay met a different step id than the log holds
+    │   └── StepOutputError           a step produced a value the journal cannot hold
+    └── AgentError                    the agent loop was driven wrongly (e.g. resumed without a decision)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "AgentError",
+    "ConfigurationError",
+    "ContentAccessDeniedError",
+    "ContentIntegrityError",
+    "ContentNotFoundError",
+    "ContentValidationError",
+    "GuardError",
+    "JournalError",
+    "LoomError",
+    "OversizedInlinePartError",
+    "ProviderError",
+    "ReplayDivergenceError",
+    "StepOutputError",
+    "StoreError",
+    "UnresolvedContentError",
+    "UnsupportedModalityError",
+]
+
+
+class LoomError(Exception):
+    """Base of every error loom_nb raises on purpose.
+
+    ``code`` is stable and machine-readable; ``details`` carries structured context
+    (indices, addresses, names) so a caller can react without parsing the message.
+    """
+
+    default_code: ClassVar[str] = "loom_error"
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code: str = code or self.default_code
+        self.details: dict[str, Any] = details
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class ConfigurationError(LoomError):
+    """A setting is missing or wrong (for example no API key in the environment)."""
+
+    default_code = "configuration"
+
+
+class ContentValidationError(LoomError):
+    """A part, message or request does not fit the content model; the message names the field."""
+
+    default_code = "invalid_content"
+
+
+class GuardError(LoomError):
+    """``guard_request`` refused a request: a structure or provenance rule was broken."""
+
+    default_code = "guard_refused"
+
+
+class OversizedInlinePartError(GuardError):
+    """Inline (base64) media is over the per-part or per-request cap; store it and send a ref."""
+
+    default_code = "oversized_inline"
+
+
+class UnsupportedModalityError(GuardError):
+    """The request carries media the provider has not declared it accepts."""
+
+    default_code = "unsupported_modality"
+
+
+class StoreError(LoomError):
+    """The content store could not do what was asked."""
+
+    default_code = "store_error"
+
+
+class ContentNotFoundError(StoreError):
+    """No blob is stored at the address."""
+
+    default_code = "content_not_found"
+
+
+class ContentIntegrityError(StoreError):
+    """A stored blob does not hash to its address (corruption); wrong bytes are never returned."""
+
+    default_code = "content_corrupted"
+
+
+class ContentAccessDeniedError(StoreError):
+    """The asking principal may not read the blob (its tenant never stored it), or is unknown."""
+
+    default_code = "content_access_denied"
+
+
+class UnresolvedContentError(LoomError):
+    """A ref the application put in a message could not be turned into bytes for the provider."""
+
+    default_code = "unresolved_content"
+
+
+class ProviderError(LoomError):
+    """A model vendor answered with an error or could not be reached.
+
+    ``status`` is the HTTP status (None when no response arrived), ``error_type`` the vendor's
+    error type (``rate_limit_error``, ``invalid_request_error`` ...), ``retryable`` whether
+    trying again later could succeed.
+    """
+
+    default_code = "provider_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        provider: str | None = None,
+        status: int | None = None,
+        error_type: str | None = None,
+        retryable: bool = False,
+        **details: Any,
+    ) -> None:
+        super().__init__(message, code=code, **details)
+        self.provider = provider
+        self.status = status
+        self.error_type = error_type
+        self.retryable = retryable
+
+
+class JournalError(LoomError):
+    """The durable journal could not record or replay a step."""
+
+    default_code = "journal_error"
+
+
+class ReplayDivergenceError(JournalError):
+    """Replay reached a step whose id differs from the one the log recorded at that position."""
+
+    default_code = "replay_divergence"
+
+
+class StepOutputError(JournalError):
+    """A step returned a value the journal cannot store as JSON (the step is not recorded)."""
+
+    default_code = "step_output_not_json"
+
+
+class AgentError(LoomError):
+    """The agent loop was asked to do something it cannot (e.g. resume without a decision)."""
+
+    default_code = "agent_error"

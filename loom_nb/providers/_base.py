@@ -1,0 +1,119 @@
+"""The provider protocol, stream chunks and ``collect_stream`` (ADR 0120 decisions 2, 6, 8).
+
+A provider maps the one canonical request shape to a vendor's wire format and back. It declares
+what media it accepts (``capabilities``) and refuses anything else before any I/O. Streaming
+yields ``LlmStreamChunk``s: text deltas, tool deltas (a call's id and name first, then fragments
+of its input JSON), a reset when a retried attempt starts over, and one terminal chunk carrying
+the whole response, which is all that is ever journaled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from loom_nb.capabilities import Capabilities
+from loom_nb.content import LlmRequest, LlmResponse
+from loom_nb.errors import ProviderError
+
+__all__ = ["LlmProvider", "LlmStreamChunk", "ToolDelta", "collect_stream"]
+
+
+class ToolDelta(BaseModel):
+    """A fragment of a tool call while it streams.
+
+    The first delta of a call carries its ``id`` and ``name`` (and usually an empty
+    ``input_json``); later ones carry only the next fragment of the input JSON.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: int
+    """Position of the call in the response (0 for the first call)."""
+    id: str | None = None
+    """The call's id, on the first delta of the call."""
+    name: str | None = None
+    """The tool's name, on the first delta of the call."""
+    input_json: str = ""
+    """The next fragment of the call's input JSON (concatenate fragments per index)."""
+
+
+class LlmStreamChunk(BaseModel):
+    """One event of a streamed model call."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["text", "tool_delta", "reset", "done"]
+    """``text``: a text delta; ``tool_delta``: a tool-call fragment; ``reset``: a retry started
+    over, discard earlier deltas; ``done``: the terminal chunk with the whole response."""
+    text: str = ""
+    """The text delta (``kind == "text"``)."""
+    tool_delta: ToolDelta | None = None
+    """The tool-call fragment (``kind == "tool_delta"``)."""
+    response: LlmResponse | None = None
+    """The assembled response (``kind == "done"``)."""
+
+
+@runtime_checkable
+class LlmProvider(Protocol):
+    """What the journal, the agent loop and the notebook views need from a model provider."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The media types this provider accepts; anything else is refused before any I/O."""
+        ...
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        """Send the request and return the whole response."""
+        ...
+
+    def stream(self, request: LlmRequest) -> AsyncIterator[LlmStreamChunk]:
+        """Send the request and yield chunks as they arrive; the last one is ``done``."""
+        ...
+
+
+TextCallback = Callable[[str], Awaitable[None] | None]
+ToolDeltaCallback = Callable[[ToolDelta], Awaitable[None] | None]
+ResetCallback = Callable[[], Awaitable[None] | None]
+
+
+async def _call(callback: Callable[..., Awaitable[None] | None] | None, *args: object) -> None:
+    if callback is None:
+        return
+    result = callback(*args)
+    if result is not None:
+        await result
+
+
+async def collect_stream(
+    stream: AsyncIterator[LlmStreamChunk],
+    *,
+    on_text: TextCallback | None = None,
+    on_tool_delta: ToolDeltaCallback | None = None,
+    on_tool_reset: ResetCallback | None = None,
+) -> LlmResponse:
+    """Drain a stream, calling the callbacks as deltas arrive, and return the terminal response.
+
+    Callbacks may be plain functions or coroutines. A ``reset`` chunk (a retried attempt)
+    reaches ``on_tool_reset`` so the consumer can discard the failed attempt's fragments.
+    A stream that ends without a ``done`` chunk raises ``ProviderError``.
+    """
+    response: LlmResponse | None = None
+    async for chunk in stream:
+        if chunk.kind == "text":
+            await _call(on_text, chunk.text)
+        elif chunk.kind == "tool_delta" and chunk.tool_delta is not None:
+            await _call(on_tool_delta, chunk.tool_delta)
+        elif chunk.kind == "reset":
+            await _call(on_tool_reset)
+        elif chunk.kind == "done":
+            response = chunk.response
+    if response is None:
+        raise ProviderError(
+            "the stream ended without a final response; the connection may have dropped. "
+            "Retry the call, or use complete() instead of stream().",
+            code="stream_incomplete",
+        )
+    return response
