@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["MAX_INLINE_BYTES", "MAX_INLINE_TOTAL_BYTES", "MAX_RESOLVED_BYTES", "MAX_TOOL_INPUT_NODES"]
+__all__ = [
+    "MAX_INLINE_BYTES",
+    "MAX_INLINE_TOTAL_BYTES",
+    "MAX_RESOLVED_BYTES",
+    "MAX_TOOL_INPUT_NODES",
+]
 
 MAX_INLINE_BYTES = 64 * 1024
 """Largest inline (base64) media part, counted in decoded bytes."""

@@ -1,0 +1,297 @@
+"""The content model: parts, messages, requests, readers, and errors that name the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from loom_nb.content import (
+    AudioPart,
+    ContentRef,
+    DataSource,
+    FilePart,
+    ImagePart,
+    LlmRequest,
+    LlmResponse,
+    Message,
+    RefSource,
+    TextPart,
+    ToolCall,
+    ToolResultPart,
+    ToolUsePart,
+    assistant_message_of,
+    canonical_json,
+    has_structured_parts,
+    parse_request,
+    text_of,
+    to_parts,
+)
+from loom_nb.errors import ContentValidationError
+from loom_nb.taint import UNTRUSTED_MARKER, Untrusted
+from tests import strategies as s
+
+GOLDEN = Path(__file__).parent / "golden"
+ADDR = "sha256:" + "ab" * 32
+
+PART_STRATEGIES = {
+    "text": s.text_parts,
+    "image": s.image_parts,
+    "audio": s.audio_parts,
+    "file": s.file_parts,
+    "tool_use": s.tool_use_parts,
+    "tool_result": s.tool_result_parts,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PART_STRATEGIES))
+@given(data=st.data())
+def test_every_part_round_trips_through_dict_and_json(kind: str, data: st.DataObject) -> None:
+    """model → dict → model and model → JSON → model are identities for every part type."""
+    part: BaseModel = data.draw(PART_STRATEGIES[kind])
+    cls = type(part)
+    assert cls.model_validate(part.model_dump()) == part
+    assert cls.model_validate(part.model_dump(mode="json")) == part
+    assert cls.model_validate_json(part.model_dump_json()) == part
+    # Through the discriminated union too, as a message holds it.
+    role = "assistant" if kind == "tool_use" else "user"
+    message = Message(role=role, content=[part])  # type: ignore[list-item]
+    assert Message.model_validate_json(message.model_dump_json()) == message
+
+
+@given(s.requests)
+def test_requests_round_trip(request: LlmRequest) -> None:
+    """Whole requests survive dict and JSON round trips, untrusted marks included."""
+    assert LlmRequest.model_validate(request.model_dump(mode="json")) == request
+    assert LlmRequest.model_validate_json(request.model_dump_json()) == request
+
+
+def _golden_request() -> LlmRequest:
+    return LlmRequest(
+        messages=[
+            Message(role="user", content="What is the capital of France?"),
+            Message(role="assistant", content="Paris."),
+            Message(
+                role="user",
+                content='And of Italy? Answer in one word, "quoted", with no trailing period — please.',
+            ),
+        ],
+        tools=[
+            {  # type: ignore[list-item]
+                "name": "lookup_capital",
+                "description": "Look up a country's capital.",
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"country": {"type": "string"}},
+                    "required": ["country"],
+                },
+            }
+        ],
+        system="You are terse.",
+    )
+
+
+def test_string_content_request_is_byte_identical_to_the_pre_parts_golden() -> None:
+    """A string-only request serializes exactly as the golden written before parts existed."""
+    golden = (GOLDEN / "string_request.json").read_bytes()
+    assert _golden_request().model_dump_json().encode() == golden
+    # And it parses back to the same request, string content untouched.
+    parsed = LlmRequest.model_validate_json(golden)
+    assert parsed == _golden_request()
+    assert all(isinstance(m.content, str) for m in parsed.messages)
+
+
+def test_unset_optional_fields_stay_out_of_the_wire_form() -> None:
+    """origin, name and size are omitted while unset, so old payload bytes do not change."""
+    part = FilePart(media_type="application/pdf", source=RefSource(ref=ContentRef(address=ADDR)))
+    assert part.model_dump() == {
+        "type": "file",
+        "media_type": "application/pdf",
+        "source": {"kind": "ref", "ref": {"address": ADDR}},
+    }
+    named = part.model_copy(update={"name": "a.pdf", "origin": "upload"})
+    assert named.model_dump()["name"] == "a.pdf"
+    assert named.model_dump()["origin"] == "upload"
+
+
+def test_plain_dicts_validate_in_the_snake_case_shape() -> None:
+    """The documented dict shape validates into parts."""
+    message = Message.model_validate(
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "hi"},
+                {
+                    "type": "image",
+                    "media_type": "image/png",
+                    "source": {"kind": "data", "data": "AAAA"},
+                },
+            ],
+        }
+    )
+    assert isinstance(message.content, list)
+    assert isinstance(message.content[1], ImagePart)
+    assert isinstance(message.content[1].source, DataSource)
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"messages": [{"role": "system", "content": "x"}]}, "messages.0.role"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "messages.0.role"),
+        ({"messages": [{"role": "user", "content": [{"type": "video"}]}]}, "messages.0.content.0"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "image",
+                                "media_type": "image/png",
+                                "source": {"kind": "url", "url": "x"},
+                            }
+                        ],
+                    }
+                ]
+            },
+            "messages.0.content.0.image.source",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "image",
+                                "media_type": "image/png",
+                                "source": {"kind": "ref", "ref": {"address": "md5:abc"}},
+                            }
+                        ],
+                    }
+                ]
+            },
+            "messages.0.content.0.image.source.ref.ref.address",
+        ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text"}]}]},
+            "messages.0.content.0.text.text",
+        ),
+        ({"messages": [{"role": "user", "content": "x", "extra": 1}]}, "messages.0.extra"),
+    ],
+)
+def test_bad_content_is_an_error_naming_the_field(payload: dict[str, Any], field: str) -> None:
+    """An unknown part type, role or source kind raises ContentValidationError naming the field."""
+    with pytest.raises(ContentValidationError) as info:
+        parse_request(payload)
+    assert info.value.code == "invalid_content"
+    assert info.value.details["field"] == field
+    assert field in info.value.message
+
+
+@pytest.mark.parametrize("size", [True, 1.5, -1, "10"])
+def test_ref_size_must_be_a_non_negative_int_or_absent(size: object) -> None:
+    """bool, float, negative and str sizes are refused; None and ints are fine."""
+    with pytest.raises(ContentValidationError):
+        parse_request(
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "image",
+                                "media_type": "image/png",
+                                "source": {"kind": "ref", "ref": {"address": ADDR, "size": size}},
+                            }
+                        ],
+                    }
+                ]
+            }
+        )
+    assert ContentRef(address=ADDR, size=0).size == 0
+    assert ContentRef(address=ADDR).size is None
+
+
+def test_text_of_reads_both_forms() -> None:
+    """text_of returns a string as is and joins text parts, skipping media and tools."""
+    image = ImagePart(media_type="image/png", source=DataSource(data="AAAA"))
+    assert text_of("plain") == "plain"
+    assert text_of([TextPart(text="a"), image, TextPart(text=Untrusted("b", "web"))]) == "ab"
+    assert text_of(Untrusted("c", "web")) == "c"
+    assert text_of([]) == ""
+
+
+def test_to_parts_and_has_structured_parts() -> None:
+    """to_parts wraps a string; has_structured_parts is true only when non-text parts exist."""
+    assert to_parts("hi") == [TextPart(text="hi")]
+    assert to_parts("") == []
+    image = ImagePart(media_type="image/png", source=DataSource(data="AAAA"))
+    assert to_parts([image]) == [image]
+    assert not has_structured_parts("hi")
+    assert not has_structured_parts([TextPart(text="x")])
+    assert has_structured_parts([TextPart(text="x"), image])
+    assert has_structured_parts([ToolResultPart(tool_use_id="t", content="ok")])
+
+
+def test_assistant_message_puts_text_first_then_one_tool_use_per_call() -> None:
+    """assistant_message_of emits text then tool_use parts in call order; no calls keeps a string."""
+    response = LlmResponse(
+        content="Checking.",
+        tool_calls=[ToolCall(id="t1", name="a", input={"x": 1}), ToolCall(id="t2", name="b")],
+        stop_reason="tool_use",
+    )
+    message = assistant_message_of(response)
+    assert message.role == "assistant"
+    assert isinstance(message.content, list)
+    assert [p.type for p in message.content] == ["text", "tool_use", "tool_use"]
+    assert [p.id for p in message.content if isinstance(p, ToolUsePart)] == ["t1", "t2"]
+    assert assistant_message_of(LlmResponse(content="done")).content == "done"
+    calls_only = assistant_message_of(LlmResponse(tool_calls=[ToolCall(id="t", name="a")]))
+    assert isinstance(calls_only.content, list)
+    assert [p.type for p in calls_only.content] == ["tool_use"]
+
+
+def test_untrusted_mark_survives_serialization_at_any_depth() -> None:
+    """An Untrusted value deep in a tool input serializes as a marker and validates back."""
+    part = ToolUsePart(id="t", name="f", input={"a": [{"b": Untrusted({"c": 1}, "web")}]})
+    dumped = json.loads(part.model_dump_json())
+    assert dumped["input"]["a"][0]["b"] == {UNTRUSTED_MARKER: {"origin": "web", "value": {"c": 1}}}
+    again = ToolUsePart.model_validate(dumped)
+    assert again == part
+    assert isinstance(again.input, dict)
+    assert isinstance(again.input["a"][0]["b"], Untrusted)
+
+
+def test_canonical_json_is_order_independent() -> None:
+    """canonical_json sorts keys and is compact, so equal values give equal strings."""
+    assert canonical_json({"b": 1, "a": [1, {"d": 2, "c": 3}]}) == '{"a":[1,{"c":3,"d":2}],"b":1}'
+    request = _golden_request()
+    assert canonical_json(request) == canonical_json(json.loads(request.model_dump_json()))
+
+
+def test_parts_are_frozen_and_forbid_unknown_fields() -> None:
+    """Parts are immutable values; an unknown field is an error, not silently dropped."""
+    part = TextPart(text="x")
+    with pytest.raises(Exception, match="frozen"):
+        part.text = "y"  # type: ignore[misc]
+    with pytest.raises(ContentValidationError) as info:
+        parse_request(
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "bold": 1}]}]}
+        )
+    assert "bold" in info.value.details["field"]
+
+
+def test_media_parts_accept_both_sources() -> None:
+    """Image, audio and file parts take a ref source or a data source."""
+    ref = RefSource(ref=ContentRef(address=ADDR, size=3))
+    data = DataSource(data="AAAA")
+    for cls in (ImagePart, AudioPart, FilePart):
+        assert cls(media_type="x/y", source=ref).source == ref
+        assert cls(media_type="x/y", source=data).source == data
