@@ -1,0 +1,394 @@
+"""The HTTP layer every vendor provider shares: keys, retries with backoff, and streamed calls.
+
+Vendors differ in how they map a request and how they spell an error; they do not differ in
+what a user of an HTTP client expects, so that lives here once:
+
+- ``resolve_api_key(explicit, env_var, provider)`` reads the key from the argument or the
+  environment and wraps it in ``Secret``, whose ``repr``/``str`` never show it. A missing key is a
+  ``ConfigurationError`` naming the variable to set.
+- ``send_json`` POSTs a JSON body and returns the 2xx response. It retries 429, 5xx and
+  Anthropic's 529 (the vendor's ``parse_error`` decides through ``ProviderError.retryable``, so
+  OpenAI's ``insufficient_quota`` 429 is not retried) with exponential backoff and jitter,
+  honouring ``retry-after`` / ``retry-after-ms`` (seconds or an HTTP date, capped); other 4xx are
+  raised at once. A connection failure is ``ProviderError(code="provider_unreachable")``, a
+  timeout ``code="provider_timeout"``; both are retried.
+- ``stream_json`` does the same for a streamed call and hands the response's server-sent events
+  (``iter_sse``) to the vendor's decoder. A failure before any chunk was yielded is retried
+  silently; a failure after some output yields a ``reset`` chunk first, so a consumer drops the
+  failed attempt's deltas (ADR 0120 decision 8) instead of concatenating two attempts.
+
+Sleeping and jitter go through ``RetryPolicy``, so tests inject a recording ``sleep`` and never
+wait. Nothing here knows a vendor's wire shape; the pure mappers live in ``*_wire`` modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from loom_nb.errors import ConfigurationError, ProviderError
+from loom_nb.providers._base import LlmStreamChunk
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "RETRYABLE_STATUSES",
+    "RetryPolicy",
+    "Secret",
+    "SseEvent",
+    "encode_json",
+    "error_code_for_status",
+    "http_error",
+    "iter_sse",
+    "resolve_api_key",
+    "send_json",
+    "stream_json",
+]
+
+DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
+"""Per-request timeout: long reads (a model may think for minutes), a short connect."""
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+"""Statuses worth another attempt (429 rate limit, 5xx, Anthropic's 529 overloaded)."""
+
+
+class Secret:
+    """An API key that never shows itself: ``repr``, ``str`` and f-strings print ``Secret('***')``.
+
+    Call ``reveal()`` only where the key goes into a request header.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The key itself, for the request header."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def resolve_api_key(explicit: str | Secret | None, env_var: str, provider: str) -> Secret:
+    """The key passed in, else the one in ``env_var``; a ``ConfigurationError`` naming it if neither."""
+    if isinstance(explicit, Secret):
+        return explicit
+    value = explicit if explicit else os.environ.get(env_var, "").strip()
+    if not value:
+        raise ConfigurationError(
+            f"no API key for {provider}: set the {env_var} environment variable or pass "
+            f"api_key=... to the provider (or use ScriptedProvider to run offline).",
+            code="missing_api_key",
+            env_var=env_var,
+            provider=provider,
+        )
+    return Secret(value)
+
+
+async def _real_sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to wait between attempts.
+
+    The n-th retry waits ``min(max_delay, base_delay * 2**n)`` scaled by a jitter factor in
+    ``[0.5, 1.0)``, or what the server's ``retry-after`` says, capped at ``max_retry_after``.
+    """
+
+    max_retries: int = 3
+    """Retries after the first attempt (0 disables retrying)."""
+    base_delay: float = 0.5
+    """Seconds before the first retry, before jitter."""
+    max_delay: float = 8.0
+    """Longest computed backoff, in seconds."""
+    max_retry_after: float = 60.0
+    """Longest wait honoured from a ``retry-after`` header, in seconds."""
+    sleep: Callable[[float], Awaitable[None]] = field(default=_real_sleep, compare=False)
+    """How to wait (tests inject one that records the delay and returns at once)."""
+    jitter: Callable[[], float] = field(default=random.random, compare=False)
+    """A source of numbers in [0, 1) for the jitter."""
+
+    def delay(self, retry: int, response: httpx.Response | None = None) -> float:
+        """Seconds to wait before retry number ``retry`` (0-based)."""
+        hinted = _retry_after_seconds(response) if response is not None else None
+        if hinted is not None:
+            return max(0.0, min(hinted, self.max_retry_after))
+        backoff: float = min(self.max_delay, self.base_delay * 2.0**retry)
+        return backoff * (0.5 + 0.5 * self.jitter())
+
+
+def _retry_after_seconds(response: httpx.Response) -> float | None:
+    millis = response.headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return float(millis) / 1000.0
+        except ValueError:
+            pass
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return when.timestamp() - time.time()
+
+
+def error_code_for_status(status: int) -> str:
+    """The stable ``ProviderError.code`` for an HTTP status."""
+    codes = {
+        400: "invalid_request",
+        401: "authentication_failed",
+        403: "permission_denied",
+        404: "not_found",
+        413: "request_too_large",
+        429: "rate_limited",
+        503: "provider_overloaded",
+        529: "provider_overloaded",
+    }
+    if status in codes:
+        return codes[status]
+    return "provider_server_error" if status >= 500 else "provider_rejected"
+
+
+def http_error(
+    response: httpx.Response,
+    *,
+    provider: str,
+    error_type: str | None,
+    message: str,
+    retryable: bool | None = None,
+    **details: Any,
+) -> ProviderError:
+    """A ``ProviderError`` for an error response (vendors' ``parse_error`` build theirs with this).
+
+    ``retryable`` defaults to whether the status is in ``RETRYABLE_STATUSES``.
+    """
+    status = response.status_code
+    request_id = response.headers.get("request-id") or response.headers.get("x-request-id")
+    if request_id:
+        details.setdefault("request_id", request_id)
+    hint = _remedy(status)
+    return ProviderError(
+        f"{provider} answered HTTP {status}"
+        + (f" ({error_type})" if error_type else "")
+        + f": {message}. {hint}",
+        code=error_code_for_status(status),
+        provider=provider,
+        status=status,
+        error_type=error_type,
+        retryable=status in RETRYABLE_STATUSES if retryable is None else retryable,
+        **details,
+    )
+
+
+def _remedy(status: int) -> str:
+    if status in {401, 403}:
+        return "Check the API key and that it may use this model."
+    if status == 429:
+        return "Slow down or check the account's quota, then retry."
+    if status >= 500:
+        return "The vendor had a problem; retry later."
+    return "Fix the request (see the message) and send it again."
+
+
+def encode_json(body: Mapping[str, Any]) -> bytes:
+    """The request body bytes: compact JSON, UTF-8 kept (the same body always gives the same bytes)."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+ParseError = Callable[[httpx.Response], ProviderError]
+
+
+def _build(
+    client: httpx.AsyncClient,
+    url: str,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    timeout: httpx.Timeout | float | None,
+) -> httpx.Request:
+    merged = {"content-type": "application/json", **headers}
+    return client.build_request(
+        "POST", url, headers=merged, content=encode_json(body), timeout=timeout
+    )
+
+
+def _transport_error(exc: httpx.HTTPError, provider: str, url: str) -> ProviderError:
+    # httpx messages name the URL and the failure, never the headers (where the key lives).
+    where = httpx.URL(url).copy_with(query=None)
+    if isinstance(exc, httpx.TimeoutException):
+        return ProviderError(
+            f"{provider} did not answer in time at {where} ({type(exc).__name__}). "
+            "Retry, or pass a larger timeout= to the provider.",
+            code="provider_timeout",
+            provider=provider,
+            retryable=True,
+        )
+    return ProviderError(
+        f"could not reach {provider} at {where} ({type(exc).__name__}: {exc}). "
+        "Check the network and base_url, then retry.",
+        code="provider_unreachable",
+        provider=provider,
+        retryable=True,
+    )
+
+
+async def send_json(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    provider: str,
+    parse_error: ParseError,
+    policy: RetryPolicy | None = None,
+    http_timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
+) -> httpx.Response:
+    """POST ``body`` as JSON and return the 2xx response, retrying what is worth retrying.
+
+    Raises the ``ProviderError`` from ``parse_error`` for an error response that is not retried
+    (or when retries run out), and ``provider_unreachable`` / ``provider_timeout`` for transport
+    failures after the last retry.
+    """
+    policy = policy or RetryPolicy()
+    retry = 0
+    while True:
+        request = _build(client, url, headers, body, http_timeout)
+        response: httpx.Response | None = None
+        try:
+            response = await client.send(request)
+        except httpx.HTTPError as exc:
+            error = _transport_error(exc, provider, url)
+            if retry >= policy.max_retries:
+                raise error from exc
+        else:
+            if response.is_success:
+                return response
+            error = parse_error(response)
+            if not error.retryable or retry >= policy.max_retries:
+                raise error
+        await policy.sleep(policy.delay(retry, response))
+        retry += 1
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    """One server-sent event: its ``event:`` name (None when unnamed) and its joined ``data:`` lines."""
+
+    event: str | None
+    data: str
+    id: str | None = None
+
+
+async def iter_sse(response: httpx.Response) -> AsyncIterator[SseEvent]:
+    """Parse a ``text/event-stream`` body into events (WHATWG rules).
+
+    Lines may end in ``\\n``, ``\\r\\n`` or ``\\r``; ``data:`` lines of one event are joined with
+    ``\\n``; lines starting with ``:`` are comments; one space after the colon is dropped; an
+    event is dispatched at a blank line and a trailing event without one is discarded. httpx has
+    already undone any ``Content-Encoding: gzip``.
+    """
+    name: str | None = None
+    event_id: str | None = None
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if not line:
+            if data:
+                yield SseEvent(name, "\n".join(data), event_id)
+            name, data = None, []
+            continue
+        if line.startswith(":"):
+            continue
+        key, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if key == "data":
+            data.append(value)
+        elif key == "event":
+            name = value or None
+        elif key == "id":
+            event_id = value
+
+
+StreamDecoder = Callable[[AsyncIterator[SseEvent]], AsyncIterator[LlmStreamChunk]]
+
+
+async def stream_json(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    provider: str,
+    parse_error: ParseError,
+    decode: StreamDecoder,
+    policy: RetryPolicy | None = None,
+    http_timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
+) -> AsyncIterator[LlmStreamChunk]:
+    """POST ``body`` and yield the chunks ``decode`` makes of the SSE response, with retries.
+
+    ``decode`` turns the events into chunks and raises ``ProviderError`` for an error the stream
+    itself reports (``retryable`` decides whether to try again). A retry after some chunks were
+    yielded is announced with a ``reset`` chunk. Nothing is retried once ``done`` was yielded.
+    """
+    policy = policy or RetryPolicy()
+    retry = 0
+    while True:
+        emitted = False
+        response: httpx.Response | None = None
+        try:
+            request = _build(client, url, headers, body, http_timeout)
+            response = await client.send(request, stream=True)
+            try:
+                if not response.is_success:
+                    await response.aread()
+                    raise parse_error(response)
+                async for chunk in decode(iter_sse(response)):
+                    yield chunk
+                    if chunk.kind == "done":
+                        return
+                    emitted = True
+            finally:
+                await response.aclose()
+            raise ProviderError(
+                f"the {provider} stream ended before its final event; the connection may have "
+                "dropped. Retry the call.",
+                code="stream_incomplete",
+                provider=provider,
+                retryable=True,
+            )
+        except httpx.HTTPError as exc:
+            error = _transport_error(exc, provider, url)
+            if retry >= policy.max_retries:
+                raise error from exc
+        except ProviderError as exc:
+            if not exc.retryable or retry >= policy.max_retries:
+                raise
+        if emitted:
+            yield LlmStreamChunk(kind="reset")
+        await policy.sleep(policy.delay(retry, response))
+        retry += 1
