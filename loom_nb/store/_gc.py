@@ -1,0 +1,155 @@
+"""Content GC: keep every blob a log still cites, reclaim old uncited ones (ADR 0120 decision 10).
+
+Mark: walk every payload of every scanned log (iteratively, so a deep payload cannot exhaust the
+stack) and collect each address cited either as the store's claim-check marker
+``{"__loomContent": address}`` or as a media source ``{"kind": "ref", "ref": {"address": ...}}``.
+The media shape is deliberately not the marker (decision 4), so a sweep that only knew the
+marker would reclaim media a transcript still cites. Sweep: a cited blob is pinned; an uncited
+blob last stored less than ``ttl`` ago is kept; an older one is reclaimed only when
+``reclaim_orphans`` is set, otherwise the report says what would go (a dry run).
+
+Marking finishes before anything is deleted, so a log that fails to read aborts the sweep with
+nothing reclaimed. A put racing the sweep wins: the store re-checks the blob's age under its
+write lock before erasing it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from loom_nb.errors import ConfigurationError
+from loom_nb.store._protocol import ContentStore
+
+__all__ = ["CONTENT_MARKER", "SweepReport", "cited_addresses", "sweep_unpinned_content"]
+
+CONTENT_MARKER = "__loomContent"
+"""Key of the store's claim-check marker object ``{"__loomContent": address}``."""
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What a sweep kept and reclaimed (or, in a dry run, would reclaim)."""
+
+    dry_run: bool
+    """True when nothing was deleted (``reclaim_orphans`` was not set)."""
+    pinned: tuple[str, ...]
+    """Stored addresses cited by the scanned logs (kept whatever their age)."""
+    kept: tuple[str, ...]
+    """Every address kept: pinned, younger than the TTL, or re-stored during the sweep."""
+    reclaimed: tuple[str, ...]
+    """Addresses erased (in a dry run: that would be erased)."""
+    kept_bytes: int
+    """Total size of the kept blobs."""
+    reclaimed_bytes: int
+    """Total size of the reclaimed blobs (in a dry run: that would be reclaimed)."""
+
+
+def sweep_unpinned_content(
+    store: ContentStore,
+    logs: Iterable[Any],
+    *,
+    ttl: timedelta,
+    reclaim_orphans: bool = False,
+    now: datetime | None = None,
+) -> SweepReport:
+    """Mark the addresses the logs cite, then reclaim uncited blobs older than ``ttl``.
+
+    ``logs`` holds objects with ``iter_payloads()`` (a journal) or plain iterables of JSON
+    payloads; a payload given as JSON text is parsed. Without ``reclaim_orphans`` nothing is
+    deleted and the report lists what would be.
+    """
+    if not isinstance(ttl, timedelta) or ttl < timedelta(0):
+        raise ConfigurationError(
+            f"ttl must be a non-negative datetime.timedelta, not {ttl!r}.", code="invalid_ttl"
+        )
+    moment = datetime.now(UTC) if now is None else now
+    if moment.tzinfo is None:
+        raise ConfigurationError(
+            "now must be timezone-aware (for example datetime.now(UTC)); a naive time is ambiguous.",
+            code="naive_datetime",
+        )
+    cited = cited_addresses(logs)
+    cutoff = moment - ttl
+    pinned: list[str] = []
+    kept: list[str] = []
+    reclaimed: list[str] = []
+    kept_bytes = reclaimed_bytes = 0
+    for entry in store.list():
+        if entry.address in cited:
+            pinned.append(entry.address)
+        elif entry.last_put < cutoff:
+            size = entry.size
+            if reclaim_orphans:
+                size = store.purge(entry.address, older_than=cutoff)
+            if not reclaim_orphans or size:
+                reclaimed.append(entry.address)
+                reclaimed_bytes += size
+                continue
+        kept.append(entry.address)
+        kept_bytes += entry.size
+    return SweepReport(
+        dry_run=not reclaim_orphans,
+        pinned=tuple(pinned),
+        kept=tuple(sorted(pinned + kept)),
+        reclaimed=tuple(reclaimed),
+        kept_bytes=kept_bytes,
+        reclaimed_bytes=reclaimed_bytes,
+    )
+
+
+def cited_addresses(logs: Iterable[Any]) -> set[str]:
+    """Every address the logs cite as a claim-check marker or a media ref, at any depth."""
+    if isinstance(logs, str | bytes) or not isinstance(logs, Iterable):
+        raise ConfigurationError(
+            f"logs must be an iterable of journals or of payload iterables, not {type(logs).__name__}.",
+            code="invalid_logs",
+        )
+    cited: set[str] = set()
+    for log in logs:
+        for payload in _payloads(log):
+            _mark(payload, cited)
+    return cited
+
+
+def _payloads(log: Any) -> Iterator[Any]:
+    iter_payloads = getattr(log, "iter_payloads", None)
+    if callable(iter_payloads):
+        source: Iterable[Any] = iter_payloads()
+    elif isinstance(log, Iterable) and not isinstance(log, str | bytes | dict):
+        source = log
+    else:
+        raise ConfigurationError(
+            f"a log must have iter_payloads() or be an iterable of JSON payloads, not "
+            f"{type(log).__name__}; wrap a single payload in a list.",
+            code="invalid_logs",
+        )
+    for payload in source:
+        if isinstance(payload, str | bytes | bytearray):
+            try:
+                yield json.loads(payload)
+            except ValueError:
+                continue  # text that is not JSON cites nothing
+        else:
+            yield payload
+
+
+def _mark(payload: Any, cited: set[str]) -> None:
+    stack = [payload]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            marker = value.get(CONTENT_MARKER)
+            if isinstance(marker, str):
+                cited.add(marker)
+            ref = value.get("ref")
+            if value.get("kind") == "ref" and isinstance(ref, dict):
+                address = ref.get("address")
+                if isinstance(address, str):
+                    cited.add(address)
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)

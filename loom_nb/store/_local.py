@@ -1,0 +1,350 @@
+"""LocalContentStore: blobs in a sharded directory, a SQLite index of who stored what and when.
+
+Layout under the store directory::
+
+    objects/ab/cdef...      one file per blob, named by its sha256 hex (first two digits shard)
+    tmp/                    puts in progress (same file system, so the final rename is atomic)
+    index.sqlite3           rows (address, tenant, size, created, last_put); WAL mode
+
+A put streams into a temporary file while hashing, fsyncs it, then, holding SQLite's write lock,
+renames it into place and records the tenant in the same transaction. A delete drops the tenant
+row and unlinks the blob when no row remains, also under that lock. Because every change to the
+set of blob files happens inside a write transaction, two processes sharing the store cannot
+interleave a put and the last delete of the same address into "row without blob". Reads need no
+lock: a blob file is immutable once renamed, and every read re-hashes it, so a corrupted file
+raises ``ContentIntegrityError`` instead of returning wrong bytes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import hashlib
+import os
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO
+
+from loom_nb.content import ContentRef
+from loom_nb.errors import ContentIntegrityError, ContentNotFoundError, StoreError
+from loom_nb.store._protocol import Progress, StoreEntry, check_address, check_tenant
+
+__all__ = ["LocalContentStore"]
+
+_CHUNK = 1 << 20
+_BUSY_TIMEOUT_MS = 60_000
+
+
+def _m001_initial(db: sqlite3.Connection) -> None:
+    db.execute(
+        "CREATE TABLE content (address TEXT NOT NULL, tenant TEXT NOT NULL, size INTEGER NOT NULL,"
+        " created REAL NOT NULL, last_put REAL NOT NULL, PRIMARY KEY (address, tenant))"
+    )
+
+
+# Schema migrations, applied in order; PRAGMA user_version records how many have run.
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m001_initial,)
+
+
+class LocalContentStore:
+    """A content store on the local disk: sharded blob files plus a SQLite index (safe across processes).
+
+    ``LocalContentStore(path)`` creates the directory if needed. ``put`` / ``put_file`` return a
+    ``ContentRef`` with the size; identical bytes are stored once whoever stores them, and each
+    tenant is recorded against the address.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        self.path = Path(path)
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._objects = self.path / "objects"
+        self._tmp = self.path / "tmp"
+        try:
+            self._objects.mkdir(parents=True, exist_ok=True)
+            self._tmp.mkdir(exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path / "index.sqlite3", isolation_level=None, check_same_thread=False
+            )
+            self._db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = FULL")
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(
+                f"cannot open the content store at {self.path}: {exc}. Check that the directory "
+                "is writable and not on a network file system that lacks file locks.",
+                code="store_unavailable",
+            ) from exc
+        self._lock = threading.RLock()
+        with self._write() as db:
+            version: int = db.execute("PRAGMA user_version").fetchone()[0]
+            for migrate in _MIGRATIONS[version:]:
+                migrate(db)
+            db.execute(f"PRAGMA user_version = {len(_MIGRATIONS)}")
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the index connection (the store is unusable afterwards)."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> LocalContentStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LocalContentStore({str(self.path)!r})"
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def put(self, data: bytes, tenant: str) -> ContentRef:
+        """Store ``data`` for ``tenant``; returns ``ContentRef(address, size)``."""
+        check_tenant(tenant)
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise StoreError(
+                f"put() takes bytes, got {type(data).__name__}; use put_file() for a file on disk.",
+                code="invalid_data",
+            )
+        view = memoryview(data)
+        address = "sha256:" + hashlib.sha256(view).hexdigest()
+        if self._blob(address).exists():  # dedupe: no second copy; _commit re-checks under the lock
+            with contextlib.suppress(_BlobVanished):
+                return self._commit(address, view.nbytes, tenant, None)
+        tmp = self._write_temp(lambda out: out.write(view))
+        return self._commit(address, view.nbytes, tenant, tmp)
+
+    def put_file(
+        self, path: str | os.PathLike[str], tenant: str, *, progress: Progress | None = None
+    ) -> ContentRef:
+        """Store a file's bytes for ``tenant``, streaming: hashed while copied, never read whole."""
+        check_tenant(tenant)
+        source = Path(path)
+        digest = hashlib.sha256()
+        try:
+            src = source.open("rb")
+        except OSError as exc:
+            raise StoreError(
+                f"cannot read {source}: {exc.strerror}. Pass the path of a readable file.",
+                code="unreadable_file",
+            ) from exc
+        with src:
+            total = os.fstat(src.fileno()).st_size
+            size = 0
+
+            def copy(out: BinaryIO) -> None:
+                nonlocal size
+                buffer = bytearray(_CHUNK)
+                view = memoryview(buffer)
+                while n := src.readinto(view):
+                    digest.update(view[:n])
+                    out.write(view[:n])
+                    size += n
+                    if progress is not None:
+                        progress(size, total)
+
+            tmp = self._write_temp(copy)
+        return self._commit("sha256:" + digest.hexdigest(), size, tenant, tmp)
+
+    def delete(self, address: str, tenant: str) -> bool:
+        """Remove ``tenant`` from the address's set; the blob is erased when no tenant is left.
+
+        Returns False when that tenant had not stored the address.
+        """
+        check_address(address)
+        check_tenant(tenant)
+        with self._write() as db:
+            cur = db.execute(
+                "DELETE FROM content WHERE address = ? AND tenant = ?", (address, tenant)
+            )
+            if cur.rowcount == 0:
+                return False
+            left = db.execute("SELECT 1 FROM content WHERE address = ? LIMIT 1", (address,))
+            if left.fetchone() is None:
+                self._blob(address).unlink(missing_ok=True)
+            return True
+
+    def purge(self, address: str, *, older_than: datetime | None = None) -> int:
+        """Erase the blob and every tenant row; returns the bytes reclaimed (0 when nothing was).
+
+        With ``older_than`` nothing is erased if any tenant put the blob at or after that time.
+        """
+        check_address(address)
+        with self._write() as db:
+            row = db.execute(
+                "SELECT MAX(size), MAX(last_put) FROM content WHERE address = ?", (address,)
+            ).fetchone()
+            if row[1] is not None and older_than is not None and row[1] >= older_than.timestamp():
+                return 0
+            db.execute("DELETE FROM content WHERE address = ?", (address,))
+            blob = self._blob(address)
+            try:
+                size = blob.stat().st_size
+                blob.unlink()
+            except FileNotFoundError:
+                return 0
+            return size
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def get(self, address: str) -> bytes:
+        """The bytes at ``address``, re-hashed on every read (corruption raises, never returns)."""
+        check_address(address)
+        try:
+            with self._blob(address).open("rb") as blob:
+                data = blob.read()
+        except FileNotFoundError as exc:
+            raise ContentNotFoundError(
+                f"no blob at {address} in {self.path}. Store it first with put() or "
+                "`loom-nb store put`.",
+                address=address,
+            ) from exc
+        if "sha256:" + hashlib.sha256(data).hexdigest() != address:
+            raise ContentIntegrityError(
+                f"the blob for {address} in {self.path} does not hash to its address (corrupted on "
+                "disk); delete it and store the original bytes again.",
+                address=address,
+            )
+        return data
+
+    def has(self, address: str) -> bool:
+        """Whether a blob is stored at ``address`` (indexed and present on disk)."""
+        check_address(address)
+        with self._lock:
+            row = self._db.execute(
+                "SELECT 1 FROM content WHERE address = ? LIMIT 1", (address,)
+            ).fetchone()
+        return row is not None and self._blob(address).exists()
+
+    def tenants(self, address: str) -> set[str]:
+        """The tenants that stored ``address`` and have not deleted it (empty when none)."""
+        check_address(address)
+        with self._lock:
+            rows = self._db.execute("SELECT tenant FROM content WHERE address = ?", (address,))
+            return {tenant for (tenant,) in rows}
+
+    def stat(self, address: str) -> StoreEntry:
+        """Size, first and last put time, and tenants of the blob at ``address``."""
+        check_address(address)
+        entries = self._entries(address)
+        if not entries:
+            raise ContentNotFoundError(f"no blob at {address} in {self.path}.", address=address)
+        return entries[0]
+
+    def list(self) -> builtins.list[StoreEntry]:
+        """Every blob in the index, ordered by address."""
+        return self._entries(None)
+
+    def __iter__(self) -> Iterator[StoreEntry]:
+        return iter(self.list())
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _blob(self, address: str) -> Path:
+        digest = address[7:]
+        return self._objects / digest[:2] / digest[2:]
+
+    def _entries(self, address: str | None) -> builtins.list[StoreEntry]:
+        """Rows grouped per address in Python (portable SQL: no GROUP_CONCAT / string_agg)."""
+        columns = "SELECT address, tenant, size, created, last_put FROM content"
+        with self._lock:
+            if address is None:
+                rows = self._db.execute(f"{columns} ORDER BY address").fetchall()
+            else:
+                rows = self._db.execute(f"{columns} WHERE address = ?", (address,)).fetchall()
+        grouped: dict[str, builtins.list[tuple[str, int, float, float]]] = {}
+        for key, tenant, size, created, last_put in rows:
+            grouped.setdefault(key, []).append((tenant, size, created, last_put))
+        return [
+            StoreEntry(
+                address=key,
+                size=max(r[1] for r in group),
+                created=datetime.fromtimestamp(min(r[2] for r in group), UTC),
+                last_put=datetime.fromtimestamp(max(r[3] for r in group), UTC),
+                tenants=frozenset(r[0] for r in group),
+            )
+            for key, group in grouped.items()
+        ]
+
+    def _write_temp(self, fill: Callable[[BinaryIO], object]) -> Path:
+        fd, name = tempfile.mkstemp(dir=self._tmp, prefix="put-")
+        try:
+            with os.fdopen(fd, "wb", buffering=0) as out:
+                fill(out)
+                os.fsync(out.fileno())
+        except BaseException:
+            Path(name).unlink(missing_ok=True)
+            raise
+        return Path(name)
+
+    def _commit(self, address: str, size: int, tenant: str, tmp: Path | None) -> ContentRef:
+        """Move the blob into place (unless present) and record the tenant, in one transaction."""
+        now = self._clock().timestamp()
+        blob = self._blob(address)
+        try:
+            with self._write() as db:
+                if not blob.exists():
+                    if tmp is None:  # deleted since put() looked: the caller writes it after all
+                        raise _BlobVanished
+                    blob.parent.mkdir(exist_ok=True)
+                    os.replace(tmp, blob)
+                    tmp = None
+                    _fsync_dir(blob.parent)
+                db.execute(
+                    "INSERT INTO content (address, tenant, size, created, last_put)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (address, tenant)"
+                    " DO UPDATE SET last_put = excluded.last_put",
+                    (address, tenant, size, now, now),
+                )
+        finally:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+        return ContentRef(address=address, size=size)
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction holding SQLite's lock (other processes wait up to the busy timeout)."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(
+                    f"the content store index at {self.path} is locked or unwritable: {exc}. "
+                    "Retry, or check that no process holds it open for long.",
+                    code="store_busy",
+                ) from exc
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+
+class _BlobVanished(Exception):
+    """Internal: a blob seen before the lock was deleted by the time the lock was held."""
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
