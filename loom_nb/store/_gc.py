@@ -4,7 +4,9 @@ Mark: walk every payload of every scanned log (iteratively, so a deep payload ca
 stack) and collect each address cited either as the store's claim-check marker
 ``{"__loomContent": address}`` or as a media source ``{"kind": "ref", "ref": {"address": ...}}``.
 The media shape is deliberately not the marker (decision 4), so a sweep that only knew the
-marker would reclaim media a transcript still cites. Sweep: a cited blob is pinned; an uncited
+marker would reclaim media a transcript still cites. A claim-checked blob is itself JSON (a large
+step payload the journal moved into the store), so the sweep reads each one it finds and marks
+what it cites too: a media ref inside a claim-checked transcript stays pinned. Sweep: a cited blob is pinned; an uncited
 blob last stored less than ``ttl`` ago is kept; an older one is reclaimed only when
 ``reclaim_orphans`` is set, otherwise the report says what would go (a dry run).
 
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from loom_nb.errors import ConfigurationError
+from loom_nb.errors import ConfigurationError, LoomError
 from loom_nb.store._protocol import ContentStore
 
 __all__ = ["CONTENT_MARKER", "SweepReport", "cited_addresses", "sweep_unpinned_content"]
@@ -72,7 +74,7 @@ def sweep_unpinned_content(
             "now must be timezone-aware (for example datetime.now(UTC)); a naive time is ambiguous.",
             code="naive_datetime",
         )
-    cited = cited_addresses(logs)
+    cited = cited_addresses(logs, store=store)
     cutoff = moment - ttl
     pinned: list[str] = []
     kept: list[str] = []
@@ -101,18 +103,41 @@ def sweep_unpinned_content(
     )
 
 
-def cited_addresses(logs: Iterable[Any]) -> set[str]:
-    """Every address the logs cite as a claim-check marker or a media ref, at any depth."""
+def cited_addresses(logs: Iterable[Any], *, store: ContentStore | None = None) -> set[str]:
+    """Every address the logs cite as a claim-check marker or a media ref, at any depth.
+
+    With ``store``, each claim-checked blob is read and what it cites is marked as well.
+    """
     if isinstance(logs, str | bytes) or not isinstance(logs, Iterable):
         raise ConfigurationError(
             f"logs must be an iterable of journals or of payload iterables, not {type(logs).__name__}.",
             code="invalid_logs",
         )
     cited: set[str] = set()
+    claims: list[str] = []
     for log in logs:
         for payload in _payloads(log):
-            _mark(payload, cited)
+            _mark(payload, cited, claims)
+    followed: set[str] = set()
+    while store is not None and claims:
+        address = claims.pop()
+        if address in followed:
+            continue
+        followed.add(address)
+        payload = _claimed_payload(store, address)
+        if payload is not None:
+            _mark(payload, cited, claims)
     return cited
+
+
+def _claimed_payload(store: ContentStore, address: str) -> Any:
+    """The JSON a claim-checked blob holds, or None when it is absent, unreadable or not JSON."""
+    try:
+        if not store.has(address):
+            return None
+        return json.loads(store.get(address))
+    except (LoomError, ValueError):
+        return None  # the blob stays pinned by its marker; there is nothing more to mark
 
 
 def _payloads(log: Any) -> Iterator[Any]:
@@ -137,7 +162,7 @@ def _payloads(log: Any) -> Iterator[Any]:
             yield payload
 
 
-def _mark(payload: Any, cited: set[str]) -> None:
+def _mark(payload: Any, cited: set[str], claims: list[str]) -> None:
     stack = [payload]
     while stack:
         value = stack.pop()
@@ -145,6 +170,7 @@ def _mark(payload: Any, cited: set[str]) -> None:
             marker = value.get(CONTENT_MARKER)
             if isinstance(marker, str):
                 cited.add(marker)
+                claims.append(marker)
             ref = value.get("ref")
             if value.get("kind") == "ref" and isinstance(ref, dict):
                 address = ref.get("address")
