@@ -1,0 +1,237 @@
+"""The guard's leaf checks: media types, inline base64, ref sizes and the deep scan of tool inputs.
+
+Each check either returns quietly or raises a ``GuardError`` whose ``code`` is stable and whose
+message says where (a path such as ``messages[2].content[0].input.items[3]``) and what to do.
+The tool-input scan is iterative with a node cap and a depth cap (ADR 0120 decision 7: a
+100 000-node input fails closed; no depth can raise ``RecursionError``), so a hostile input is
+refused after at most ``MAX_TOOL_INPUT_NODES`` steps whatever its shape.
+"""
+
+from __future__ import annotations
+
+import binascii
+import math
+import re
+from typing import Any
+
+from loom_nb.content import ADDRESS_PATTERN, ContentRef
+from loom_nb.errors import GuardError
+from loom_nb.limits import MAX_TOOL_INPUT_NODES
+from loom_nb.taint import UNTRUSTED_MARKER, Untrusted
+
+__all__ = [
+    "MAX_TOOL_INPUT_DEPTH",
+    "check_json_value",
+    "check_ref",
+    "inline_size",
+    "media_essence",
+    "refuse",
+]
+
+MAX_TOOL_INPUT_DEPTH = 200
+"""Deepest nesting accepted in a tool input (or an untrusted JSON value); deeper is refused.
+
+Real tool inputs nest a few levels; the cap keeps every accepted request serializable (pydantic's
+serializer stops near 255 levels) and hashable for the fence nonce.
+"""
+
+_NAME = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+_PARAM = rf'\s*;\s*{_NAME}=(?:{_NAME}|"[^"\\\r\n]*")'
+_MEDIA_TYPE = re.compile(rf"(?P<type>{_NAME})/(?P<subtype>{_NAME})(?:{_PARAM})*")
+
+
+def refuse(code: str, where: str, what: str, remedy: str, **details: Any) -> GuardError:
+    """A ``GuardError`` with ``code`` whose message reads ``<where>: <what>. <remedy>``."""
+    return GuardError(f"{where}: {what}. {remedy}", code=code, path=where, **details)
+
+
+def media_essence(media_type: object) -> str | None:
+    """``type/subtype`` in lowercase, parameters dropped; None when ``media_type`` is not well-formed."""
+    if not isinstance(media_type, str):
+        return None
+    match = _MEDIA_TYPE.fullmatch(media_type.strip())
+    if match is None:
+        return None
+    return f"{match['type']}/{match['subtype']}".lower()
+
+
+def inline_size(data: object, max_bytes: int, where: str) -> int:
+    """Decoded size of inline base64 ``data``; refuses bad base64 and anything over ``max_bytes``.
+
+    An over-long string is refused from its length alone, before any decoding.
+    """
+    from loom_nb.errors import OversizedInlinePartError  # local: keeps the import list short
+
+    if not isinstance(data, str) or len(data) % 4:
+        raise refuse(
+            "bad_base64",
+            where,
+            "inline data is not padded standard base64 (its length is not a multiple of 4)",
+            "Encode the bytes with base64.b64encode (standard alphabet, '=' padding, no newlines).",
+        )
+    if len(data) // 4 * 3 - 2 > max_bytes:
+        estimate = len(data) // 4 * 3
+        raise OversizedInlinePartError(
+            f"{where}: inline data is about {estimate} bytes decoded, over the {max_bytes}-byte "
+            "cap for one part. Put the bytes in the content store (store.put) and send a "
+            "RefSource naming their address instead.",
+            code="oversized_inline",
+            path=where,
+            size=estimate,
+            limit=max_bytes,
+        )
+    try:
+        size = len(binascii.a2b_base64(data.encode("ascii"), strict_mode=True))
+    except ValueError as exc:  # binascii.Error and UnicodeEncodeError are both ValueErrors
+        raise refuse(
+            "bad_base64",
+            where,
+            f"inline data is not valid standard base64 ({exc})",
+            "Encode the bytes with base64.b64encode (standard alphabet, '=' padding, no newlines).",
+        ) from exc
+    if size > max_bytes:
+        raise OversizedInlinePartError(
+            f"{where}: inline data is {size} bytes decoded, over the {max_bytes}-byte cap for one "
+            "part. Put the bytes in the content store (store.put) and send a RefSource naming "
+            "their address instead.",
+            code="oversized_inline",
+            path=where,
+            size=size,
+            limit=max_bytes,
+        )
+    return size
+
+
+def check_ref(ref: object, where: str) -> None:
+    """Refuse a ref whose address is malformed or whose declared size is not a non-negative int."""
+    if not isinstance(ref, ContentRef):
+        raise refuse(
+            "bad_source",
+            where,
+            f"a ref source must hold a ContentRef, not {type(ref).__name__}",
+            "Build it as RefSource(ref=ContentRef(address=...)).",
+        )
+    address = ref.address
+    if not isinstance(address, str) or not ADDRESS_PATTERN.match(address):
+        raise refuse(
+            "bad_ref_address",
+            where,
+            f"ref address {address!r} is not 'sha256:' followed by 64 lowercase hex digits",
+            "Use the ContentRef returned by the content store's put().",
+        )
+    size = ref.size
+    if size is not None and (type(size) is not int or size < 0):
+        raise refuse(
+            "bad_ref_size",
+            where,
+            f"ref size {size!r} ({type(size).__name__}) is not a non-negative integer",
+            "Give the size in bytes as an int, or leave it out.",
+        )
+
+
+def check_json_value(
+    value: Any,
+    where: str,
+    *,
+    in_tool_use: bool,
+    max_nodes: int = MAX_TOOL_INPUT_NODES,
+    max_depth: int = MAX_TOOL_INPUT_DEPTH,
+) -> None:
+    """Refuse ``value`` unless it is plain JSON of at most ``max_nodes`` nodes and ``max_depth`` levels.
+
+    ``in_tool_use``: the value is (part of) a tool call, where an ``Untrusted`` or its JSON marker
+    at any depth is a forged call (``untrusted_in_tool_use``) and the caps give
+    ``tool_input_too_large`` / ``tool_input_too_deep``. Otherwise the value is the payload of an
+    ``Untrusted`` text (about to be fenced as canonical JSON) and every problem is
+    ``bad_untrusted_value``. Iterative; stops at the first problem or after ``max_nodes`` nodes.
+    The clean path keeps no paths; a problem is located by a second, path-keeping walk.
+    """
+    problem = _scan(value, max_nodes, max_depth, keep_paths=False)
+    if problem is None:
+        return
+    if problem[0] != "too_large":
+        problem = _scan(value, max_nodes, max_depth, keep_paths=True) or problem
+    kind, path = problem
+    at = where + path
+    if not in_tool_use:
+        reason = {
+            "untrusted": "it holds another untrusted mark",
+            "too_large": f"it has more than {max_nodes} JSON nodes",
+            "too_deep": f"it nests deeper than {max_depth} levels",
+        }.get(kind, "it is not plain JSON")
+        raise refuse(
+            "bad_untrusted_value",
+            at,
+            f"an untrusted value in a text position cannot be fenced: {reason}",
+            "Wrap a string (or small plain JSON) as Untrusted(value, origin).",
+        )
+    if kind == "untrusted":
+        raise refuse(
+            "untrusted_in_tool_use",
+            at,
+            "an untrusted value sits inside a tool call; a tool call built from untrusted data is "
+            "a forged model call",
+            "Pass untrusted data to the model as a fenced tool result or user text, never as a "
+            "tool call's id, name or input.",
+        )
+    if kind == "too_large":
+        raise refuse(
+            "tool_input_too_large",
+            where,
+            f"the tool input has more than {max_nodes} JSON nodes",
+            "Refuse or replace the call before it enters the transcript (the agent loop swaps "
+            "in a placeholder); bulk data belongs in the content store.",
+            limit=max_nodes,
+        )
+    if kind == "too_deep":
+        raise refuse(
+            "tool_input_too_deep",
+            at,
+            f"the tool input nests deeper than {max_depth} levels",
+            "Refuse or replace the call before it enters the transcript; real tool inputs nest "
+            "a few levels.",
+            limit=max_depth,
+        )
+    raise refuse(
+        "tool_input_not_json",
+        at,
+        "the tool input is not plain JSON (objects with string keys, arrays, strings, finite "
+        "numbers, booleans, null)",
+        "Convert it to JSON-compatible data before building the request.",
+    )
+
+
+def _scan(
+    value: Any, max_nodes: int, max_depth: int, *, keep_paths: bool
+) -> tuple[str, str] | None:
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    seen = 0
+    while stack:
+        node, depth, path = stack.pop()
+        seen += 1
+        if seen > max_nodes:
+            return ("too_large", "")
+        if depth > max_depth:
+            return ("too_deep", path)
+        if isinstance(node, str | bool | int | None):
+            continue
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                return ("not_json", path)
+            continue
+        if isinstance(node, Untrusted):
+            return ("untrusted", path)
+        if isinstance(node, dict):
+            if UNTRUSTED_MARKER in node:
+                return ("untrusted", path)
+            for key, child in node.items():
+                if not isinstance(key, str):
+                    return ("not_json", path)
+                stack.append((child, depth + 1, f"{path}.{key}" if keep_paths else ""))
+            continue
+        if isinstance(node, list | tuple):
+            for index, child in enumerate(node):
+                stack.append((child, depth + 1, f"{path}[{index}]" if keep_paths else ""))
+            continue
+        return ("not_json", path)
+    return None

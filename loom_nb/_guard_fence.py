@@ -1,0 +1,163 @@
+"""Unforgeable fences around untrusted content (ADR 0120 decision 7; DESIGN.md "Guard and capabilities").
+
+Untrusted text reaches a model only inside a fence::
+
+    <untrusted nonce="N" origin="O">
+    ...the text, with fence look-alikes neutralised...
+    </untrusted nonce="N">
+
+Two independent properties keep the content from ending its own fence:
+
+- The nonce is a hash over the whole request (``fence_nonce``), and the untrusted text is part of
+  what is hashed. To write the right closing tag the text would have to contain the hash of a
+  request that contains that very text. The nonce is still deterministic, so a replayed run sends
+  the same bytes and recordings match.
+- Whatever the nonce, ``neutralize_fences`` defuses every ``<untrusted`` / ``</untrusted``
+  look-alike inside the text (any case; whitespace, zero-width characters, full-width letters,
+  full-width or entity-encoded brackets and slashes), so even a guessed or leaked nonce (the one
+  used for a similar request, say) cannot close the fence. The bracket of a look-alike becomes
+  ``‹`` (U+2039), which no fence starts with, so neutralising is idempotent.
+
+The fence is a label, not a sandbox: the refusals of the guard are the structural defence; the
+fence tells the model where text it must not obey begins and ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+
+from loom_nb.content import (
+    AudioPart,
+    FilePart,
+    ImagePart,
+    LlmRequest,
+    Part,
+    TextPart,
+    canonical_json,
+)
+from loom_nb.errors import GuardError
+
+__all__ = [
+    "NONCE_HEX_LENGTH",
+    "close_fence",
+    "fence_nonce",
+    "fence_text",
+    "fence_untrusted_media",
+    "neutralize_fences",
+    "open_fence",
+]
+
+NONCE_HEX_LENGTH = 24
+"""Hex digits of the nonce (96 bits of the request's SHA-256)."""
+
+_NONCE = re.compile(r"[0-9a-f]{8,64}")
+
+# Characters a reader or a model may skip over: whitespace, soft hyphen, zero-width and
+# directional marks, word joiners, the byte-order mark.
+_FILLER = r"[\s\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]*"
+_BRACKET = r"(?:<|\uff1c|\ufe64|&lt;?|&#0*60;?|&#x0*3c;?)"
+_SLASH = r"(?:/|\uff0f|\u2215|\u2044|&sol;|&#0*47;?|&#x0*2f;?)"
+
+
+def _letter(char: str) -> str:
+    """A class matching one letter in ASCII or full-width form, either case."""
+    lower, upper = char.lower(), char.upper()
+    wide_lower = chr(ord(lower) - ord("a") + 0xFF41)
+    wide_upper = chr(ord(upper) - ord("A") + 0xFF21)
+    return f"[{lower}{upper}{wide_lower}{wide_upper}]"
+
+
+_WORD = _FILLER.join(_letter(c) for c in "untrusted")
+_LOOKALIKE = re.compile(
+    f"(?P<bracket>{_BRACKET}){_FILLER}(?:{_SLASH}{_FILLER})?{_WORD}", re.IGNORECASE
+)
+_DEFUSED_BRACKET = "\u2039"
+_BRACKET_STARTS = ("<", "&", "\uff1c", "\ufe64")
+
+
+def neutralize_fences(text: str) -> str:
+    """``text`` with every ``<untrusted`` / ``</untrusted`` look-alike defused (idempotent).
+
+    Only the bracket changes (to ``‹``), so the text still reads the same to a person.
+    """
+    if not any(c in text for c in _BRACKET_STARTS):
+        return text  # fast path: no bracket, no look-alike
+    return _LOOKALIKE.sub(_defuse, text)
+
+
+def _defuse(match: re.Match[str]) -> str:
+    return _DEFUSED_BRACKET + match.group(0)[len(match.group("bracket")) :]
+
+
+def _escape_origin(origin: str) -> str:
+    escaped = html.escape(origin, quote=True)
+    escaped = "".join(
+        c if c.isprintable() and c not in "\u2028\u2029" else f"&#{ord(c)};" for c in escaped
+    )
+    return neutralize_fences(escaped)
+
+
+def _check_nonce(nonce: str) -> None:
+    if not isinstance(nonce, str) or not _NONCE.fullmatch(nonce):
+        raise GuardError(
+            f"fence nonce {nonce!r} is not 8-64 lowercase hex digits; "
+            "use fence_nonce(request) to derive it",
+            code="bad_nonce",
+        )
+
+
+def open_fence(nonce: str, origin: str) -> str:
+    """The opening tag ``<untrusted nonce="N" origin="O">``; the origin is escaped so it cannot break the tag."""
+    _check_nonce(nonce)
+    return f'<untrusted nonce="{nonce}" origin="{_escape_origin(origin)}">'
+
+
+def close_fence(nonce: str) -> str:
+    """The closing tag ``</untrusted nonce="N">``."""
+    _check_nonce(nonce)
+    return f'</untrusted nonce="{nonce}">'
+
+
+def fence_text(text: str, nonce: str, origin: str) -> str:
+    """Untrusted ``text`` fenced: the opening tag, a newline, the neutralised text, a newline, the closing tag."""
+    return f"{open_fence(nonce, origin)}\n{neutralize_fences(text)}\n{close_fence(nonce)}"
+
+
+def fence_nonce(request: LlmRequest) -> str:
+    """The fence nonce of ``request``: the first 24 hex digits of SHA-256 over its canonical JSON.
+
+    The same request always gets the same nonce (replays match byte for byte); content inside the
+    request cannot know the hash of the request it is part of.
+    """
+    try:
+        encoded = canonical_json(request).encode("utf-8")
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise GuardError(
+            f"the request cannot be serialized to canonical JSON ({exc}); "
+            "tool inputs, schemas and untrusted values must be plain JSON of modest depth",
+            code="unhashable_request",
+        ) from exc
+    return hashlib.sha256(encoded).hexdigest()[:NONCE_HEX_LENGTH]
+
+
+def fence_untrusted_media(part: ImagePart | AudioPart | FilePart, nonce: str) -> list[Part]:
+    """Bracket an untrusted media part for the wire: fence-open text, the part unmarked, fence-close text.
+
+    Provider mappers call this with ``fence_nonce(guarded_request)`` on every media part they send
+    (the guard has already moved a tool result's ``origin`` onto its media items). A trusted part
+    comes back alone; an untrusted file also loses its name, which would otherwise reach a title
+    outside the fence.
+    """
+    origin = part.origin
+    if origin is None:
+        return [part]
+    update: dict[str, object] = {"origin": None}
+    if isinstance(part, FilePart):
+        update["name"] = None
+    return [
+        TextPart(text=open_fence(nonce, origin)),
+        part.model_copy(update=update),
+        TextPart(text=close_fence(nonce)),
+    ]

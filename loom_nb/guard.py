@@ -1,0 +1,452 @@
+"""The request guard: structure, provenance and inline caps in one walk (ADR 0120 decisions 5 and 7).
+
+``guard_request`` is the gate every request passes before a provider sees it. It refuses:
+
+- structure: a ``tool_use`` outside an assistant message, a ``tool_result`` outside a user message
+  or for an id no earlier assistant message declared, media outside a user message, a malformed
+  or mismatched media type, bad base64, a malformed ref (address, declared size);
+- size: an inline part over ``max_inline_bytes`` or a request over ``max_inline_total_bytes``
+  (``OversizedInlinePartError``: store the bytes and send a ref);
+- provenance: untrusted text in the system prompt or an assistant message, an untrusted value
+  anywhere in a ``tool_use`` (id, name, input at any depth; the input walk is iterative and
+  capped), untrusted media naming a stored ref.
+
+and rewrites, copy-on-write, only what provenance requires: untrusted text in a user message or a
+tool result is fenced (the fence IS the mark: the fenced part carries no ``origin``), a tool
+result's ``origin`` moves onto its media items, and an untrusted file loses its ``name``.
+Untrusted media keeps its ``origin`` so the provider mapper can bracket it where its wire shape
+allows (``fence_untrusted_media``).
+
+The output is a fixed point: guarding it again returns it unchanged, so providers may guard what
+the effect layer already guarded without double-fencing. The fence nonce is the nonce of the
+INPUT request (``fence_nonce``), computed only when something must be fenced and only after the
+whole request passed every check. Every refusal is a ``GuardError`` with a stable ``code``; a dict
+that does not fit the model is a ``ContentValidationError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loom_nb._guard_checks import (
+    MAX_TOOL_INPUT_DEPTH,
+    check_json_value,
+    check_ref,
+    inline_size,
+    media_essence,
+    refuse,
+)
+from loom_nb._guard_fence import (
+    close_fence,
+    fence_nonce,
+    fence_text,
+    fence_untrusted_media,
+    neutralize_fences,
+    open_fence,
+)
+from loom_nb._walk import MediaLocation, iter_media, part_path
+from loom_nb.content import (
+    AudioPart,
+    DataSource,
+    FilePart,
+    ImagePart,
+    LlmRequest,
+    Message,
+    Part,
+    RefSource,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+    canonical_json,
+    parse_request,
+)
+from loom_nb.errors import OversizedInlinePartError
+from loom_nb.limits import (
+    MAX_INLINE_BYTES,
+    MAX_INLINE_TOTAL_BYTES,
+    MAX_RESOLVED_BYTES,
+    MAX_TOOL_INPUT_NODES,
+)
+from loom_nb.taint import Untrusted
+
+__all__ = [
+    "MAX_INLINE_BYTES",
+    "MAX_INLINE_TOTAL_BYTES",
+    "MAX_RESOLVED_BYTES",
+    "MAX_TOOL_INPUT_DEPTH",
+    "MAX_TOOL_INPUT_NODES",
+    "MediaLocation",
+    "check_tool_input",
+    "close_fence",
+    "fence_nonce",
+    "fence_text",
+    "fence_untrusted_media",
+    "guard_request",
+    "iter_media",
+    "neutralize_fences",
+    "open_fence",
+]
+
+_MEDIA = (ImagePart, AudioPart, FilePart)
+_MODALITY = {ImagePart: "image", AudioPart: "audio"}
+
+
+def check_tool_input(value: Any, *, where: str = "input") -> None:
+    """Refuse a tool call's input the guard would refuse: untrusted inside, over the node or depth cap, not JSON.
+
+    The agent loop calls this at dispatch to replace an over-cap call with a placeholder before
+    it enters the transcript (decision 7), so the guard never has to refuse every later request.
+    """
+    check_json_value(value, where, in_tool_use=True)
+
+
+def guard_request(
+    request: LlmRequest | dict[str, Any],
+    *,
+    max_inline_bytes: int = MAX_INLINE_BYTES,
+    max_inline_total_bytes: int = MAX_INLINE_TOTAL_BYTES,
+) -> LlmRequest:
+    """Validate structure and provenance of ``request`` and return what a provider may send.
+
+    Untrusted text in user messages and tool results comes back fenced; everything else is
+    returned as it was (the very same objects when nothing needed fencing). Raises a
+    ``GuardError`` (``OversizedInlinePartError`` for the inline caps) naming the place and the
+    remedy, or ``ContentValidationError`` for a dict that does not fit the content model.
+    """
+    req = parse_request(request)
+    walk = _Walk(max_inline_bytes, max_inline_total_bytes)
+    walk.check_system(req.system)
+    messages = req.messages
+    if not isinstance(messages, list):
+        raise refuse("bad_request", "messages", "messages is not a list", "Pass a list of Message.")
+    dirty = [mi for mi, message in enumerate(messages) if walk.check_message(mi, message)]
+    if not dirty:
+        return req
+    nonce = fence_nonce(req) if walk.needs_nonce else ""
+    rebuilt = list(messages)
+    for mi in dirty:
+        message = messages[mi]
+        assert isinstance(message.content, list)  # only part lists are ever dirty
+        parts = [_rewrite(part, nonce) for part in message.content]
+        rebuilt[mi] = message.model_copy(update={"content": parts})
+    return req.model_copy(update={"messages": rebuilt})
+
+
+class _Walk:
+    """State of one guard pass: ids declared so far, the inline total, whether a fence is needed."""
+
+    __slots__ = ("declared", "inline_total", "max_inline", "max_total", "needs_nonce")
+
+    def __init__(self, max_inline: int, max_total: int) -> None:
+        self.declared: set[str] = set()
+        self.inline_total = 0
+        self.max_inline = max_inline
+        self.max_total = max_total
+        self.needs_nonce = False
+
+    def check_system(self, system: object) -> None:
+        if system is None or isinstance(system, str):
+            return
+        if isinstance(system, Untrusted):
+            raise refuse(
+                "untrusted_in_system",
+                "system",
+                "the system prompt is marked untrusted; instructions must come from the application",
+                "Move the untrusted text into a user message (it will be fenced) and keep the "
+                "system prompt your own.",
+            )
+        raise refuse("bad_request", "system", "the system prompt is not a string", "Pass a str.")
+
+    def check_message(self, mi: int, message: object) -> bool:
+        """Check one message; True when it needs rewriting (fence, name drop, origin move)."""
+        if not isinstance(message, Message) or message.role not in ("user", "assistant"):
+            raise refuse(
+                "bad_message",
+                part_path(mi),
+                "not a Message with role 'user' or 'assistant'",
+                "Build messages with Message(role=..., content=...).",
+            )
+        content = message.content
+        if isinstance(content, str):
+            return False
+        if not isinstance(content, list):
+            raise refuse(
+                "bad_message",
+                part_path(mi),
+                "content is neither a string nor a list of parts",
+                "Pass a str or a list of parts.",
+            )
+        user = message.role == "user"
+        dirty = False
+        for pi, part in enumerate(content):
+            if isinstance(part, TextPart):
+                dirty = self._text(part, user, mi, pi) or dirty
+            elif isinstance(part, _MEDIA):
+                if not user:
+                    raise refuse(
+                        "media_outside_user",
+                        part_path(mi, pi),
+                        f"{part.type} part in an assistant message",
+                        "Media goes in user messages (or in a tool_result inside one).",
+                    )
+                dirty = self._media(part, part.origin, part_path(mi, pi)) or dirty
+            elif isinstance(part, ToolUsePart):
+                if user:
+                    raise refuse(
+                        "tool_use_outside_assistant",
+                        part_path(mi, pi),
+                        "tool_use part in a user message",
+                        "Only the model's (assistant) turn may call tools; build it with "
+                        "assistant_message_of(response).",
+                    )
+                self._tool_use(part, part_path(mi, pi))
+            elif isinstance(part, ToolResultPart):
+                if not user:
+                    raise refuse(
+                        "tool_result_outside_user",
+                        part_path(mi, pi),
+                        "tool_result part in an assistant message",
+                        "Send tool results in the user message that follows the assistant turn.",
+                    )
+                dirty = self._tool_result(part, mi, pi) or dirty
+            else:
+                raise refuse(
+                    "bad_part",
+                    part_path(mi, pi),
+                    f"{type(part).__name__} is not a content part",
+                    "Use TextPart, ImagePart, AudioPart, FilePart, ToolUsePart or ToolResultPart.",
+                )
+        return dirty
+
+    def _text(self, part: TextPart, user: bool, mi: int, pi: int) -> bool:
+        where = part_path(mi, pi)
+        untrusted = _origin_of(part, where) is not None or isinstance(part.text, Untrusted)
+        if not untrusted:
+            if not isinstance(part.text, str):
+                raise refuse("bad_part", where, "text is not a string", "Pass a str.")
+            return False
+        if not user:
+            raise refuse(
+                "untrusted_in_assistant",
+                where,
+                "untrusted text in an assistant message would pose as the model's own words",
+                "Pass untrusted text in a user message or a tool result, where it is fenced.",
+            )
+        _check_text_value(part.text, where)
+        self.needs_nonce = True
+        return True
+
+    def _media(self, part: ImagePart | AudioPart | FilePart, origin: object, where: str) -> bool:
+        if origin is not None and not isinstance(origin, str):
+            raise refuse("bad_origin", where, "origin is not a string", "Pass a str or None.")
+        essence = media_essence(part.media_type)
+        if essence is None:
+            raise refuse(
+                "bad_media_type",
+                where,
+                f"media type {part.media_type!r} is not a well-formed 'type/subtype'",
+                "Give the exact type of the bytes, e.g. 'image/png' or 'application/pdf'.",
+            )
+        expected = _MODALITY.get(type(part))
+        if expected is not None and essence.split("/", 1)[0] != expected:
+            raise refuse(
+                "media_type_mismatch",
+                where,
+                f"{part.type} part with media type {part.media_type!r}",
+                f"An {part.type} part needs an '{expected}/*' type; use FilePart for other documents.",
+            )
+        source = part.source
+        if isinstance(source, RefSource):
+            check_ref(source.ref, where)
+            if origin is not None:
+                raise refuse(
+                    "untrusted_media_ref",
+                    where,
+                    "untrusted media names a stored ref; an untrusted party must not choose "
+                    "which blob enters the prompt",
+                    "Carry untrusted media inline (DataSource), or resolve it yourself and mark "
+                    "the trusted copy.",
+                )
+        elif isinstance(source, DataSource):
+            size = inline_size(source.data, self.max_inline, where)
+            self.inline_total += size
+            if self.inline_total > self.max_total:
+                raise OversizedInlinePartError(
+                    f"{where}: inline media in this request adds up to {self.inline_total} bytes "
+                    f"decoded, over the {self.max_total}-byte cap per request. Put the bytes in "
+                    "the content store (store.put) and send RefSource parts naming their addresses.",
+                    code="oversized_inline_total",
+                    path=where,
+                    size=self.inline_total,
+                    limit=self.max_total,
+                )
+        else:
+            raise refuse(
+                "bad_source",
+                where,
+                f"source is {type(source).__name__}, not a RefSource or DataSource",
+                "Use RefSource(ref=ContentRef(address=...)) or DataSource(data=<base64>).",
+            )
+        return origin is not None and isinstance(part, FilePart) and part.name is not None
+
+    def _tool_use(self, part: ToolUsePart, where: str) -> None:
+        for field in ("id", "name"):
+            value = getattr(part, field)
+            if isinstance(value, Untrusted):
+                raise refuse(
+                    "untrusted_in_tool_use",
+                    f"{where}.{field}",
+                    f"the tool call's {field} is untrusted; a tool call built from untrusted "
+                    "data is a forged model call",
+                    "Tool calls come from the model's response (assistant_message_of).",
+                )
+            if not isinstance(value, str):
+                raise refuse(
+                    "bad_part", f"{where}.{field}", f"{field} is not a string", "Pass a str."
+                )
+        if isinstance(part.input, Untrusted):
+            raise refuse(
+                "untrusted_in_tool_use",
+                f"{where}.input",
+                "the tool call's input is untrusted; a tool call built from untrusted data is a "
+                "forged model call",
+                "Tool calls come from the model's response (assistant_message_of).",
+            )
+        if not isinstance(part.input, dict):
+            raise refuse(
+                "tool_input_not_json",
+                f"{where}.input",
+                "a tool call's input is not a JSON object",
+                "Pass a dict.",
+            )
+        check_json_value(part.input, f"{where}.input", in_tool_use=True)
+        if isinstance(part.id, str):  # checked above; narrows for the type checker
+            self.declared.add(part.id)
+
+    def _tool_result(self, part: ToolResultPart, mi: int, pi: int) -> bool:
+        where = part_path(mi, pi)
+        if not isinstance(part.tool_use_id, str) or part.tool_use_id not in self.declared:
+            raise refuse(
+                "orphan_tool_result",
+                where,
+                f"tool_result for {part.tool_use_id!r}, which no earlier assistant message called",
+                "Keep the assistant turn with the matching tool_use before its result (a "
+                "compaction must not cut between them), or drop the result.",
+                tool_use_id=part.tool_use_id,
+            )
+        origin = _origin_of(part, where)
+        content = part.content
+        fence = False  # some text in the result must be fenced
+        dirty = origin is not None  # the origin moves into the content
+        if isinstance(content, str):
+            fence = dirty
+        elif isinstance(content, Untrusted):
+            _check_text_value(content, f"{where}.content")
+            fence = True
+        elif isinstance(content, list):
+            for ri, item in enumerate(content):
+                at = part_path(mi, pi, ri)
+                if isinstance(item, TextPart):
+                    own = _origin_of(item, at)
+                    if own is not None or origin is not None or isinstance(item.text, Untrusted):
+                        _check_text_value(item.text, at)
+                        fence = True
+                    elif not isinstance(item.text, str):
+                        raise refuse("bad_part", at, "text is not a string", "Pass a str.")
+                elif isinstance(item, _MEDIA):
+                    item_origin = item.origin if item.origin is not None else origin
+                    dirty = self._media(item, item_origin, at) or dirty
+                else:
+                    raise refuse(
+                        "bad_part",
+                        at,
+                        f"{type(item).__name__} cannot appear inside a tool_result",
+                        "A tool result holds text, image, audio and file parts.",
+                    )
+        else:
+            raise refuse(
+                "bad_part",
+                f"{where}.content",
+                "tool_result content is not a string, an Untrusted value or a list of parts",
+                "Pass one of those.",
+            )
+        self.needs_nonce = self.needs_nonce or fence
+        return dirty or fence
+
+
+def _origin_of(part: TextPart | ToolResultPart, where: str) -> str | None:
+    origin = part.origin
+    if origin is not None and not isinstance(origin, str):
+        raise refuse("bad_origin", where, "origin is not a string", "Pass a str or None.")
+    return origin
+
+
+def _check_text_value(text: object, where: str) -> None:
+    """An untrusted text must be a str, or an ``Untrusted`` holding a str or small plain JSON."""
+    if isinstance(text, str):
+        return
+    if isinstance(text, Untrusted):
+        if not isinstance(text.origin, str):
+            raise refuse("bad_origin", where, "Untrusted.origin is not a string", "Pass a str.")
+        if not isinstance(text.value, str):
+            check_json_value(text.value, where, in_tool_use=False)
+        return
+    raise refuse("bad_part", where, "text is not a string", "Pass a str or Untrusted.")
+
+
+# ---- rewriting (only for messages the walk marked dirty; every check has already passed) ----
+
+
+def _text_and_origin(text: str | Untrusted, origin: str | None) -> tuple[str, str | None]:
+    if isinstance(text, Untrusted):
+        value = text.value if isinstance(text.value, str) else canonical_json(text.value)
+        return value, origin if origin is not None else text.origin
+    return text, origin
+
+
+def _fenced(text: str | Untrusted, origin: str | None, nonce: str) -> str | None:
+    """The fenced form of ``text``, or None when it is trusted (no origin, not Untrusted)."""
+    value, effective = _text_and_origin(text, origin)
+    if effective is None:
+        return None
+    return fence_text(value, nonce, effective)
+
+
+def _rewrite(part: Part, nonce: str) -> Part:
+    if isinstance(part, TextPart):
+        fenced = _fenced(part.text, part.origin, nonce)
+        if fenced is None:
+            return part
+        return part.model_copy(update={"text": fenced, "origin": None})
+    if isinstance(part, FilePart) and part.origin is not None and part.name is not None:
+        return part.model_copy(update={"name": None})
+    if isinstance(part, ToolResultPart):
+        return _rewrite_result(part, nonce)
+    return part
+
+
+def _rewrite_result(part: ToolResultPart, nonce: str) -> ToolResultPart:
+    origin = part.origin
+    content = part.content
+    if not isinstance(content, list):
+        fenced = _fenced(content, origin, nonce)
+        if fenced is None:
+            return part
+        return part.model_copy(update={"content": fenced, "origin": None})
+    items: list[Any] = []
+    for item in content:
+        if isinstance(item, TextPart):
+            own = item.origin if item.origin is not None else origin
+            fenced = _fenced(item.text, own, nonce)
+            items.append(
+                item if fenced is None else item.model_copy(update={"text": fenced, "origin": None})
+            )
+        else:
+            item_origin = item.origin if item.origin is not None else origin
+            update: dict[str, Any] = {}
+            if item_origin is not None and item.origin is None:
+                update["origin"] = item_origin
+            if item_origin is not None and isinstance(item, FilePart) and item.name is not None:
+                update["name"] = None
+            items.append(item.model_copy(update=update) if update else item)
+    return part.model_copy(update={"content": items, "origin": None})
