@@ -1,0 +1,578 @@
+"""OpenAI Chat Completions mapping: canonical request → wire body, wire response → ``LlmResponse``.
+
+Pure functions, no HTTP (ADR 0120 decisions 2, 7, 8). The canonical shape has no tool role:
+tool calls are ``tool_use`` parts of an assistant turn and their answers are ``tool_result``
+parts of ONE user message. Chat Completions wants the opposite, so:
+
+- an assistant turn becomes ``{"role": "assistant", "content": <text or null>, "tool_calls": [...]}``
+  with each call's ``arguments`` as a compact JSON string;
+- each ``tool_result`` becomes a ``{"role": "tool", "tool_call_id": ...}`` message, placed first as
+  the API requires, text only. A failed call (``is_error``) is marked by prefixing its text with
+  ``"Error: "`` (the tool message has no error flag). Media of tool results cannot ride in a tool
+  message: it moves to ONE trailing user message after the tool messages, followed by the rest of
+  that user message's own parts. Untrusted media moves with its fence open and close around it.
+- images go as ``image_url`` data URLs, audio as ``input_audio`` (``wav``/``mp3`` only; anything
+  else is refused, never re-encoded), documents as ``file`` with a ``file_data`` data URL and a
+  file name (``document.pdf`` etc. when the part names none, or when it is untrusted).
+
+Responses: tool calls are read from the message (or the assembled stream deltas, see
+``openai_stream``), never inferred from ``finish_reason``: a forced ``tool_choice`` ends with
+``"stop"`` while the calls are there. Fields loom_nb does not model (id, created,
+system_fingerprint, service_tier, the raw finish_reason, usage details) are kept in
+``provider_data``; content it cannot represent (audio output, legacy ``function_call``, non-function
+tool calls) fails loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+from collections.abc import Mapping
+from typing import Any
+
+from loom_nb.content import (
+    AudioPart,
+    FilePart,
+    ImagePart,
+    LlmRequest,
+    LlmResponse,
+    MediaPart,
+    Message,
+    StopReason,
+    TextPart,
+    ToolCall,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+    Usage,
+)
+from loom_nb.errors import ContentValidationError, ProviderError, UnsupportedModalityError
+from loom_nb.providers._base import LlmStreamChunk, ToolDelta
+from loom_nb.providers._wire_util import (
+    MediaFencer,
+    compact_json,
+    inline_data,
+    is_media,
+    plain_text,
+    unexpected,
+)
+
+__all__ = [
+    "OPENAI_AUDIO_FORMATS",
+    "TOOL_MEDIA_NOTE",
+    "OpenAIStreamAssembler",
+    "default_file_name",
+    "openai_error",
+    "openai_error_fields",
+    "openai_error_retryable",
+    "openai_finish_reason",
+    "openai_request_body",
+    "openai_response",
+    "openai_tool_call",
+    "openai_usage",
+    "synthesized_call_id",
+]
+
+VENDOR = "OpenAI"
+
+OPENAI_AUDIO_FORMATS: dict[str, str] = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/vnd.wave": "wav",
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+}
+"""Audio media types Chat Completions takes inline, and the ``input_audio.format`` each maps to."""
+
+TOOL_MEDIA_NOTE = "[the tool's media follows in the next user message]"
+"""Tool-message text used when a tool result holds media but no text (the media moved)."""
+
+ERROR_PREFIX = "Error: "
+"""Prefix marking a failed tool call's text (``is_error``) in its tool message."""
+
+_FINISH: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "refusal",
+}
+
+
+def default_file_name(media_type: str) -> str:
+    """The file name sent for a document that names none: ``document`` plus the type's extension."""
+    if media_type == "application/pdf":
+        return "document.pdf"
+    ext = mimetypes.guess_extension(media_type, strict=False) or ".bin"
+    return "document" + ext
+
+
+def openai_request_body(request: LlmRequest, *, model: str, stream: bool = False) -> dict[str, Any]:
+    """The Chat Completions body for a guarded request (``model``, ``messages``, ``tools``).
+
+    ``stream=True`` adds ``"stream": true`` and ``stream_options.include_usage`` so the final
+    chunk carries token usage. Sampling options are not part of the canonical request; providers
+    merge their ``extra_body`` on top of this.
+    """
+    fencer = MediaFencer(request)
+    messages: list[dict[str, Any]] = []
+    if request.system is not None:
+        system = plain_text(request.system, vendor=VENDOR, where="system")
+        if system:
+            messages.append({"role": "system", "content": system})
+    for index, message in enumerate(request.messages):
+        where = f"messages[{index}]"
+        if message.role == "assistant":
+            messages.append(_assistant_message(message, where))
+        else:
+            messages.extend(_user_messages(message, where, fencer))
+    body: dict[str, Any] = {"model": model, "messages": messages}
+    if request.tools:
+        body["tools"] = [_tool(spec) for spec in request.tools]
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.input_schema,
+        },
+    }
+
+
+def _assistant_message(message: Message, where: str) -> dict[str, Any]:
+    if isinstance(message.content, str):
+        return {"role": "assistant", "content": message.content}
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for j, part in enumerate(message.content):
+        at = f"{where}.content[{j}]"
+        if isinstance(part, TextPart):
+            texts.append(plain_text(part.text, vendor=VENDOR, where=at))
+        elif isinstance(part, ToolUsePart):
+            calls.append(
+                {
+                    "id": plain_text(part.id, vendor=VENDOR, where=at + ".id"),
+                    "type": "function",
+                    "function": {
+                        "name": plain_text(part.name, vendor=VENDOR, where=at + ".name"),
+                        "arguments": compact_json(_tool_input(part, at)),
+                    },
+                }
+            )
+        else:
+            raise ContentValidationError(
+                f"{at}: an assistant turn holds a {part.type} part; only text and tool_use parts "
+                "belong there (media and tool results go in user messages).",
+                field=at,
+            )
+    content: Any
+    if not texts:
+        content = None
+    elif len(texts) == 1:
+        content = texts[0]
+    else:
+        content = [{"type": "text", "text": t} for t in texts]
+    out: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def _tool_input(part: ToolUsePart, where: str) -> dict[str, Any]:
+    if isinstance(part.input, dict):
+        return part.input
+    plain_text(part.input, vendor=VENDOR, where=where + ".input")  # raises: untrusted input
+    return {}  # pragma: no cover
+
+
+def _user_messages(message: Message, where: str, fencer: MediaFencer) -> list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return [{"role": "user", "content": message.content}]
+    tool_messages: list[dict[str, Any]] = []
+    moved: list[dict[str, Any]] = []
+    own: list[dict[str, Any]] = []
+    for j, part in enumerate(message.content):
+        at = f"{where}.content[{j}]"
+        if isinstance(part, ToolResultPart):
+            tool_messages.append(_tool_message(part, at, fencer, moved))
+        elif isinstance(part, TextPart):
+            own.append({"type": "text", "text": plain_text(part.text, vendor=VENDOR, where=at)})
+        elif isinstance(part, ImagePart | AudioPart | FilePart):
+            own.extend(_fenced_media(part, at, fencer))
+        else:
+            raise ContentValidationError(
+                f"{at}: a user message holds a tool_use part; tool calls belong in assistant turns.",
+                field=at,
+            )
+    trailing = moved + own
+    if trailing:
+        tool_messages.append({"role": "user", "content": trailing})
+    return tool_messages
+
+
+def _tool_message(
+    part: ToolResultPart, where: str, fencer: MediaFencer, moved: list[dict[str, Any]]
+) -> dict[str, Any]:
+    texts: list[str] = []
+    if isinstance(part.content, list):
+        for k, item in enumerate(part.content):
+            at = f"{where}.content[{k}]"
+            if isinstance(item, TextPart):
+                texts.append(plain_text(item.text, vendor=VENDOR, where=at))
+            else:
+                moved.extend(_fenced_media(item, at, fencer))
+        has_media = any(is_media(item) for item in part.content)
+    else:
+        texts.append(plain_text(part.content, vendor=VENDOR, where=where + ".content"))
+        has_media = False
+    if not any(texts) and has_media:
+        texts = [TOOL_MEDIA_NOTE]
+    if part.is_error:
+        texts = [ERROR_PREFIX + texts[0], *texts[1:]] if texts else [ERROR_PREFIX.strip()]
+    content: Any = texts[0] if len(texts) == 1 else [{"type": "text", "text": t} for t in texts]
+    if not texts:
+        content = ""
+    return {"role": "tool", "tool_call_id": part.tool_use_id, "content": content}
+
+
+def _fenced_media(part: MediaPart, where: str, fencer: MediaFencer) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for item in fencer.parts(part):
+        if isinstance(item, TextPart):
+            out.append({"type": "text", "text": plain_text(item.text, vendor=VENDOR, where=where)})
+        elif isinstance(item, ImagePart | AudioPart | FilePart):
+            out.append(_media(item, where))
+    return out
+
+
+def _media(part: MediaPart, where: str) -> dict[str, Any]:
+    data = inline_data(part, vendor=VENDOR, where=where)
+    if isinstance(part, ImagePart):
+        return {"type": "image_url", "image_url": {"url": f"data:{part.media_type};base64,{data}"}}
+    if isinstance(part, AudioPart):
+        fmt = OPENAI_AUDIO_FORMATS.get(part.media_type.lower())
+        if fmt is None:
+            raise UnsupportedModalityError(
+                f"{where}: OpenAI Chat Completions takes inline audio as wav or mp3 only, not "
+                f"{part.media_type}. Convert the clip to audio/wav or audio/mpeg first.",
+                modality="audio",
+                media_type=part.media_type,
+                where=where,
+            )
+        return {"type": "input_audio", "input_audio": {"data": data, "format": fmt}}
+    name = part.name if part.name and part.origin is None else None
+    return {
+        "type": "file",
+        "file": {
+            "file_data": f"data:{part.media_type};base64,{data}",
+            "filename": name or default_file_name(part.media_type),
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+
+
+def openai_finish_reason(finish_reason: str | None, *, has_tool_calls: bool) -> StopReason:
+    """Our stop reason: ``tool_use`` whenever calls are present (a forced choice says ``stop``)."""
+    if has_tool_calls:
+        return "tool_use"
+    if finish_reason is None:
+        return "other"
+    return _FINISH.get(finish_reason, "other")
+
+
+def openai_tool_call(call_id: str, name: str, arguments: str) -> ToolCall:
+    """A ``ToolCall`` from the wire's id, name and ``arguments`` JSON string (``""`` means ``{}``)."""
+    if not arguments.strip():
+        return ToolCall(id=call_id, name=name, input={})
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        raise ProviderError(
+            f"OpenAI tool call {call_id} ({name}) has arguments that are not valid JSON "
+            f"({exc.msg} at {exc.pos}); the output may have been cut off (finish_reason "
+            "'length'). Retry with a larger token limit.",
+            code="invalid_tool_arguments",
+            provider="openai",
+        ) from exc
+    if not isinstance(parsed, dict):
+        raise ProviderError(
+            f"OpenAI tool call {call_id} ({name}) has arguments that are a JSON "
+            f"{type(parsed).__name__}, not an object; tool inputs must be objects.",
+            code="invalid_tool_arguments",
+            provider="openai",
+        )
+    return ToolCall(id=call_id, name=name, input=parsed)
+
+
+def openai_usage(usage: Mapping[str, Any] | None) -> Usage:
+    """Token counts: ``prompt_tokens`` (cached included) in, ``completion_tokens`` out."""
+    if not usage:
+        return Usage()
+    return Usage(
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+    )
+
+
+_KEPT_TOP = ("id", "object", "created", "system_fingerprint", "service_tier")
+_MODELED_MESSAGE = {"role", "content", "tool_calls", "refusal", "annotations"}
+_REASONING_KEYS = ("reasoning_content", "reasoning")
+"""Thinking text some OpenAI-compatible servers (vLLM, Ollama, DeepSeek) return: kept, not content."""
+
+
+def synthesized_call_id(response_id: str | None, position: int) -> str:
+    """A deterministic id for a tool call a (compatible) server returned without one."""
+    return f"call_{response_id or 'noid'}_{position}"
+
+
+def openai_response(body: Mapping[str, Any]) -> LlmResponse:
+    """The ``LlmResponse`` for a (non-streamed) Chat Completions response body.
+
+    A body that does not have the documented shape raises ``ProviderError``, never a bare
+    ``KeyError``/``TypeError``.
+    """
+    try:
+        return _response(body)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        if isinstance(exc, ProviderError):  # pragma: no cover - ProviderError is no ValueError
+            raise
+        raise ProviderError(
+            f"the OpenAI response does not have the Chat Completions shape ({type(exc).__name__}: "
+            f"{exc}). Check base_url points at an OpenAI-compatible /v1 endpoint.",
+            code="malformed_response",
+            provider="openai",
+        ) from exc
+
+
+def _response(body: Mapping[str, Any]) -> LlmResponse:
+    if "error" in body and "choices" not in body:
+        raise openai_error(None, body)
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise unexpected("openai", "no choices")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    data: dict[str, Any] = {k: body[k] for k in _KEPT_TOP if k in body}
+    for key in _REASONING_KEYS:
+        if isinstance(message.get(key), str) and message[key]:
+            data["reasoning"] = message[key]
+    extra = sorted(
+        k
+        for k, v in message.items()
+        if k not in _MODELED_MESSAGE and k not in _REASONING_KEYS and v is not None
+    )
+    if extra:
+        raise unexpected("openai", f"message fields {extra}")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise unexpected("openai", "message content that is not a string")
+    calls: list[ToolCall] = []
+    for position, raw in enumerate(message.get("tool_calls") or []):
+        if raw.get("type", "function") != "function" or "function" not in raw:
+            raise unexpected("openai", f"a tool call of type {raw.get('type')!r}")
+        fn = raw["function"]
+        call_id = raw.get("id") or synthesized_call_id(body.get("id"), position)
+        calls.append(openai_tool_call(call_id, fn["name"], fn.get("arguments") or ""))
+    finish = choice.get("finish_reason")
+    refusal = message.get("refusal")
+    stop = openai_finish_reason(finish, has_tool_calls=bool(calls))
+    data["finish_reason"] = finish
+    if body.get("usage"):
+        data["usage"] = body["usage"]
+    if message.get("annotations"):
+        data["annotations"] = message["annotations"]
+    if refusal:
+        data["refusal"] = refusal
+        stop = "refusal"
+    return LlmResponse(
+        content=content or refusal or "",
+        tool_calls=calls,
+        stop_reason=stop,
+        usage=openai_usage(body.get("usage")),
+        model=body.get("model"),
+        provider_data=data,
+    )
+
+
+def openai_error_fields(body: Any) -> tuple[str | None, str, dict[str, Any]]:
+    """``(error type, message, details)`` of an error body ``{"error": {message, type, param, code}}``.
+
+    ``details`` holds the vendor's ``code`` (as ``vendor_code``) and ``param`` when present.
+    """
+    error = body.get("error") if isinstance(body, Mapping) else None
+    if not isinstance(error, Mapping):
+        return None, "the error body was not OpenAI's error JSON", {}
+    error_type = error.get("type") or error.get("code")
+    details = {
+        k: error[v] for k, v in (("vendor_code", "code"), ("param", "param")) if error.get(v)
+    }
+    message = str(error.get("message") or "no error message")
+    return (str(error_type) if error_type is not None else None), message, details
+
+
+def openai_error_retryable(status: int | None, body: Any) -> bool:
+    """Whether another attempt could succeed (``insufficient_quota`` is a 429 that never will)."""
+    error_type, _, details = openai_error_fields(body)
+    if details.get("vendor_code") == "insufficient_quota" or error_type == "insufficient_quota":
+        return False
+    if status is None:  # an error event inside a 200 stream
+        return error_type in {None, "server_error", "rate_limit_exceeded"}
+    return status in {408, 409, 429} or status >= 500
+
+
+def openai_error(status: int | None, body: Any) -> ProviderError:
+    """A ``ProviderError`` for an error body seen without an HTTP error (e.g. inside a stream)."""
+    error_type, message, details = openai_error_fields(body)
+    return ProviderError(
+        f"OpenAI answered {status or 'mid-stream'} ({error_type or 'error'}): {message}",
+        provider="openai",
+        status=status,
+        error_type=error_type,
+        retryable=openai_error_retryable(status, body),
+        **details,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming
+
+
+class _PendingCall:
+    """A tool call being assembled from stream fragments."""
+
+    def __init__(self, call_id: str, name: str) -> None:
+        self.id = call_id
+        self.name = name
+        self.arguments: list[str] = []
+
+
+_MODELED_DELTA = {"role", "content", "tool_calls", "refusal", *_REASONING_KEYS}
+
+
+class OpenAIStreamAssembler:
+    """Assembles Chat Completions stream events (already parsed JSON) into chunks and a response.
+
+    ``feed`` returns the text and tool-delta chunks an event yields; ``response`` builds the
+    ``LlmResponse`` from everything fed, through the same mapping as a non-streamed body, so a
+    streamed and a non-streamed answer give the same response. Tool-call fragments are keyed by
+    ``tool_calls[].index``; a fragment with a new id at a used index (seen on some compatible
+    servers) starts a new call.
+    """
+
+    def __init__(self) -> None:
+        self._top: dict[str, Any] = {}
+        self._text: list[str] = []
+        self._refusal: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: list[_PendingCall] = []
+        self._by_index: dict[int, int] = {}
+        self._finish: str | None = None
+        self._usage: dict[str, Any] | None = None
+        self._done = False
+
+    def feed(self, event: Mapping[str, Any]) -> list[LlmStreamChunk]:
+        """Take one parsed ``data:`` event; return the chunks it yields (possibly none)."""
+        if "error" in event and not event.get("choices"):
+            raise openai_error(None, event)
+        for key in ("id", "object", "created", "system_fingerprint", "service_tier", "model"):
+            if event.get(key) is not None:
+                self._top[key] = event[key]
+        if event.get("usage"):
+            self._usage = dict(event["usage"])
+        chunks: list[LlmStreamChunk] = []
+        for choice in event.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue  # loom_nb asks for one choice; others are not part of the answer
+            delta = choice.get("delta") or {}
+            extra = sorted(k for k, v in delta.items() if k not in _MODELED_DELTA and v is not None)
+            if extra:
+                raise unexpected("openai", f"stream delta fields {extra}")
+            if delta.get("content"):
+                self._text.append(delta["content"])
+                chunks.append(LlmStreamChunk(kind="text", text=delta["content"]))
+            if delta.get("refusal"):
+                self._refusal.append(delta["refusal"])
+            for key in _REASONING_KEYS:
+                if isinstance(delta.get(key), str):
+                    self._reasoning.append(delta[key])
+            for fragment in delta.get("tool_calls") or []:
+                chunks.append(self._tool_fragment(fragment))
+            if choice.get("finish_reason"):
+                self._finish = choice["finish_reason"]
+        return chunks
+
+    def _tool_fragment(self, fragment: Mapping[str, Any]) -> LlmStreamChunk:
+        index = fragment.get("index")
+        call_id = fragment.get("id")
+        fn = fragment.get("function") or {}
+        if fragment.get("type", "function") != "function":
+            raise unexpected("openai", f"a streamed tool call of type {fragment.get('type')!r}")
+        args = fn.get("arguments") or ""
+        position = self._by_index.get(index) if index is not None else None
+        if position is None and index is None and not call_id and self._calls:
+            position = len(self._calls) - 1
+        if position is not None and call_id and call_id != self._calls[position].id:
+            position = None  # a new call reusing an index
+        if position is None:
+            position = len(self._calls)
+            if index is not None:
+                self._by_index[index] = position
+            pending = _PendingCall(
+                call_id or synthesized_call_id(self._top.get("id"), position), fn.get("name") or ""
+            )
+            pending.arguments.append(args)
+            self._calls.append(pending)
+            delta = ToolDelta(index=position, id=pending.id, name=pending.name, input_json=args)
+            return LlmStreamChunk(kind="tool_delta", tool_delta=delta)
+        self._calls[position].arguments.append(args)
+        return LlmStreamChunk(
+            kind="tool_delta", tool_delta=ToolDelta(index=position, input_json=args)
+        )
+
+    def mark_done(self) -> None:
+        """Record the ``data: [DONE]`` terminator."""
+        self._done = True
+
+    def response(self) -> LlmResponse:
+        """The assembled response; a stream cut before its end raises ``ProviderError``."""
+        if self._finish is None and not self._done:
+            raise ProviderError(
+                "the OpenAI stream ended before a finish_reason or [DONE]; the connection "
+                "dropped mid-answer. Retry the call.",
+                code="stream_incomplete",
+                provider="openai",
+                retryable=True,
+            )
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(self._text) or None,
+            "refusal": "".join(self._refusal) or None,
+        }
+        if self._reasoning:
+            message["reasoning"] = "".join(self._reasoning)
+        if self._calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": "".join(c.arguments)},
+                }
+                for c in self._calls
+            ]
+        body = {
+            **self._top,
+            "choices": [{"index": 0, "message": message, "finish_reason": self._finish}],
+            "usage": self._usage,
+        }
+        return openai_response(body)
