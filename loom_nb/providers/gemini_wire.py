@@ -359,7 +359,8 @@ def gemini_error_fields(body: Any) -> tuple[str | None, str]:
 def gemini_error(status: int | None, body: Any) -> ProviderError:
     """A ``ProviderError`` for an error body seen without an HTTP error (e.g. inside a stream)."""
     error_type, message = gemini_error_fields(body)
-    code = body.get("error", {}).get("code") if isinstance(body, Mapping) else None
+    error = body.get("error") if isinstance(body, Mapping) else None
+    code = error.get("code") if isinstance(error, Mapping) else None
     http = status if status is not None else (code if isinstance(code, int) else None)
     return ProviderError(
         f"Gemini answered {http or 'mid-stream'} ({error_type or 'error'}): {message}",
