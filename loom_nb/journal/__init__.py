@@ -1,0 +1,18 @@
+"""Durable runs: the SQLite event log, executions, journaled steps, replay and recordings."""
+
+from loom_nb.journal._claims import CLAIM_MARKER, DEFAULT_CLAIM_THRESHOLD
+from loom_nb.journal._execution import Execution
+from loom_nb.journal._hash import hash_request
+from loom_nb.journal._journal import Journal
+from loom_nb.journal._timeline import Event, EventKind, ExecutionSummary
+
+__all__ = [
+    "CLAIM_MARKER",
+    "DEFAULT_CLAIM_THRESHOLD",
+    "Event",
+    "EventKind",
+    "Execution",
+    "ExecutionSummary",
+    "Journal",
+    "hash_request",
+]

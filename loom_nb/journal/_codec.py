@@ -1,0 +1,83 @@
+"""Step values to canonical JSON and back: the one place the journal turns values into text.
+
+A step's input and output are stored as canonical JSON (sorted keys, compact separators,
+UTF-8 kept, no NaN or infinity). Pydantic models anywhere in a value are dumped with
+``model_dump(mode="json")``, so an ``Untrusted`` value keeps its ``{"__loomUntrusted": ...}``
+marker and a response model becomes the dict it validates from.
+
+Everything that can go wrong with a value is found here, before anything is written: a value
+the encoder cannot represent (a set, an object, a circular reference, NaN) or one nested deeper
+than the encoder allows is a ``StepOutputError`` naming the step and the remedy. A value is
+also decoded once before it is journaled, so a row the journal accepted always reads back.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from loom_nb.errors import JournalError, StepOutputError
+
+__all__ = ["decode", "dumps", "encode_value"]
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"{type(value).__qualname__} is not JSON")
+
+
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_default
+)
+_SCALARS = (str, int, bool, type(None))
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON text of ``value`` (may raise the encoder's own errors)."""
+    return _ENCODER.encode(value)
+
+
+def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str, Any]:
+    """Canonical JSON of a step's ``what`` (``"input"`` / ``"output"``) and its round trip.
+
+    Raises ``StepOutputError`` when the value cannot be journaled.
+    """
+    try:
+        text = _ENCODER.encode(value)
+        # The round trip proves the text reads back, and is what callers get. A string, an
+        # int, a bool or None is its own round trip (a float is not: 1e400 -> inf).
+        decoded = value if type(value) in _SCALARS else json.loads(text)
+    except RecursionError as exc:
+        raise StepOutputError(
+            f"step {step_id!r}: its {what} is nested deeper than the JSON encoder allows, so it "
+            "cannot be journaled. Flatten the value, or journal a summary and keep the deep "
+            "structure in the content store.",
+            code="step_value_too_deep",
+            step_id=step_id,
+            what=what,
+        ) from exc
+    except (TypeError, ValueError) as exc:
+        raise StepOutputError(
+            f"step {step_id!r}: its {what} is not JSON ({exc}), so it cannot be journaled. "
+            "Return dicts, lists, strings, numbers, booleans, None or pydantic models "
+            "(NaN and infinity are not JSON).",
+            code=f"step_{what}_not_json",
+            step_id=step_id,
+            what=what,
+        ) from exc
+    return text, decoded
+
+
+def decode(text: str, *, where: str) -> Any:
+    """Parse journaled JSON; a row that does not parse is a ``JournalError`` naming ``where``."""
+    try:
+        return json.loads(text)
+    except (RecursionError, ValueError) as exc:
+        raise JournalError(
+            f"{where}: the journaled JSON does not parse ({exc}). The journal file is damaged "
+            "or was written by another program; restore it from a recording (import_jsonl).",
+            code="journal_corrupt",
+        ) from exc
