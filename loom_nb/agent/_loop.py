@@ -1,0 +1,450 @@
+"""The agent loop: model turns and tool calls threaded as parts, inside a durable execution (ADR 0120 decision 9).
+
+Each turn is a journaled model step (``#turn:<t>:model``, through ``create_llm_effect``: guard →
+capabilities → content resolution → provider). Its tool calls are screened (decision 7), the
+assistant turn ``assistant_message_of(response)`` is pushed, approvals are gathered
+(``#turn:<t>:approval:<call id>``), each admitted call runs as its own journaled step
+(``#turn:<t>:tool:<call id>``), and ONE user message holding one ``tool_result`` per call, in call
+order, is pushed. Before a turn, ``Compaction`` may fold the transcript (``#turn:<t>:compact``).
+
+Everything the loop decides is a pure function of the journaled step outputs, so calling
+``agent_loop`` again on the same journal and execution id (in this process or another one)
+serves every completed step from the log and continues where the run stopped: after a park for an
+approval, after a crash, or to replay a finished run exactly (``divergence="fail"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from loom_nb.agent._approval import Approver, ask, digest_of, normalize_decision, refusal_of
+from loom_nb.agent._compaction import Compaction, is_tainted, summary_message
+from loom_nb.agent._results import (
+    build_result,
+    error_result,
+    failure_outcome,
+    inline_bytes_of,
+    jsonable_outcome,
+)
+from loom_nb.agent._screen import screen_response, screened_result
+from loom_nb.agent._tools import ToolDefinition, menu_of
+from loom_nb.content import (
+    LlmRequest,
+    LlmResponse,
+    Message,
+    Part,
+    ToolCall,
+    ToolResultPart,
+    ToolSpec,
+    assistant_message_of,
+    content_error,
+)
+from loom_nb.errors import AgentError
+from loom_nb.journal import Execution, create_llm_effect
+from loom_nb.providers import LlmProvider
+from loom_nb.taint import Untrusted
+
+__all__ = ["AgentResult", "ToolCallRecord", "agent_loop"]
+
+AgentStatus = Literal["completed", "parked", "max_turns"]
+CallStatus = Literal["ok", "error", "unknown_tool", "invalid_input", "screened", "declined"]
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call as the loop handled it (the tool-call log)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    turn: int
+    """The turn whose model call made it."""
+    id: str
+    """The call's id."""
+    name: str
+    """The tool named."""
+    input: dict[str, Any]
+    """The call's input as dispatched (the placeholder for a screened call)."""
+    status: CallStatus
+    """``ok``, or why the call failed or was not run."""
+
+
+class AgentResult(BaseModel):
+    """What ``agent_loop`` returns: the transcript, why it stopped, and what happened on the way."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    messages: list[Message]
+    """The transcript (compacted if compaction ran); on a park, up to the assistant turn."""
+    status: AgentStatus
+    """``completed`` (a turn without tool calls), ``parked`` (waiting for approvals) or ``max_turns``."""
+    turns: int
+    """Model turns taken, counting the current one on a park."""
+    response: LlmResponse | None = None
+    """The last model response (screened)."""
+    pending_approvals: list[dict[str, Any]] = Field(default_factory=list)
+    """The digests of the calls waiting for a decision (when parked)."""
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    """Every tool call handled, in order."""
+    compactions: list[int] = Field(default_factory=list)
+    """The turns before which the transcript was compacted."""
+
+    @property
+    def text(self) -> str:
+        """The last response's text ("" when there is none)."""
+        return self.response.content if self.response is not None else ""
+
+
+class _Plan:
+    """One call of a turn: either a result decided before any tool runs, or a tool to run."""
+
+    __slots__ = ("call", "result", "status", "tool", "value")
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+        self.tool: ToolDefinition | None = None
+        self.value: Any = None
+        self.result: ToolResultPart | None = None
+        self.status: CallStatus = "ok"
+
+    def refuse(self, result: ToolResultPart, status: CallStatus) -> None:
+        self.result = result
+        self.status = status
+
+
+async def agent_loop(
+    execution: Execution,
+    provider: LlmProvider,
+    tools: Sequence[ToolDefinition],
+    messages: Sequence[Message | dict[str, Any]],
+    *,
+    system: str | Untrusted | None = None,
+    max_turns: int = 10,
+    approve: Approver = None,
+    compaction: Compaction | None = None,
+    resolver: Any = None,
+    context: Any = None,
+    on_text: Callable[[str], Awaitable[None] | None] | None = None,
+    stream: bool = False,
+    complete_execution: bool = True,
+) -> AgentResult:
+    """Run the model with tools until it answers without calling any, parks, or hits ``max_turns``.
+
+    ``approve`` decides calls to tools with ``requires_approval``: a callable of the call digest
+    (sync or async) or a mapping of call id → decision (``True`` / ``False`` /
+    ``{"approved": bool, "reason": str}``). With no decision the execution parks and the result's
+    status is ``"parked"``; call ``agent_loop`` again on a fresh ``journal.execution(id)`` with
+    a decision to continue the same run. ``resolver`` and ``context`` fetch media refs just before
+    each live model call. On ``completed`` / ``max_turns`` the execution is completed with a
+    small summary unless ``complete_execution=False``.
+    """
+    if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
+        raise AgentError(
+            f"max_turns must be an int >= 1, got {max_turns!r}.", code="invalid_argument"
+        )
+    menu, table = menu_of(tools)
+    transcript = _messages(messages)
+    effect = create_llm_effect(
+        provider, resolve_content=resolver, context=context, on_text=on_text, stream=stream
+    )
+    await _resume_if_decided(execution, approve)
+    log: list[ToolCallRecord] = []
+    compacted: list[int] = []
+    response: LlmResponse | None = None
+    for turn in range(max_turns):
+        if compaction is not None and compaction.due(transcript):
+            transcript = await _compact(execution, effect, compaction, turn, transcript, menu)
+            compacted.append(turn)
+        request = LlmRequest(messages=transcript, tools=menu, system=system)
+        response = await effect(execution, f"#turn:{turn}:model", request)
+        response, screened = screen_response(response)
+        transcript.append(assistant_message_of(response))
+        if not response.tool_calls:
+            return await _finish(
+                execution,
+                "completed",
+                transcript,
+                turn + 1,
+                response,
+                log,
+                compacted,
+                complete_execution,
+            )
+        plans = [
+            _plan(call, table, screened, seen) for seen, call in _with_seen(response.tool_calls)
+        ]
+        pending = await _gather_approvals(execution, approve, turn, plans)
+        if pending is not None:
+            return AgentResult(
+                messages=transcript,
+                status="parked",
+                turns=turn + 1,
+                response=response,
+                pending_approvals=pending,
+                tool_calls=log,
+                compactions=compacted,
+            )
+        results = await _run_calls(execution, turn, plans, transcript, provider)
+        log.extend(
+            ToolCallRecord(turn=turn, id=p.call.id, name=p.call.name, input=p.call.input, status=s)
+            for p, s in zip(plans, [r[1] for r in results], strict=True)
+        )
+        answers: list[Part] = [r[0] for r in results]
+        transcript.append(Message(role="user", content=answers))
+    return await _finish(
+        execution, "max_turns", transcript, max_turns, response, log, compacted, complete_execution
+    )
+
+
+def _messages(messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
+    out: list[Message] = []
+    for index, message in enumerate(messages):
+        try:
+            out.append(message if isinstance(message, Message) else Message.model_validate(message))
+        except ValidationError as exc:
+            raise content_error(exc, f"message {index} given to agent_loop") from exc
+    return out
+
+
+def _with_seen(calls: Sequence[ToolCall]) -> list[tuple[bool, ToolCall]]:
+    """Each call with whether an earlier call of the same turn had the same id."""
+    seen: set[str] = set()
+    out: list[tuple[bool, ToolCall]] = []
+    for call in calls:
+        out.append((call.id in seen, call))
+        seen.add(call.id)
+    return out
+
+
+def _plan(
+    call: ToolCall, table: dict[str, ToolDefinition], screened: frozenset[str], duplicate: bool
+) -> _Plan:
+    plan = _Plan(call)
+    if duplicate:
+        plan.refuse(
+            error_result(
+                call.id,
+                call.name,
+                "duplicate_call_id",
+                "another call of this turn has the same id; this one was not run.",
+            ),
+            "error",
+        )
+        return plan
+    if call.id in screened:
+        plan.refuse(screened_result(call.id, call.name), "screened")
+        return plan
+    tool = table.get(call.name)
+    if tool is None:
+        menu = ", ".join(sorted(table)) or "(none)"
+        plan.refuse(
+            error_result(
+                call.id,
+                call.name,
+                "unknown_tool",
+                f"there is no tool named {call.name!r} on the menu; the tools are: {menu}.",
+            ),
+            "unknown_tool",
+        )
+        return plan
+    value, problem = tool.validate_input(call.input)
+    if problem is not None:
+        plan.refuse(
+            error_result(
+                call.id,
+                call.name,
+                "invalid_input",
+                f"the input does not match the tool's schema: {problem}. Fix the input and call "
+                "again.",
+            ),
+            "invalid_input",
+        )
+        return plan
+    plan.tool = tool
+    plan.value = value
+    return plan
+
+
+async def _gather_approvals(
+    execution: Execution, approve: Approver, turn: int, plans: list[_Plan]
+) -> list[dict[str, Any]] | None:
+    """Decide every call that needs approval; return the digests still pending (None: go on).
+
+    Each such call gets a journaled step ``#turn:<t>:approval:<id>`` holding the approver's
+    normalized decision, or ``{"pending": true}`` when it gave none. If any is pending the
+    execution parks (before the results message exists); once resumed, the replayed park returns
+    the decisions given to ``resume``. Which calls the log runs therefore depends only on
+    journaled values, never on the ``approve`` passed to this particular run.
+    """
+    asking = [p for p in plans if p.tool is not None and p.tool.requires_approval]
+    if not asking:
+        return None
+    decisions: dict[str, Any] = {}
+    pending: list[dict[str, Any]] = []
+    for plan in asking:
+        digest = digest_of(turn, plan.call)
+        step_id = f"#turn:{turn}:approval:{plan.call.id}"
+        decision = await execution.execute(step_id, _ask_step(approve), digest)
+        if isinstance(decision, dict) and decision.get("pending") is True:
+            pending.append(digest)
+        else:
+            decisions[plan.call.id] = decision
+    if pending:
+        resumed = await execution.park({"turn": turn, "pending": pending})
+        if resumed is None:
+            return pending
+        given = resumed.get("decisions") if isinstance(resumed, dict) else None
+        for digest in pending:
+            found = given.get(digest["id"]) if isinstance(given, dict) else None
+            decisions[digest["id"]] = (
+                found if isinstance(found, dict) else {"undigestible": "missing"}
+            )
+    for plan in asking:
+        decision = decisions[plan.call.id]
+        refusal = (
+            refusal_of(decision)
+            if isinstance(decision, dict)
+            else refusal_of({"undigestible": type(decision).__name__})
+        )
+        if refusal is not None:
+            plan.tool = None
+            plan.refuse(error_result(plan.call.id, plan.call.name, *refusal), "declined")
+    return None
+
+
+def _ask_step(approve: Approver) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+    """The approval step: the approver's normalized decision, or ``{"pending": true}``."""
+
+    async def step(digest: Any) -> dict[str, Any]:
+        raw = await ask(approve, digest)
+        if raw is None:
+            return {"pending": True}
+        return normalize_decision(raw)
+
+    return step
+
+
+async def _resume_if_decided(execution: Execution, approve: Approver) -> None:
+    """On a parked execution, resume it when ``approve`` decides every pending call.
+
+    Resuming rewinds the execution, so the loop then replays from the top and the park returns
+    the decisions. Without a decision for every pending call the execution is only rewound, so
+    the replay stops at the same park and reports it again.
+    """
+    if execution.status != "parked":
+        return
+    payload = execution.parked_payload
+    pending = payload.get("pending") if isinstance(payload, dict) else None
+    if not isinstance(pending, list) or not all(
+        isinstance(d, dict) and isinstance(d.get("id"), str) for d in pending
+    ):
+        raise AgentError(
+            f"execution {execution.execution_id!r} is parked by something other than agent_loop "
+            f"(payload {payload!r}); resume it with the code that parked it.",
+            code="foreign_park",
+        )
+    decisions: dict[str, Any] = {}
+    for digest in pending:
+        raw = await ask(approve, digest)
+        if raw is None:
+            execution.rewind()
+            return
+        decisions[digest["id"]] = normalize_decision(raw)
+    await execution.resume({"decisions": decisions})
+
+
+async def _run_calls(
+    execution: Execution,
+    turn: int,
+    plans: list[_Plan],
+    transcript: list[Message],
+    provider: LlmProvider,
+) -> list[tuple[ToolResultPart, CallStatus]]:
+    inline_total = inline_bytes_of(transcript)
+    out: list[tuple[ToolResultPart, CallStatus]] = []
+    for plan in plans:
+        if plan.tool is None:
+            assert plan.result is not None
+            out.append((plan.result, plan.status))
+            continue
+        step_input = {"id": plan.call.id, "name": plan.call.name, "input": plan.call.input}
+        outcome = await execution.execute(
+            f"#turn:{turn}:tool:{plan.call.id}", _tool_step(plan.tool, plan.value), step_input
+        )
+        part, added = build_result(
+            plan.tool,
+            plan.call.id,
+            outcome,
+            inline_total=inline_total,
+            capabilities=provider.capabilities,
+        )
+        inline_total += added
+        out.append((part, "error" if part.is_error else "ok"))
+    return out
+
+
+def _tool_step(tool: ToolDefinition, value: Any) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+    async def step(_input: Any) -> dict[str, Any]:
+        try:
+            output = await tool.call(value)
+        except Exception as exc:  # a tool's failure is feedback for the model, not a crash
+            return failure_outcome(type(exc).__name__, str(exc))
+        return jsonable_outcome(output)
+
+    return step
+
+
+async def _compact(
+    execution: Execution,
+    effect: Any,
+    compaction: Compaction,
+    turn: int,
+    transcript: list[Message],
+    menu: list[ToolSpec],
+) -> list[Message]:
+    cut = compaction.cut(transcript)
+    prefix, tail = transcript[:cut], transcript[cut:]
+    step_id = f"#turn:{turn}:compact"
+    if compaction.summarize is None:
+        response = await effect(execution, step_id, compaction.summary_request(prefix, menu))
+        summary = response.content
+    else:
+        summarize = compaction.summarize
+        step_input = {"messages": [m.model_dump(mode="json") for m in prefix]}
+
+        async def step(_input: Any) -> str:
+            text = summarize(list(prefix))
+            if not isinstance(text, str):
+                text = await text
+            if not isinstance(text, str):
+                raise AgentError(
+                    f"Compaction.summarize returned {type(text).__name__}; it must return str.",
+                    code="invalid_summary",
+                )
+            return text
+
+        summary = await execution.execute(step_id, step, step_input)
+    return [summary_message(summary, tainted=is_tainted(prefix)), *tail]
+
+
+async def _finish(
+    execution: Execution,
+    status: AgentStatus,
+    transcript: list[Message],
+    turns: int,
+    response: LlmResponse | None,
+    log: list[ToolCallRecord],
+    compacted: list[int],
+    complete_execution: bool,
+) -> AgentResult:
+    if complete_execution:
+        await execution.complete({"status": status, "turns": turns})
+    return AgentResult(
+        messages=transcript,
+        status=status,
+        turns=turns,
+        response=response,
+        tool_calls=log,
+        compactions=compacted,
+    )
