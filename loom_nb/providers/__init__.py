@@ -1,5 +1,17 @@
 """Model providers: Anthropic, OpenAI (and compatible servers), Gemini, Scripted; streaming; conformance kit."""
 
 from loom_nb.providers._base import LlmProvider, LlmStreamChunk, ToolDelta, collect_stream
+from loom_nb.providers.anthropic import AnthropicProvider
+from loom_nb.providers.conformance import ProviderUnderTest, run_llm_provider_conformance
+from loom_nb.providers.scripted import ScriptedProvider
 
-__all__ = ["LlmProvider", "LlmStreamChunk", "ToolDelta", "collect_stream"]
+__all__ = [
+    "AnthropicProvider",
+    "LlmProvider",
+    "LlmStreamChunk",
+    "ProviderUnderTest",
+    "ScriptedProvider",
+    "ToolDelta",
+    "collect_stream",
+    "run_llm_provider_conformance",
+]

@@ -1,0 +1,217 @@
+"""The provider conformance kit: ``run_llm_provider_conformance(make_provider)`` (ADR 0120 decision 6).
+
+Any provider, shipped or third-party, must pass the same cases, observed where it matters: at the
+wire. The factory gets the ``Capabilities`` a case needs and returns the provider plus a function
+that returns what reached the wire so far (the HTTP request bodies seen by an
+``httpx.MockTransport``; for a provider without HTTP, whatever it hands onwards). Cases:
+
+- ``undeclared_image_refused``: a provider that did not declare ``image/png`` (text-only, and one
+  that declared only ``image/jpeg``) refuses a PNG request with ``UnsupportedModalityError`` from
+  ``complete`` AND from ``stream``, before any I/O (nothing reached the wire);
+- ``declared_image_on_wire``: one that declared it puts the image's bytes on the wire (declaring
+  a modality and dropping it is the same silent loss);
+- ``text_parts_not_coerced``: a message of text parts arrives as text, not as a Python or JSON
+  rendering of the parts (the "Guard against raw reads" of the ADR);
+- ``tool_round_trip_paired``: a ``tool_use`` / ``tool_result`` transcript reaches the wire with the
+  call's id on both sides, its input and its result intact.
+
+Use it from pytest (asyncio)::
+
+    async def test_conformance():
+        await run_llm_provider_conformance(make_provider)
+
+It raises ``AssertionError`` listing every failed case, and returns the names of the cases run.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Awaitable, Callable, Sequence
+from typing import NamedTuple
+
+from loom_nb.capabilities import Capabilities
+from loom_nb.content import (
+    DataSource,
+    ImagePart,
+    LlmRequest,
+    Message,
+    TextPart,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
+from loom_nb.errors import UnsupportedModalityError
+from loom_nb.providers._base import LlmProvider
+
+__all__ = ["CONFORMANCE_PNG", "ProviderUnderTest", "run_llm_provider_conformance"]
+
+CONFORMANCE_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+"""A 1×1 PNG, base64: the image every image case sends."""
+
+
+class ProviderUnderTest(NamedTuple):
+    """What a conformance factory returns: the provider and what reached its wire so far."""
+
+    provider: LlmProvider
+    wire: Callable[[], Sequence[bytes]]
+    """The payloads that left the provider so far (e.g. HTTP request bodies), oldest first."""
+
+
+Factory = Callable[
+    [Capabilities],
+    "ProviderUnderTest | tuple[LlmProvider, Callable[[], Sequence[bytes]]] | Awaitable[ProviderUnderTest]",
+]
+
+_TOOL = ToolSpec(
+    name="get_weather",
+    description="Weather for a city.",
+    input_schema={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+)
+_CALL_ID = "toolu_conformance_7f3a"
+
+
+def _image_request() -> LlmRequest:
+    image = ImagePart(media_type="image/png", source=DataSource(data=CONFORMANCE_PNG))
+    return LlmRequest(
+        messages=[Message(role="user", content=[image, TextPart(text="What is this?")])]
+    )
+
+
+def _text_parts_request() -> LlmRequest:
+    parts: list[TextPart] = [TextPart(text="alpha-7 "), TextPart(text="beta-9")]
+    return LlmRequest(messages=[Message(role="user", content=list(parts))])
+
+
+def _tool_request() -> LlmRequest:
+    return LlmRequest(
+        tools=[_TOOL],
+        messages=[
+            Message(role="user", content="Weather in Paris?"),
+            Message(
+                role="assistant",
+                content=[
+                    TextPart(text="Checking."),
+                    ToolUsePart(id=_CALL_ID, name="get_weather", input={"city": "Paris-q2"}),
+                ],
+            ),
+            Message(
+                role="user",
+                content=[ToolResultPart(tool_use_id=_CALL_ID, content="sunny-k4")],
+            ),
+        ],
+    )
+
+
+async def _make(factory: Factory, capabilities: Capabilities) -> ProviderUnderTest:
+    made = factory(capabilities)
+    if isinstance(made, Awaitable):
+        made = await made
+    provider, wire = made
+    return ProviderUnderTest(provider, wire)
+
+
+def _wire_text(target: ProviderUnderTest) -> str:
+    return "\n".join(payload.decode("utf-8", "replace") for payload in target.wire())
+
+
+async def _refused(target: ProviderUnderTest, via: str) -> str | None:
+    request = _image_request()
+    try:
+        if via == "complete":
+            await target.provider.complete(request)
+        else:
+            async for _chunk in target.provider.stream(request):
+                return f"{via}: yielded a chunk for an undeclared image instead of refusing"
+    except UnsupportedModalityError:
+        if target.wire():
+            return f"{via}: refused, but only after something reached the wire"
+        return None
+    except Exception as exc:  # the kit reports any other failure as a finding
+        return f"{via}: raised {type(exc).__name__} instead of UnsupportedModalityError: {exc}"
+    return f"{via}: accepted an image/png request although image/png was not declared"
+
+
+async def _case_undeclared(factory: Factory) -> list[str]:
+    problems: list[str] = []
+    for caps, label in (
+        (Capabilities(), "text-only"),
+        (Capabilities(image=["image/jpeg"]), "jpeg-only"),
+    ):
+        for via in ("complete", "stream"):
+            problem = await _refused(await _make(factory, caps), via)
+            if problem:
+                problems.append(f"{label} {problem}")
+    return problems
+
+
+async def _case_declared(factory: Factory) -> list[str]:
+    target = await _make(factory, Capabilities(image=["image/png"]))
+    await target.provider.complete(_image_request())
+    wire = _wire_text(target)
+    raw = base64.b64decode(CONFORMANCE_PNG)
+    forms = {CONFORMANCE_PNG, base64.urlsafe_b64encode(raw).decode(), CONFORMANCE_PNG.rstrip("=")}
+    if not any(form in wire for form in forms):
+        return ["declared image/png but the image's bytes never reached the wire"]
+    return []
+
+
+async def _case_text_parts(factory: Factory) -> list[str]:
+    target = await _make(factory, Capabilities())
+    await target.provider.complete(_text_parts_request())
+    wire = _wire_text(target)
+    problems = []
+    if "alpha-7" not in wire or "beta-9" not in wire:
+        problems.append("the text of a text-parts message did not reach the wire")
+    for artifact in (
+        "TextPart(",
+        "type='text'",
+        "{'type': 'text'",
+        "[object Object]",
+        "text='alpha",
+    ):
+        if artifact in wire:
+            problems.append(f"a text-parts message was string-coerced (wire holds {artifact!r})")
+    return problems
+
+
+async def _case_tool_round_trip(factory: Factory) -> list[str]:
+    target = await _make(factory, Capabilities())
+    await target.provider.complete(_tool_request())
+    wire = _wire_text(target)
+    problems = []
+    if wire.count(_CALL_ID) < 2:
+        problems.append("the tool call's id did not reach the wire on both the call and its result")
+    for needle, what in (("Paris-q2", "the tool call's input"), ("sunny-k4", "the tool result")):
+        if needle not in wire:
+            problems.append(f"{what} did not reach the wire")
+    return problems
+
+
+_CASES: dict[str, Callable[[Factory], Awaitable[list[str]]]] = {
+    "undeclared_image_refused": _case_undeclared,
+    "declared_image_on_wire": _case_declared,
+    "text_parts_not_coerced": _case_text_parts,
+    "tool_round_trip_paired": _case_tool_round_trip,
+}
+
+
+async def run_llm_provider_conformance(make_provider: Factory) -> list[str]:
+    """Run every conformance case against providers made by ``make_provider(capabilities)``.
+
+    Each case makes fresh providers. Returns the case names; raises ``AssertionError`` listing
+    every problem found (a case that raises is reported with its exception).
+    """
+    failures: list[str] = []
+    for name, case in _CASES.items():
+        try:
+            problems = await case(make_provider)
+        except Exception as exc:  # a crashing case is a finding, reported with the others
+            problems = [f"raised {type(exc).__name__}: {exc}"]
+        failures.extend(f"{name}: {problem}" for problem in problems)
+    if failures:
+        raise AssertionError("provider conformance failed:\n- " + "\n- ".join(failures))
+    return list(_CASES)
