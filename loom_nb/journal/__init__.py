@@ -4,6 +4,7 @@ from loom_nb.journal._claims import CLAIM_MARKER, DEFAULT_CLAIM_THRESHOLD
 from loom_nb.journal._execution import Execution
 from loom_nb.journal._hash import hash_request
 from loom_nb.journal._journal import Journal
+from loom_nb.journal._llm_effect import LlmEffect, create_llm_effect
 from loom_nb.journal._timeline import Event, EventKind, ExecutionSummary
 
 __all__ = [
@@ -14,5 +15,7 @@ __all__ = [
     "Execution",
     "ExecutionSummary",
     "Journal",
+    "LlmEffect",
+    "create_llm_effect",
     "hash_request",
 ]

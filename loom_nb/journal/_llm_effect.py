@@ -1,0 +1,159 @@
+"""``create_llm_effect``: a model call as a journaled step (ADR 0120 decisions 4, 6, 7, 8, 10).
+
+The step's input is the request as JSON, ``{messages, tools, system}``, exactly as the caller
+built it: media travel as addresses and untrusted marks stay on (``{"__loomUntrusted": ...}``),
+so the journal grows with the conversation, never with the media. The step's output is the
+response's JSON; the effect returns it as an ``LlmResponse`` whether the call ran or was
+served from the log.
+
+Live, the step runs, in this order: ``guard_request`` (structure, provenance, fences) →
+``assert_request_supported`` against the provider's declared capabilities (before any I/O) →
+``resolve_request_content`` (refs become bytes immediately before the call, attributed to this
+execution, step and principal) → ``provider.complete``, or ``provider.stream`` drained by
+``collect_stream``. Replayed, none of that happens: the recorded response is served, so a replay
+needs neither the blobs nor the resolver nor an API key.
+
+Streaming callbacks (``on_text``, ``on_tool_delta``, ``on_tool_reset``) are transient: they see
+deltas of a live call as they arrive and are never journaled; only the assembled response is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from loom_nb.capabilities import assert_request_supported
+from loom_nb.content import LlmRequest, LlmResponse, parse_request
+from loom_nb.errors import ConfigurationError
+from loom_nb.guard import guard_request
+from loom_nb.providers._base import (
+    LlmProvider,
+    ResetCallback,
+    TextCallback,
+    ToolDeltaCallback,
+    collect_stream,
+)
+from loom_nb.store import ContentResolver, ResolveContext, resolve_request_content
+
+if TYPE_CHECKING:
+    from loom_nb.journal._execution import Execution
+
+__all__ = ["LlmEffect", "create_llm_effect"]
+
+
+class LlmEffect:
+    """A journaled model call: ``await effect(execution, step_id, request) -> LlmResponse``."""
+
+    def __init__(
+        self,
+        provider: LlmProvider,
+        *,
+        resolve_content: ContentResolver | None = None,
+        context: ResolveContext | None = None,
+        on_text: TextCallback | None = None,
+        on_tool_delta: ToolDeltaCallback | None = None,
+        on_tool_reset: ResetCallback | None = None,
+        stream: bool = False,
+    ) -> None:
+        if not callable(getattr(provider, "complete", None)):
+            raise ConfigurationError(
+                f"create_llm_effect needs a provider with complete() and stream(), not "
+                f"{type(provider).__name__}.",
+                code="invalid_provider",
+            )
+        self.provider = provider
+        """The provider live calls go to."""
+        self.stream = stream
+        """Whether live calls stream (callbacks see deltas) or complete in one response."""
+        self._resolver = resolve_content
+        self._context = context
+        self._on_text = on_text
+        self._on_tool_delta = on_tool_delta
+        self._on_tool_reset = on_tool_reset
+
+    def __repr__(self) -> str:
+        return f"LlmEffect({self.provider!r}, stream={self.stream})"
+
+    async def __call__(
+        self, execution: Execution, step_id: str, request: LlmRequest | dict[str, Any]
+    ) -> LlmResponse:
+        """Make the call as step ``step_id`` of ``execution`` (or serve it from the log)."""
+        req = parse_request(request)
+        step_input = req.model_dump(mode="json")
+
+        async def call(_input: Any) -> LlmResponse:
+            return await self._live(execution, step_id, req)
+
+        output = await execution.execute(step_id, call, step_input)
+        return LlmResponse.model_validate(output)
+
+    async def _live(self, execution: Execution, step_id: str, request: LlmRequest) -> LlmResponse:
+        guarded = guard_request(request)
+        assert_request_supported(
+            guarded,
+            self.provider.capabilities,
+            provider=_name_of(self.provider),
+            model=_model_of(self.provider),
+        )
+        resolved = await resolve_request_content(
+            guarded, self._resolver, self._resolve_context(execution, step_id)
+        )
+        if not self.stream:
+            return await self.provider.complete(resolved)
+        return await collect_stream(
+            self.provider.stream(resolved),
+            on_text=self._on_text,
+            on_tool_delta=self._on_tool_delta,
+            on_tool_reset=self._on_tool_reset,
+        )
+
+    def _resolve_context(self, execution: Execution, step_id: str) -> ResolveContext:
+        """The context for this call: the caller's settings, this execution, step and principal."""
+        base = self._context
+        principal = (base.principal if base is not None else None) or execution.principal
+        if base is None:
+            return ResolveContext(
+                execution_id=execution.execution_id, step_id=step_id, principal=principal
+            )
+        return dataclasses.replace(
+            base, execution_id=execution.execution_id, step_id=step_id, principal=principal
+        )
+
+
+def create_llm_effect(
+    provider: LlmProvider,
+    *,
+    resolve_content: ContentResolver | None = None,
+    context: ResolveContext | None = None,
+    on_text: TextCallback | None = None,
+    on_tool_delta: ToolDeltaCallback | None = None,
+    on_tool_reset: ResetCallback | None = None,
+    stream: bool = False,
+) -> LlmEffect:
+    """A journaled model call on ``provider``: ``await effect(execution, step_id, request)``.
+
+    ``resolve_content`` (e.g. ``StoreResolver(store)``) turns media refs into bytes for live
+    calls; it is needed only when requests carry refs. ``context`` supplies the resolve settings
+    (origin, byte budget, cancel); its execution and step are filled in per call, and its
+    principal defaults to the execution's. With ``stream=True`` the call streams and the
+    callbacks see its deltas (never journaled).
+    """
+    return LlmEffect(
+        provider,
+        resolve_content=resolve_content,
+        context=context,
+        on_text=on_text,
+        on_tool_delta=on_tool_delta,
+        on_tool_reset=on_tool_reset,
+        stream=stream,
+    )
+
+
+def _name_of(provider: object) -> str:
+    name = getattr(provider, "name", None)
+    return name if isinstance(name, str) else type(provider).__name__
+
+
+def _model_of(provider: object) -> str | None:
+    model = getattr(provider, "model", None)
+    return model if isinstance(model, str) else None
