@@ -3,12 +3,16 @@
 from loom_nb.providers._base import LlmProvider, LlmStreamChunk, ToolDelta, collect_stream
 from loom_nb.providers.anthropic import AnthropicProvider
 from loom_nb.providers.conformance import ProviderUnderTest, run_llm_provider_conformance
+from loom_nb.providers.gemini import GeminiProvider
+from loom_nb.providers.openai import OpenAIProvider
 from loom_nb.providers.scripted import ScriptedProvider
 
 __all__ = [
     "AnthropicProvider",
+    "GeminiProvider",
     "LlmProvider",
     "LlmStreamChunk",
+    "OpenAIProvider",
     "ProviderUnderTest",
     "ScriptedProvider",
     "ToolDelta",
