@@ -10,8 +10,10 @@ refused after at most ``MAX_TOOL_INPUT_NODES`` steps whatever its shape.
 from __future__ import annotations
 
 import binascii
+import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from loom_nb.content import ADDRESS_PATTERN, ContentRef
@@ -40,9 +42,20 @@ _PARAM = rf'\s*;\s*{_NAME}=(?:{_NAME}|"[^"\\\r\n]*")'
 _MEDIA_TYPE = re.compile(rf"(?P<type>{_NAME})/(?P<subtype>{_NAME})(?:{_PARAM})*")
 
 
-def refuse(code: str, where: str, what: str, remedy: str, **details: Any) -> GuardError:
+Where = str | Callable[[], str]
+"""A location for a message: the path itself, or a function building it (paths cost time to
+format, so the walk builds them only when it refuses)."""
+
+
+def where_text(where: Where) -> str:
+    """The path a ``Where`` stands for."""
+    return where if isinstance(where, str) else where()
+
+
+def refuse(code: str, where: Where, what: str, remedy: str, **details: Any) -> GuardError:
     """A ``GuardError`` with ``code`` whose message reads ``<where>: <what>. <remedy>``."""
-    return GuardError(f"{where}: {what}. {remedy}", code=code, path=where, **details)
+    path = where_text(where)
+    return GuardError(f"{path}: {what}. {remedy}", code=code, path=path, **details)
 
 
 def media_essence(media_type: object) -> str | None:
@@ -55,7 +68,7 @@ def media_essence(media_type: object) -> str | None:
     return f"{match['type']}/{match['subtype']}".lower()
 
 
-def inline_size(data: object, max_bytes: int, where: str) -> int:
+def inline_size(data: object, max_bytes: int, where: Where) -> int:
     """Decoded size of inline base64 ``data``; refuses bad base64 and anything over ``max_bytes``.
 
     An over-long string is refused from its length alone, before any decoding.
@@ -71,12 +84,13 @@ def inline_size(data: object, max_bytes: int, where: str) -> int:
         )
     if len(data) // 4 * 3 - 2 > max_bytes:
         estimate = len(data) // 4 * 3
+        path = where_text(where)
         raise OversizedInlinePartError(
-            f"{where}: inline data is about {estimate} bytes decoded, over the {max_bytes}-byte "
+            f"{path}: inline data is about {estimate} bytes decoded, over the {max_bytes}-byte "
             "cap for one part. Put the bytes in the content store (store.put) and send a "
             "RefSource naming their address instead.",
             code="oversized_inline",
-            path=where,
+            path=path,
             size=estimate,
             limit=max_bytes,
         )
@@ -90,19 +104,20 @@ def inline_size(data: object, max_bytes: int, where: str) -> int:
             "Encode the bytes with base64.b64encode (standard alphabet, '=' padding, no newlines).",
         ) from exc
     if size > max_bytes:
+        path = where_text(where)
         raise OversizedInlinePartError(
-            f"{where}: inline data is {size} bytes decoded, over the {max_bytes}-byte cap for one "
+            f"{path}: inline data is {size} bytes decoded, over the {max_bytes}-byte cap for one "
             "part. Put the bytes in the content store (store.put) and send a RefSource naming "
             "their address instead.",
             code="oversized_inline",
-            path=where,
+            path=path,
             size=size,
             limit=max_bytes,
         )
     return size
 
 
-def check_ref(ref: object, where: str) -> None:
+def check_ref(ref: object, where: Where) -> None:
     """Refuse a ref whose address is malformed or whose declared size is not a non-negative int."""
     if not isinstance(ref, ContentRef):
         raise refuse(
@@ -131,7 +146,7 @@ def check_ref(ref: object, where: str) -> None:
 
 def check_json_value(
     value: Any,
-    where: str,
+    where: Where,
     *,
     in_tool_use: bool,
     max_nodes: int = MAX_TOOL_INPUT_NODES,
@@ -146,12 +161,15 @@ def check_json_value(
     ``bad_untrusted_value``. Iterative; stops at the first problem or after ``max_nodes`` nodes.
     The clean path keeps no paths; a problem is located by a second, path-keeping walk.
     """
+    if _plainly_fine(value, max_nodes, max_depth):
+        return
     problem = _scan(value, max_nodes, max_depth, keep_paths=False)
     if problem is None:
         return
     if problem[0] != "too_large":
         problem = _scan(value, max_nodes, max_depth, keep_paths=True) or problem
     kind, path = problem
+    where = where_text(where)
     at = where + path
     if not in_tool_use:
         reason = {
@@ -199,6 +217,28 @@ def check_json_value(
         "numbers, booleans, null)",
         "Convert it to JSON-compatible data before building the request.",
     )
+
+
+def _plainly_fine(value: Any, max_nodes: int, max_depth: int) -> bool:
+    """A C-speed sufficient test: ``value`` round-trips through JSON unchanged and is small and shallow.
+
+    Every node takes at least one character of JSON and every level one bracket, so the text's
+    length and bracket count bound the node count and the depth. A round trip that changes the
+    value (tuples, non-string keys), fails (an ``Untrusted``, a set, NaN, a cycle, great depth) or
+    mentions the untrusted marker leaves the verdict to the exact walk.
+    """
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return False
+    if len(text) > max_nodes or text.count("[") + text.count("{") > max_depth:
+        return False
+    if UNTRUSTED_MARKER in text:
+        return False
+    try:
+        return bool(json.loads(text) == value)
+    except RecursionError:  # pragma: no cover - depth is bounded above
+        return False
 
 
 def _scan(

@@ -133,7 +133,11 @@ def guard_request(
 
 
 class _Walk:
-    """State of one guard pass: ids declared so far, the inline total, whether a fence is needed."""
+    """State of one guard pass: ids declared so far, the inline total, whether a fence is needed.
+
+    Locations travel as indices and become path strings only in a refusal (formatting a path
+    for every part would cost more than the checks themselves).
+    """
 
     __slots__ = ("declared", "inline_total", "max_inline", "max_total", "needs_nonce")
 
@@ -179,18 +183,13 @@ class _Walk:
         user = message.role == "user"
         dirty = False
         for pi, part in enumerate(content):
-            if isinstance(part, TextPart):
-                dirty = self._text(part, user, mi, pi) or dirty
-            elif isinstance(part, _MEDIA):
-                if not user:
-                    raise refuse(
-                        "media_outside_user",
-                        part_path(mi, pi),
-                        f"{part.type} part in an assistant message",
-                        "Media goes in user messages (or in a tool_result inside one).",
-                    )
-                dirty = self._media(part, part.origin, part_path(mi, pi)) or dirty
-            elif isinstance(part, ToolUsePart):
+            kind = type(part)
+            if kind is TextPart:
+                assert isinstance(part, TextPart)
+                if part.origin is not None or not isinstance(part.text, str):
+                    dirty = self._untrusted_text(part, user, mi, pi) or dirty
+            elif kind is ToolUsePart:
+                assert isinstance(part, ToolUsePart)
                 if user:
                     raise refuse(
                         "tool_use_outside_assistant",
@@ -199,8 +198,9 @@ class _Walk:
                         "Only the model's (assistant) turn may call tools; build it with "
                         "assistant_message_of(response).",
                     )
-                self._tool_use(part, part_path(mi, pi))
-            elif isinstance(part, ToolResultPart):
+                self._tool_use(part, mi, pi)
+            elif kind is ToolResultPart:
+                assert isinstance(part, ToolResultPart)
                 if not user:
                     raise refuse(
                         "tool_result_outside_user",
@@ -209,6 +209,16 @@ class _Walk:
                         "Send tool results in the user message that follows the assistant turn.",
                     )
                 dirty = self._tool_result(part, mi, pi) or dirty
+            elif kind in _MEDIA:
+                assert isinstance(part, ImagePart | AudioPart | FilePart)
+                if not user:
+                    raise refuse(
+                        "media_outside_user",
+                        part_path(mi, pi),
+                        f"{part.type} part in an assistant message",
+                        "Media goes in user messages (or in a tool_result inside one).",
+                    )
+                dirty = self._media(part, part.origin, mi, pi, None) or dirty
             else:
                 raise refuse(
                     "bad_part",
@@ -218,13 +228,12 @@ class _Walk:
                 )
         return dirty
 
-    def _text(self, part: TextPart, user: bool, mi: int, pi: int) -> bool:
+    def _untrusted_text(self, part: TextPart, user: bool, mi: int, pi: int) -> bool:
+        """A text part with an origin or a non-str text: fence it (user) or refuse it."""
         where = part_path(mi, pi)
-        untrusted = _origin_of(part, where) is not None or isinstance(part.text, Untrusted)
-        if not untrusted:
-            if not isinstance(part.text, str):
-                raise refuse("bad_part", where, "text is not a string", "Pass a str.")
-            return False
+        _check_origin(part.origin, where)
+        if not isinstance(part.text, Untrusted) and part.origin is None:
+            raise refuse("bad_part", where, "text is not a string", "Pass a str.")
         if not user:
             raise refuse(
                 "untrusted_in_assistant",
@@ -236,7 +245,19 @@ class _Walk:
         self.needs_nonce = True
         return True
 
-    def _media(self, part: ImagePart | AudioPart | FilePart, origin: object, where: str) -> bool:
+    def _media(
+        self,
+        part: ImagePart | AudioPart | FilePart,
+        origin: object,
+        mi: int,
+        pi: int,
+        ri: int | None,
+    ) -> bool:
+        """Check one media part; True when it must be rewritten (an untrusted file's name)."""
+
+        def where() -> str:
+            return part_path(mi, pi, ri)
+
         if origin is not None and not isinstance(origin, str):
             raise refuse("bad_origin", where, "origin is not a string", "Pass a str or None.")
         essence = media_essence(part.media_type)
@@ -248,7 +269,7 @@ class _Walk:
                 "Give the exact type of the bytes, e.g. 'image/png' or 'application/pdf'.",
             )
         expected = _MODALITY.get(type(part))
-        if expected is not None and essence.split("/", 1)[0] != expected:
+        if expected is not None and not essence.startswith(expected + "/"):
             raise refuse(
                 "media_type_mismatch",
                 where,
@@ -256,7 +277,7 @@ class _Walk:
                 f"An {part.type} part needs an '{expected}/*' type; use FilePart for other documents.",
             )
         source = part.source
-        if isinstance(source, RefSource):
+        if type(source) is RefSource:
             check_ref(source.ref, where)
             if origin is not None:
                 raise refuse(
@@ -267,16 +288,17 @@ class _Walk:
                     "Carry untrusted media inline (DataSource), or resolve it yourself and mark "
                     "the trusted copy.",
                 )
-        elif isinstance(source, DataSource):
+        elif type(source) is DataSource:
             size = inline_size(source.data, self.max_inline, where)
             self.inline_total += size
             if self.inline_total > self.max_total:
                 raise OversizedInlinePartError(
-                    f"{where}: inline media in this request adds up to {self.inline_total} bytes "
-                    f"decoded, over the {self.max_total}-byte cap per request. Put the bytes in "
-                    "the content store (store.put) and send RefSource parts naming their addresses.",
+                    f"{where()}: inline media in this request adds up to {self.inline_total} "
+                    f"bytes decoded, over the {self.max_total}-byte cap per request. Put the "
+                    "bytes in the content store (store.put) and send RefSource parts naming "
+                    "their addresses.",
                     code="oversized_inline_total",
-                    path=where,
+                    path=where(),
                     size=self.inline_total,
                     limit=self.max_total,
                 )
@@ -287,9 +309,23 @@ class _Walk:
                 f"source is {type(source).__name__}, not a RefSource or DataSource",
                 "Use RefSource(ref=ContentRef(address=...)) or DataSource(data=<base64>).",
             )
-        return origin is not None and isinstance(part, FilePart) and part.name is not None
+        return origin is not None and type(part) is FilePart and part.name is not None
 
-    def _tool_use(self, part: ToolUsePart, where: str) -> None:
+    def _tool_use(self, part: ToolUsePart, mi: int, pi: int) -> None:
+        call_id, name, tool_input = part.id, part.name, part.input
+        if type(call_id) is not str or type(name) is not str or type(tool_input) is not dict:
+            self._odd_tool_use(part, part_path(mi, pi))
+
+        def where() -> str:
+            return f"{part_path(mi, pi)}.input"
+
+        check_json_value(tool_input, where, in_tool_use=True)
+        if isinstance(call_id, str):  # checked above; narrows for the type checker
+            self.declared.add(call_id)
+
+    @staticmethod
+    def _odd_tool_use(part: ToolUsePart, where: str) -> None:
+        """The slow path of a tool_use: an untrusted or non-str id/name, a non-dict input."""
         for field in ("id", "name"):
             value = getattr(part, field)
             if isinstance(value, Untrusted):
@@ -319,54 +355,54 @@ class _Walk:
                 "a tool call's input is not a JSON object",
                 "Pass a dict.",
             )
-        check_json_value(part.input, f"{where}.input", in_tool_use=True)
-        if isinstance(part.id, str):  # checked above; narrows for the type checker
-            self.declared.add(part.id)
 
     def _tool_result(self, part: ToolResultPart, mi: int, pi: int) -> bool:
-        where = part_path(mi, pi)
+        """Check a tool result; True when it must be rewritten (fenced text, origin moved)."""
         if not isinstance(part.tool_use_id, str) or part.tool_use_id not in self.declared:
             raise refuse(
                 "orphan_tool_result",
-                where,
+                part_path(mi, pi),
                 f"tool_result for {part.tool_use_id!r}, which no earlier assistant message called",
                 "Keep the assistant turn with the matching tool_use before its result (a "
                 "compaction must not cut between them), or drop the result.",
                 tool_use_id=part.tool_use_id,
             )
-        origin = _origin_of(part, where)
+        origin = part.origin
+        if origin is not None:
+            _check_origin(origin, part_path(mi, pi))
         content = part.content
         fence = False  # some text in the result must be fenced
         dirty = origin is not None  # the origin moves into the content
-        if isinstance(content, str):
+        if type(content) is str:
             fence = dirty
         elif isinstance(content, Untrusted):
-            _check_text_value(content, f"{where}.content")
+            _check_text_value(content, f"{part_path(mi, pi)}.content")
             fence = True
         elif isinstance(content, list):
             for ri, item in enumerate(content):
-                at = part_path(mi, pi, ri)
-                if isinstance(item, TextPart):
-                    own = _origin_of(item, at)
-                    if own is not None or origin is not None or isinstance(item.text, Untrusted):
+                kind = type(item)
+                if kind is TextPart:
+                    assert isinstance(item, TextPart)
+                    if item.origin is not None or origin is not None or type(item.text) is not str:
+                        at = part_path(mi, pi, ri)
+                        _check_origin(item.origin, at)
                         _check_text_value(item.text, at)
                         fence = True
-                    elif not isinstance(item.text, str):
-                        raise refuse("bad_part", at, "text is not a string", "Pass a str.")
-                elif isinstance(item, _MEDIA):
+                elif kind in _MEDIA:
+                    assert isinstance(item, ImagePart | AudioPart | FilePart)
                     item_origin = item.origin if item.origin is not None else origin
-                    dirty = self._media(item, item_origin, at) or dirty
+                    dirty = self._media(item, item_origin, mi, pi, ri) or dirty
                 else:
                     raise refuse(
                         "bad_part",
-                        at,
+                        part_path(mi, pi, ri),
                         f"{type(item).__name__} cannot appear inside a tool_result",
                         "A tool result holds text, image, audio and file parts.",
                     )
         else:
             raise refuse(
                 "bad_part",
-                f"{where}.content",
+                f"{part_path(mi, pi)}.content",
                 "tool_result content is not a string, an Untrusted value or a list of parts",
                 "Pass one of those.",
             )
@@ -374,11 +410,9 @@ class _Walk:
         return dirty or fence
 
 
-def _origin_of(part: TextPart | ToolResultPart, where: str) -> str | None:
-    origin = part.origin
+def _check_origin(origin: object, where: str) -> None:
     if origin is not None and not isinstance(origin, str):
         raise refuse("bad_origin", where, "origin is not a string", "Pass a str or None.")
-    return origin
 
 
 def _check_text_value(text: object, where: str) -> None:

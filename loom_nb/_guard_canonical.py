@@ -1,0 +1,198 @@
+"""The canonical JSON of a request, fast: the exact string ``content.canonical_json`` gives, for the fence nonce.
+
+``canonical_json`` dumps the request through pydantic (each part runs a Python serializer that
+drops unset optional fields) and then sorts the keys; on a 1,000-message transcript that costs
+more than validating it. The nonce needs only the string, so this module writes it directly from
+the known part shapes with the C JSON encoder's own string escaping.
+
+It is an optimisation, never a second definition: anything outside the shapes it knows (a field
+added to a part, a value that pydantic would convert, an ``Untrusted`` in an odd place) falls back
+to ``canonical_json`` itself, an import-time check switches the fast path off if the models'
+fields no longer match, and a property test compares both on random requests.
+"""
+
+from __future__ import annotations
+
+import json
+from json.encoder import encode_basestring
+from typing import Any
+
+from loom_nb.content import (
+    AudioPart,
+    DataSource,
+    FilePart,
+    ImagePart,
+    LlmRequest,
+    Message,
+    RefSource,
+    TextPart,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+    canonical_json,
+)
+from loom_nb.taint import Untrusted
+
+__all__ = ["canonical_request_json"]
+
+_EXPECTED_FIELDS: dict[type, tuple[str, ...]] = {
+    LlmRequest: ("messages", "tools", "system"),
+    Message: ("role", "content"),
+    TextPart: ("type", "text", "origin"),
+    ImagePart: ("type", "media_type", "source", "origin"),
+    AudioPart: ("type", "media_type", "source", "origin"),
+    FilePart: ("type", "media_type", "source", "name", "origin"),
+    ToolUsePart: ("type", "id", "name", "input"),
+    ToolResultPart: ("type", "tool_use_id", "content", "is_error", "origin"),
+    RefSource: ("kind", "ref"),
+    DataSource: ("kind", "data"),
+}
+
+
+def _shapes_match() -> bool:
+    """Whether the content models still have exactly the fields this encoder writes."""
+    if any(tuple(cls.model_fields) != fields for cls, fields in _EXPECTED_FIELDS.items()):  # type: ignore[attr-defined]
+        return False
+    probe = TextPart(text=Untrusted("v", "o"))
+    return (
+        canonical_json(probe)
+        == '{"text":{"__loomUntrusted":{"origin":"o","value":"v"}},"type":"text"}'
+    )
+
+
+_FAST = _shapes_match()
+
+
+class _Unusual(Exception):
+    """Raised inside the encoder for a value it does not handle; the caller falls back."""
+
+
+def canonical_request_json(request: LlmRequest) -> str:
+    """``canonical_json(request)``, computed without pydantic's serializer when the request allows it."""
+    if _FAST:
+        try:
+            return _request(request)
+        except _Unusual:
+            pass
+    return canonical_json(request)
+
+
+_s = encode_basestring
+
+
+def _str(value: object) -> str:
+    if type(value) is not str:
+        raise _Unusual
+    return _s(value)
+
+
+def _json(value: Any) -> str:
+    """Plain JSON with string keys, sorted; anything pydantic would convert differently is unusual."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise _Unusual from exc
+    if json.loads(text) != value:  # tuples, non-str keys: leave them to pydantic
+        raise _Unusual
+    return text
+
+
+def _request(request: LlmRequest) -> str:
+    system = request.system
+    system_text = "null" if system is None else _str(system)
+    messages = ",".join([_message(m) for m in request.messages])
+    tools = ",".join([_tool(t) for t in request.tools])
+    return f'{{"messages":[{messages}],"system":{system_text},"tools":[{tools}]}}'
+
+
+def _tool(tool: ToolSpec) -> str:
+    if type(tool) is not ToolSpec:
+        raise _Unusual
+    return (
+        f'{{"description":{_str(tool.description)},"input_schema":{_json(tool.input_schema)},'
+        f'"name":{_str(tool.name)}}}'
+    )
+
+
+def _message(message: Message) -> str:
+    if type(message) is not Message:
+        raise _Unusual
+    content = message.content
+    if type(content) is str:
+        body = _s(content)
+    elif type(content) is list:
+        body = "[" + ",".join([_part(p) for p in content]) + "]"
+    else:
+        raise _Unusual
+    return f'{{"content":{body},"role":{_str(message.role)}}}'
+
+
+def _text_value(text: object) -> str:
+    if type(text) is str:
+        return _s(text)
+    if type(text) is Untrusted and type(text.origin) is str:
+        value = text.value
+        value_text = _s(value) if type(value) is str else _json(value)
+        return f'{{"__loomUntrusted":{{"origin":{_s(text.origin)},"value":{value_text}}}}}'
+    raise _Unusual
+
+
+def _origin(origin: object) -> str:
+    return "" if origin is None else f'"origin":{_str(origin)},'
+
+
+def _source(source: object) -> str:
+    if type(source) is RefSource:
+        ref = source.ref
+        size = ref.size
+        if size is None:
+            return f'{{"kind":"ref","ref":{{"address":{_str(ref.address)}}}}}'
+        if type(size) is not int:
+            raise _Unusual
+        return f'{{"kind":"ref","ref":{{"address":{_str(ref.address)},"size":{size}}}}}'
+    if type(source) is DataSource:
+        return f'{{"data":{_str(source.data)},"kind":"data"}}'
+    raise _Unusual
+
+
+def _part(part: object) -> str:
+    kind = type(part)
+    if kind is TextPart:
+        assert isinstance(part, TextPart)
+        return f'{{{_origin(part.origin)}"text":{_text_value(part.text)},"type":"text"}}'
+    if kind is ImagePart or kind is AudioPart:
+        assert isinstance(part, ImagePart | AudioPart)
+        return (
+            f'{{"media_type":{_str(part.media_type)},{_origin(part.origin)}'
+            f'"source":{_source(part.source)},"type":"{part.type}"}}'
+        )
+    if kind is FilePart:
+        assert isinstance(part, FilePart)
+        name = "" if part.name is None else f'"name":{_str(part.name)},'
+        return (
+            f'{{"media_type":{_str(part.media_type)},{name}{_origin(part.origin)}'
+            f'"source":{_source(part.source)},"type":"file"}}'
+        )
+    if kind is ToolUsePart:
+        assert isinstance(part, ToolUsePart)
+        if type(part.input) is not dict:
+            raise _Unusual
+        return (
+            f'{{"id":{_str(part.id)},"input":{_json(part.input)},'
+            f'"name":{_str(part.name)},"type":"tool_use"}}'
+        )
+    if kind is ToolResultPart:
+        assert isinstance(part, ToolResultPart)
+        content = part.content
+        if type(content) is list:
+            body = "[" + ",".join([_part(p) for p in content]) + "]"
+        else:
+            body = _text_value(content)
+        if type(part.is_error) is not bool:
+            raise _Unusual
+        error = "true" if part.is_error else "false"
+        return (
+            f'{{"content":{body},"is_error":{error},{_origin(part.origin)}'
+            f'"tool_use_id":{_str(part.tool_use_id)},"type":"tool_result"}}'
+        )
+    raise _Unusual
