@@ -43,8 +43,10 @@ from loom_nb.content import (
     content_error,
 )
 from loom_nb.errors import AgentError
-from loom_nb.journal import Execution, create_llm_effect
+from loom_nb.journal import Execution, LlmEffect, create_llm_effect
 from loom_nb.providers import LlmProvider
+from loom_nb.providers._base import ResetCallback, TextCallback, ToolDeltaCallback
+from loom_nb.store import ContentResolver, ResolveContext
 from loom_nb.taint import Untrusted
 
 __all__ = ["AgentResult", "ToolCallRecord", "agent_loop"]
@@ -123,9 +125,11 @@ async def agent_loop(
     max_turns: int = 10,
     approve: Approver = None,
     compaction: Compaction | None = None,
-    resolver: Any = None,
-    context: Any = None,
-    on_text: Callable[[str], Awaitable[None] | None] | None = None,
+    resolver: ContentResolver | None = None,
+    context: ResolveContext | None = None,
+    on_text: TextCallback | None = None,
+    on_tool_delta: ToolDeltaCallback | None = None,
+    on_tool_reset: ResetCallback | None = None,
     stream: bool = False,
     complete_execution: bool = True,
 ) -> AgentResult:
@@ -146,7 +150,13 @@ async def agent_loop(
     menu, table = menu_of(tools)
     transcript = _messages(messages)
     effect = create_llm_effect(
-        provider, resolve_content=resolver, context=context, on_text=on_text, stream=stream
+        provider,
+        resolve_content=resolver,
+        context=context,
+        on_text=on_text,
+        on_tool_delta=on_tool_delta,
+        on_tool_reset=on_tool_reset,
+        stream=stream,
     )
     await _resume_if_decided(execution, approve)
     log: list[ToolCallRecord] = []
@@ -397,7 +407,7 @@ def _tool_step(tool: ToolDefinition, value: Any) -> Callable[[Any], Awaitable[di
 
 async def _compact(
     execution: Execution,
-    effect: Any,
+    effect: LlmEffect,
     compaction: Compaction,
     turn: int,
     transcript: list[Message],
