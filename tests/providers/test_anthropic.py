@@ -486,13 +486,18 @@ async def test_stream_tool_deltas_and_reset_on_retry(fast_retries: RetryPolicy) 
 
     resets: list[int] = []
     fragments: list[str] = []
+
+    def on_reset() -> None:
+        resets.append(1)
+        fragments.clear()
+
     client, _ = scripted_client(
         [httpx.Response(200, content=first), httpx.Response(200, content=second)]
     )
     again = await collect_stream(
         provider(http_client=client, retry_policy=fast_retries).stream(HELLO),
         on_tool_delta=lambda d: fragments.append(d.input_json),
-        on_tool_reset=lambda: None,
+        on_tool_reset=on_reset,
     )
     assert resets == [1]
     assert json.loads("".join(fragments)) == again.tool_calls[0].input
