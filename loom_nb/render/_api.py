@@ -1,0 +1,142 @@
+"""The public renderer: part, message and transcript to HTML strings, and a standalone page.
+
+Pure functions: the same input, store contents and principal give the same string. The string is
+the static form of a transcript (what saved notebooks, GitHub, nbviewer and exports show); the
+TranscriptView widget draws the same views live.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from loom_nb.content import Message, Part, text_of
+from loom_nb.render._html import STYLE, esc
+from loom_nb.render._resolve import ContentReader, Viewer
+from loom_nb.render._source import Transcript, transcript_of
+from loom_nb.render._static import html_of_message, html_of_view
+from loom_nb.render._view import RenderContext, View, message_view, part_view, text_view
+from loom_nb.taint import Untrusted
+
+__all__ = [
+    "render_message",
+    "render_part",
+    "render_transcript",
+    "to_html",
+    "transcript_header",
+    "transcript_views",
+]
+
+
+def render_part(
+    part: Part, *, store: ContentReader | None = None, principal: Viewer | None = None
+) -> str:
+    """One part as HTML: text escaped, media re-encoded or marked unavailable, untrusted boxed."""
+    return html_of_view(part_view(part, RenderContext(store=store, principal=principal)))
+
+
+def render_message(
+    message: Message,
+    index: int = 0,
+    *,
+    store: ContentReader | None = None,
+    principal: Viewer | None = None,
+    context: RenderContext | None = None,
+) -> str:
+    """One message as a card headed by its role and position (``index`` counts from 0)."""
+    ctx = context or RenderContext(store=store, principal=principal)
+    if context is None:
+        ctx.learn_tools([message])
+    return html_of_message(message_view(message, index, ctx))
+
+
+def transcript_views(transcript: Transcript, ctx: RenderContext) -> list[View]:
+    """The message views of ``transcript`` (a system card first when it has a system prompt)."""
+    ctx.learn_tools(transcript.messages)
+    views: list[View] = []
+    if transcript.system is not None:
+        system = transcript.system
+        item = (
+            {
+                "kind": "fence",
+                "origin": system.origin,
+                "closed": True,
+                "items": [text_view(text_of(system), ctx)],
+            }
+            if isinstance(system, Untrusted)
+            else text_view(system, ctx)
+        )
+        views.append({"role": "system", "index": -1, "items": [item]})
+    views.extend(message_view(m, n, ctx) for n, m in enumerate(transcript.messages))
+    return views
+
+
+def transcript_header(transcript: Transcript) -> str:
+    """The one-line summary above a transcript: message count, roles and tools."""
+    count = len(transcript.messages)
+    head = f"transcript · {count} message{'s' if count != 1 else ''}"
+    if transcript.tools:
+        head += " · tools: " + ", ".join(transcript.tools)
+    return head
+
+
+def render_transcript(
+    messages_or_request: Any,
+    *,
+    store: ContentReader | None = None,
+    principal: Viewer | None = None,
+    full_images: bool = False,
+    pdf_pages: int = 3,
+) -> str:
+    """A whole transcript as HTML (messages, an ``LlmRequest`` or an ``Execution``).
+
+    ``full_images`` also embeds each image at reading size (behind "full size"); ``pdf_pages``
+    caps the page images embedded per PDF.
+    """
+    transcript = transcript_of(messages_or_request)
+    ctx = RenderContext(
+        store=store, principal=principal, full_images=full_images, pdf_pages=pdf_pages
+    )
+    return html_of_views(transcript_header(transcript), transcript_views(transcript, ctx))
+
+
+def html_of_views(header: str, views: list[View]) -> str:
+    """The transcript container around message views (shared with the widget's fallback)."""
+    body = "".join(html_of_message(v) for v in views)
+    return (
+        f'<div class="loom-transcript" style="{STYLE["transcript"]}">'
+        f'<div class="loom-header" style="{STYLE["header"]}">{esc(header)}</div>{body}</div>'
+    )
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; media-src data:; style-src 'unsafe-inline'">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title></head>
+<body style="margin:16px">{body}</body></html>
+"""
+
+
+def to_html(
+    transcript: Any,
+    path: str | os.PathLike[str],
+    *,
+    store: ContentReader | None = None,
+    principal: Viewer | None = None,
+    title: str = "loom_nb transcript",
+    full_images: bool = True,
+    pdf_pages: int = 10,
+) -> Path:
+    """Write ``transcript`` as a standalone HTML page at ``path`` and return the path.
+
+    The page uses the same renderer as the notebook output, embeds media as re-encoded images
+    and PDF page images, and carries a Content-Security-Policy that forbids every script.
+    """
+    body = render_transcript(
+        transcript, store=store, principal=principal, full_images=full_images, pdf_pages=pdf_pages
+    )
+    out = Path(path)
+    out.write_text(_PAGE.format(title=esc(title), body=body), encoding="utf-8")
+    return out

@@ -1,0 +1,103 @@
+"""Fetching a media part's bytes for display, with the viewer's principal (never someone else's bytes).
+
+The renderer reads the content store through a two-method protocol, ``ContentReader`` (``get``
+and ``tenants``), which ``loom_nb.store.LocalContentStore`` satisfies. A ref is shown only when
+the viewer's tenant is among the tenants that stored the blob (the rule of ``StoreResolver``,
+"Authorizing under dedupe"). Anything else is an ``Unavailable`` with a reason that is shown in
+place of the media: no store, no principal, not authorized, missing, corrupted, size mismatch,
+too large, bad base64. Fetch failures are display facts, not exceptions: a transcript with one
+broken ref still renders.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Protocol
+
+from loom_nb.content import DataSource, MediaSource, RefSource
+from loom_nb.errors import ContentAccessDeniedError, ContentNotFoundError, LoomError
+
+__all__ = ["MAX_RENDER_BYTES", "ContentReader", "Unavailable", "Viewer", "fetch_bytes"]
+
+MAX_RENDER_BYTES = 64 * 1024 * 1024
+"""Largest blob the renderer reads to display (a 50 MiB PDF fits)."""
+
+
+class ContentReader(Protocol):
+    """What the renderer needs from a content store."""
+
+    def get(self, address: str) -> bytes:
+        """The bytes stored at ``address`` (raises a ``StoreError`` when absent or corrupted)."""
+        ...
+
+    def tenants(self, address: str) -> set[str]:
+        """The tenants that stored ``address``."""
+        ...
+
+
+class Viewer(Protocol):
+    """Who looks at the transcript: anything with a ``tenant`` (``loom_nb.store.Principal``)."""
+
+    @property
+    def tenant(self) -> str:
+        """The viewer's tenant."""
+        ...
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Why media cannot be shown, and which address (if any) it named."""
+
+    reason: str
+    """Short reason for people: ``not authorized``, ``missing`` ..."""
+    address: str | None = None
+    """The ref's address, shown next to the reason."""
+
+    def describe(self) -> str:
+        """``unavailable: <reason> <address>`` as shown in place of the media."""
+        return f"unavailable: {self.reason}" + (f" {self.address}" if self.address else "")
+
+
+def fetch_bytes(
+    source: MediaSource, *, store: ContentReader | None, principal: Viewer | None
+) -> bytes | Unavailable:
+    """The bytes of ``source`` if this viewer may see them, else an ``Unavailable``."""
+    if isinstance(source, DataSource):
+        if len(source.data) > MAX_RENDER_BYTES * 4 // 3 + 4:
+            return Unavailable("inline data too large to display")
+        try:
+            return base64.b64decode(source.data, validate=True)
+        except (binascii.Error, ValueError):
+            return Unavailable("inline data is not valid base64")
+    assert isinstance(source, RefSource)
+    address = source.ref.address
+    if store is None:
+        return Unavailable("no content store given to the viewer", address)
+    if principal is None:
+        return Unavailable("no principal given to the viewer", address)
+    try:
+        tenants = store.tenants(address)
+    except LoomError as exc:
+        return Unavailable(f"store error ({exc.code})", address)
+    if not tenants:
+        return Unavailable("missing from the store", address)
+    if principal.tenant not in tenants:
+        return Unavailable(f"not authorized for tenant {principal.tenant}", address)
+    size = source.ref.size
+    if size is not None and size > MAX_RENDER_BYTES:
+        return Unavailable(f"too large to display ({size} bytes)", address)
+    try:
+        data = store.get(address)
+    except ContentNotFoundError:
+        return Unavailable("missing from the store", address)
+    except ContentAccessDeniedError:
+        return Unavailable(f"not authorized for tenant {principal.tenant}", address)
+    except LoomError as exc:
+        return Unavailable(f"store error ({exc.code})", address)
+    if size is not None and len(data) != size:
+        return Unavailable(f"size mismatch (ref says {size}, store has {len(data)})", address)
+    if len(data) > MAX_RENDER_BYTES:
+        return Unavailable(f"too large to display ({len(data)} bytes)", address)
+    return data

@@ -1,0 +1,261 @@
+"""Parts and messages turned into render-ready views: plain JSON dicts shared by HTML and widget.
+
+A view holds only what is safe to show: text (to be escaped or set as textContent), re-encoded
+PNGs as base64, an allowlisted audio type with its bytes, PDF page images, and reasons where
+media is unavailable. The static HTML renderer and the TranscriptView widget both draw from these
+views, so the hostile-content tests of one cover the other's input.
+
+View kinds: ``text``, ``fence`` (items inside an untrusted box), ``image``, ``audio``, ``file``,
+``tool_use``, ``tool_result``. A message view is ``{"role", "index", "items"}``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from loom_nb.content import (
+    AudioPart,
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+    to_parts,
+)
+from loom_nb.render._fence import fence_view, scan_fences
+from loom_nb.render._media import (
+    AUDIO_TYPES,
+    TEXT_FILE_TYPES,
+    MediaFailure,
+    image_png,
+    pdf_view,
+)
+from loom_nb.render._resolve import ContentReader, Unavailable, Viewer, fetch_bytes
+from loom_nb.taint import Untrusted, contains_untrusted
+
+__all__ = ["RenderContext", "View", "message_view", "part_view"]
+
+View = dict[str, Any]
+
+
+@dataclass
+class RenderContext:
+    """Who views, with which store, and the size limits of one rendering."""
+
+    store: ContentReader | None = None
+    """Where refs are read from; None shows every ref as unavailable."""
+    principal: Viewer | None = None
+    """The viewer; a ref is shown only when the viewer's tenant stored it."""
+    thumb_px: int = 160
+    """Longest side of image and first-page thumbnails."""
+    full_px: int = 1280
+    """Longest side of a full-size image (when embedded)."""
+    full_images: bool = False
+    """Embed full-size images too (static HTML); the widget fetches them on demand instead."""
+    pdf_pages: int = 3
+    """How many PDF pages get page images in the view."""
+    page_width: int = 560
+    """Width of a PDF page image."""
+    max_text_chars: int = 100_000
+    """Text beyond this many characters is cut, with a count of what was left out."""
+    collapse_chars: int = 1500
+    """Text longer than this is collapsed behind a summary."""
+    max_audio_bytes: int = 4 * 1024 * 1024
+    """Largest audio clip embedded as a data URL."""
+    tool_names: dict[str, str] = field(default_factory=dict)
+    """tool_use id -> tool name, so a result can name the call it answers."""
+    media: dict[str, Part] = field(default_factory=dict)
+    """view key -> media part, for the widget's on-demand full-size requests."""
+    _cache: dict[tuple[str, str], View] = field(default_factory=dict)
+
+    def learn_tools(self, messages: list[Message]) -> None:
+        """Record the id -> name of every tool_use in ``messages`` (for result labels)."""
+        for message in messages:
+            if isinstance(message.content, str):
+                continue
+            for part in message.content:
+                if isinstance(part, ToolUsePart):
+                    self.tool_names[_plain(part.id)] = _plain(part.name)
+
+
+def _plain(value: str | Untrusted) -> str:
+    return value if isinstance(value, str) else _as_text(value.value)
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
+def text_view(text: str, ctx: RenderContext) -> View:
+    """A text view: the text cut to ``max_text_chars``, collapsed when long."""
+    omitted = max(0, len(text) - ctx.max_text_chars)
+    shown = text[: ctx.max_text_chars] if omitted else text
+    return {
+        "kind": "text",
+        "text": shown,
+        "omitted": omitted,
+        "collapsed": len(shown) > ctx.collapse_chars or shown.count("\n") > 40,
+    }
+
+
+def message_view(message: Message, index: int, ctx: RenderContext) -> View:
+    """The view of one message: its role, its position and its items (fences grouped)."""
+    tokens: list[str | View] = []
+    for number, part in enumerate(to_parts(message.content)):
+        if isinstance(part, TextPart) and isinstance(part.text, str) and part.origin is None:
+            tokens.append(part.text)
+        else:
+            tokens.append(part_view(part, ctx, key=f"{index}.{number}"))
+    items = scan_fences(tokens, lambda text: text_view(text, ctx))
+    return {"role": message.role, "index": index, "items": items}
+
+
+def part_view(part: Part, ctx: RenderContext, *, key: str = "0") -> View:
+    """The view of one part; untrusted parts come back wrapped in a fence view."""
+    if isinstance(part, TextPart):
+        if isinstance(part.text, Untrusted):
+            return fence_view(part.origin or part.text.origin, [text_view(_plain(part.text), ctx)])
+        view = text_view(part.text, ctx)
+        return fence_view(part.origin, [view]) if part.origin else view
+    if isinstance(part, ToolUsePart):
+        return _tool_use_view(part, ctx)
+    if isinstance(part, ToolResultPart):
+        return _tool_result_view(part, ctx, key)
+    view = _media_view(part, ctx, key)
+    return fence_view(part.origin, [view]) if part.origin else view
+
+
+def _tool_use_view(part: ToolUsePart, ctx: RenderContext) -> View:
+    dumped = part.model_dump(mode="json")["input"]
+    pretty = json.dumps(dumped, indent=2, ensure_ascii=False, default=repr)
+    omitted = max(0, len(pretty) - ctx.max_text_chars)
+    view: View = {
+        "kind": "tool_use",
+        "id": _plain(part.id),
+        "name": _plain(part.name),
+        "input": pretty[: ctx.max_text_chars],
+        "omitted": omitted,
+    }
+    marks = [v.origin for v in (part.id, part.name, part.input) if isinstance(v, Untrusted)]
+    if marks or contains_untrusted(part.input) is not False:
+        origin = marks[0] if marks else "values inside the call's input"
+        return fence_view(origin, [view])
+    return view
+
+
+def _tool_result_view(part: ToolResultPart, ctx: RenderContext, key: str) -> View:
+    content = part.content
+    tokens: list[str | View] = []
+    if isinstance(content, str):
+        tokens.append(content)
+    elif isinstance(content, Untrusted):
+        tokens.append(fence_view(content.origin, [text_view(_plain(content), ctx)]))
+    else:
+        for number, sub in enumerate(content):
+            if isinstance(sub, TextPart) and isinstance(sub.text, str) and sub.origin is None:
+                tokens.append(sub.text)
+            else:
+                tokens.append(part_view(sub, ctx, key=f"{key}.{number}"))
+    items = scan_fences(tokens, lambda text: text_view(text, ctx))
+    if part.origin:
+        items = [fence_view(part.origin, items)]
+    return {
+        "kind": "tool_result",
+        "tool_use_id": part.tool_use_id,
+        "tool_name": ctx.tool_names.get(part.tool_use_id),
+        "is_error": part.is_error,
+        "items": items,
+    }
+
+
+def _media_view(part: ImagePart | AudioPart | FilePart, ctx: RenderContext, key: str) -> View:
+    ctx.media[key] = part
+    source = part.source
+    address = source.ref.address if source.kind == "ref" else None
+    view: View = {
+        "kind": part.type,
+        "key": key,
+        "media_type": part.media_type,
+        "address": address,
+        "size": source.ref.size if source.kind == "ref" else None,
+        "unavailable": None,
+    }
+    if isinstance(part, FilePart):
+        view["name"] = part.name
+    cache_key = (address or _digest(source.data if source.kind == "data" else ""), part.type)
+    cached = ctx._cache.get(cache_key)
+    if cached is not None:
+        return {**cached, "key": key, **({"name": part.name} if isinstance(part, FilePart) else {})}
+    data = fetch_bytes(source, store=ctx.store, principal=ctx.principal)
+    if isinstance(data, Unavailable):
+        view["unavailable"] = data.describe()
+        return view
+    view["size"] = len(data)
+    if isinstance(part, ImagePart):
+        _fill_image(view, data, part.media_type, ctx)
+    elif isinstance(part, AudioPart):
+        _fill_audio(view, data, part.media_type, ctx)
+    else:
+        _fill_file(view, data, part.media_type, ctx)
+    ctx._cache[cache_key] = view
+    return view
+
+
+def _digest(data: str) -> str:
+    import hashlib
+
+    return "inline:" + hashlib.sha256(data.encode("ascii", "replace")).hexdigest()
+
+
+def _fill_image(view: View, data: bytes, media_type: str, ctx: RenderContext) -> None:
+    if media_type.lower().startswith("image/svg"):
+        view["svg_source"] = data[:4000].decode("utf-8", "replace")
+        view["unavailable"] = (
+            "SVG is not rendered (it can carry script); its source is shown as text"
+        )
+        return
+    thumb = image_png(data, ctx.thumb_px)
+    if isinstance(thumb, MediaFailure):
+        view["unavailable"] = thumb.reason
+        return
+    view["thumb"], view["width"], view["height"] = thumb
+    if ctx.full_images and max(thumb[1], thumb[2]) > ctx.thumb_px:
+        full = image_png(data, ctx.full_px)
+        if not isinstance(full, MediaFailure):
+            view["full"] = full[0]
+
+
+def _fill_audio(view: View, data: bytes, media_type: str, ctx: RenderContext) -> None:
+    kind = media_type.lower()
+    if kind not in AUDIO_TYPES:
+        view["unavailable"] = "no player for this audio type"
+    elif len(data) > ctx.max_audio_bytes:
+        view["unavailable"] = f"audio too large to embed (over {ctx.max_audio_bytes} bytes)"
+    else:
+        view["player_type"] = kind
+        view["data"] = base64.b64encode(data).decode("ascii")
+
+
+def _fill_file(view: View, data: bytes, media_type: str, ctx: RenderContext) -> None:
+    kind = media_type.lower()
+    if kind == "application/pdf":
+        pdf = pdf_view(
+            data, thumb_side=ctx.thumb_px, page_width=ctx.page_width, max_pages=ctx.pdf_pages
+        )
+        if isinstance(pdf, MediaFailure):
+            view["unavailable"] = pdf.reason
+            return
+        view["pages"] = pdf.pages
+        view["thumb"] = pdf.thumb
+        view["page_images"] = list(pdf.page_images)
+    elif kind in TEXT_FILE_TYPES or kind.startswith("text/"):
+        text = data[: 4 * ctx.collapse_chars * 4].decode("utf-8", "replace")
+        view["preview"] = text[: 4 * ctx.collapse_chars]
+        view["preview_omitted"] = len(data) > len(view["preview"].encode("utf-8"))
