@@ -98,15 +98,19 @@ def build_transcript() -> dict[str, Any]:
     return {"messages": messages, "system": "You are helpful."}
 
 
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    """Median of the fastest half of ``repeats`` timings, in seconds (robust on a shared machine)."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return statistics.median(times[: max(1, repeats // 2)])
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Median time of each function, in seconds, running them in turn every round.
+
+    Interleaving makes a burst of load from other processes hit every function alike, so the
+    ratios stay meaningful on a busy machine even when the absolute numbers move.
+    """
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def main() -> None:
@@ -115,24 +119,30 @@ def main() -> None:
     request = LlmRequest.model_validate(data)
     guarded = guard_request(request)
     assert guard_request(guarded) is guarded  # the output is a fixed point
-    repeats = 30
-
-    validate = best_of(lambda: LlmRequest.model_validate(data), repeats)
-    guard = best_of(lambda: guard_request(request), repeats)
-    guard_dict = best_of(lambda: guard_request(data), repeats)
-    reguard = best_of(lambda: guard_request(guarded), repeats)
-
-    print(
-        f"transcript: {MESSAGES} messages, {MEDIA_REFS} media refs, {TOOL_PAIRS} tool pairs, {UNTRUSTED} untrusted parts"
+    t = interleaved(
+        {
+            "validate": lambda: LlmRequest.model_validate(data),
+            "guard": lambda: guard_request(request),
+            "guard_dict": lambda: guard_request(data),
+            "reguard": lambda: guard_request(guarded),
+        },
+        rounds=60,
     )
-    print(f"pydantic validation      {validate * 1e3:8.2f} ms  {MESSAGES / validate:12,.0f} msgs/s")
-    print(f"guard (validated input)  {guard * 1e3:8.2f} ms  {MESSAGES / guard:12,.0f} msgs/s")
+    validate, guard = t["validate"], t["guard"]
     print(
-        f"guard (dict input)       {guard_dict * 1e3:8.2f} ms  {MESSAGES / guard_dict:12,.0f} msgs/s"
+        f"transcript: {MESSAGES} messages, {MEDIA_REFS} media refs, "
+        f"{TOOL_PAIRS} tool pairs, {UNTRUSTED} untrusted parts (medians of 60 interleaved rounds)"
     )
-    print(f"guard of guarded output  {reguard * 1e3:8.2f} ms  {MESSAGES / reguard:12,.0f} msgs/s")
+    rows = [
+        ("pydantic validation", validate),
+        ("guard (validated input)", guard),
+        ("guard (dict input)", t["guard_dict"]),
+        ("guard of guarded output", t["reguard"]),
+    ]
+    for label, seconds in rows:
+        print(f"{label:<25}{seconds * 1e3:8.2f} ms  {MESSAGES / seconds:12,.0f} msgs/s")
     print(f"guard cost / validation  {guard / validate:8.2f}x   (target <= 1.00x)")
-    print(f"dict guard / validation  {guard_dict / validate:8.2f}x   (validation + guard)")
+    print(f"dict guard / validation  {t['guard_dict'] / validate:8.2f}x   (validation + guard)")
 
 
 if __name__ == "__main__":

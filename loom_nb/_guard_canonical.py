@@ -78,6 +78,9 @@ def canonical_request_json(request: LlmRequest) -> str:
 
 
 _s = encode_basestring
+# Built once: json.dumps/json.loads with arguments construct a new coder on every call.
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_decode = json.JSONDecoder().decode
 
 
 def _str(value: object) -> str:
@@ -89,10 +92,10 @@ def _str(value: object) -> str:
 def _json(value: Any) -> str:
     """Plain JSON with string keys, sorted; anything pydantic would convert differently is unusual."""
     try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        text = _encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise _Unusual from exc
-    if json.loads(text) != value:  # tuples, non-str keys: leave them to pydantic
+    if _decode(text) != value:  # tuples, non-str keys: leave them to pydantic
         raise _Unusual
     return text
 

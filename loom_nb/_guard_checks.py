@@ -219,6 +219,10 @@ def check_json_value(
     )
 
 
+_encode_strict = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":")).encode
+_decode = json.JSONDecoder().decode
+
+
 def _plainly_fine(value: Any, max_nodes: int, max_depth: int) -> bool:
     """A C-speed sufficient test: ``value`` round-trips through JSON unchanged and is small and shallow.
 
@@ -228,7 +232,7 @@ def _plainly_fine(value: Any, max_nodes: int, max_depth: int) -> bool:
     mentions the untrusted marker leaves the verdict to the exact walk.
     """
     try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        text = _encode_strict(value)
     except (TypeError, ValueError, RecursionError):
         return False
     if len(text) > max_nodes or text.count("[") + text.count("{") > max_depth:
@@ -236,7 +240,7 @@ def _plainly_fine(value: Any, max_nodes: int, max_depth: int) -> bool:
     if UNTRUSTED_MARKER in text:
         return False
     try:
-        return bool(json.loads(text) == value)
+        return bool(_decode(text) == value)
     except RecursionError:  # pragma: no cover - depth is bounded above
         return False
 
