@@ -69,7 +69,7 @@ class RenderContext:
     """Largest audio clip embedded as a data URL."""
     tool_names: dict[str, str] = field(default_factory=dict)
     """tool_use id -> tool name, so a result can name the call it answers."""
-    media: dict[str, Part] = field(default_factory=dict)
+    media: dict[str, ImagePart | AudioPart | FilePart] = field(default_factory=dict)
     """view key -> media part, for the widget's on-demand full-size requests."""
     _cache: dict[tuple[str, str], View] = field(default_factory=dict)
 

@@ -1,0 +1,291 @@
+// TranscriptView front end: builds the DOM from render-ready views with textContent and
+// setAttribute only. No string from the kernel is ever parsed as HTML.
+
+const B64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const AUDIO = new Set(["audio/wav", "audio/x-wav", "audio/wave", "audio/mpeg", "audio/mp3",
+  "audio/ogg", "audio/webm", "audio/flac", "audio/aac", "audio/mp4"]);
+
+function h(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function png(b64) {
+  return typeof b64 === "string" && B64.test(b64) ? "data:image/png;base64," + b64 : null;
+}
+
+function humanSize(size) {
+  if (typeof size !== "number") return "size unknown";
+  const units = ["bytes", "KB", "MB", "GB"];
+  let value = size, unit = 0;
+  while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+  return unit === 0 ? size + " bytes" : value.toFixed(1) + " " + units[unit];
+}
+
+function meta(view) {
+  const bits = [String(view.media_type)];
+  if (view.name) bits.push(String(view.name));
+  bits.push(humanSize(view.size));
+  if (view.width) bits.push(view.width + "×" + view.height);
+  if (view.pages) bits.push(view.pages + (view.pages === 1 ? " page" : " pages"));
+  if (view.address) bits.push(String(view.address));
+  return h("div", "loom-meta", bits.join(" · "));
+}
+
+class TranscriptDom {
+  constructor(model, el) {
+    this.model = model;
+    this.root = h("div", "loom-tv");
+    this.header = h("div", "loom-header");
+    this.list = h("div", "loom-list");
+    this.root.append(this.header, this.list);
+    el.appendChild(this.root);
+    this.rendered = [];       // [{sig, node}]
+    this.uses = new Map();    // tool_use id -> element
+    this.results = new Map(); // tool_use id -> [elements]
+    this.waiting = new Map(); // request key -> callback
+    this.seq = 0;
+  }
+
+  update() {
+    this.header.textContent = String(this.model.get("header") || "");
+    const views = this.model.get("messages") || [];
+    views.forEach((view, i) => {
+      const sig = JSON.stringify(view);
+      const old = this.rendered[i];
+      if (old && old.sig === sig) return;
+      const node = this.message(view);
+      if (old) this.list.replaceChild(node, old.node); else this.list.appendChild(node);
+      this.rendered[i] = { sig, node };
+    });
+    while (this.rendered.length > views.length) this.rendered.pop().node.remove();
+    this.relink();
+  }
+
+  relink() {
+    this.uses.clear();
+    this.results.clear();
+    for (const node of this.list.querySelectorAll(".loom-tool-use")) this.uses.set(node.loomId, node);
+    for (const node of this.list.querySelectorAll(".loom-tool-result")) {
+      const list = this.results.get(node.loomId) || [];
+      list.push(node);
+      this.results.set(node.loomId, list);
+    }
+  }
+
+  pairOf(node) {
+    if (node.classList.contains("loom-tool-use")) return this.results.get(node.loomId) || [];
+    const use = this.uses.get(node.loomId);
+    return use ? [use] : [];
+  }
+
+  link(node) {
+    const light = (on) => {
+      for (const other of this.pairOf(node)) other.classList.toggle("loom-hl", on);
+      node.classList.toggle("loom-hl-self", on);
+    };
+    node.addEventListener("mouseenter", () => light(true));
+    node.addEventListener("mouseleave", () => light(false));
+    node.addEventListener("click", (event) => {
+      if (event.target.closest("button, summary, audio")) return;
+      for (const old of this.list.querySelectorAll(".loom-active")) old.classList.remove("loom-active");
+      const pair = this.pairOf(node);
+      for (const other of pair) other.classList.add("loom-active");
+      if (pair.length) pair[0].scrollIntoView({ block: "nearest", behavior: "smooth" });
+    });
+  }
+
+  message(view) {
+    const role = String(view.role);
+    const card = h("div", "loom-msg loom-" + role.replace(/[^a-z]/g, ""));
+    const label = view.index < 0 ? role : role + " · message " + (view.index + 1);
+    card.appendChild(h("div", "loom-role", label));
+    for (const item of view.items || []) card.appendChild(this.item(item));
+    return card;
+  }
+
+  item(view) {
+    switch (view.kind) {
+      case "text": return this.text(view);
+      case "fence": return this.fence(view);
+      case "tool_use": return this.toolUse(view);
+      case "tool_result": return this.toolResult(view);
+      case "image": return this.image(view);
+      case "audio": return this.audio(view);
+      case "file": return this.file(view);
+      default: return h("div", "loom-unavailable", "unknown part kind");
+    }
+  }
+
+  text(view) {
+    const body = h("div", "loom-text", view.text);
+    let node = body;
+    if (view.collapsed) {
+      node = h("details", "loom-long");
+      const head = String(view.text).slice(0, 240).replace(/\n/g, " ");
+      node.append(h("summary", null, head + "… (" + String(view.text).length + " characters, expand)"), body);
+    }
+    if (!view.omitted) return node;
+    const wrap = h("div");
+    wrap.append(node, h("div", "loom-meta", "… " + view.omitted + " more characters not shown"));
+    return wrap;
+  }
+
+  fence(view) {
+    const box = h("fieldset", "loom-fence");
+    box.appendChild(h("legend", null, "⚠ untrusted · " + view.origin + (view.closed === false ? " (fence not closed)" : "")));
+    for (const item of view.items || []) box.appendChild(this.item(item));
+    return box;
+  }
+
+  toolUse(view) {
+    const card = h("div", "loom-tool-use");
+    card.loomId = String(view.id);
+    card.append(h("div", "loom-tool-label", "tool call · " + view.name + " · call " + view.id),
+      h("pre", "loom-code", view.input + (view.omitted ? " … " + view.omitted + " more characters" : "")));
+    this.link(card);
+    return card;
+  }
+
+  toolResult(view) {
+    const card = h("div", "loom-tool-result" + (view.is_error ? " loom-is-error" : ""));
+    card.loomId = String(view.tool_use_id);
+    card.appendChild(h("div", "loom-tool-label", "tool result · answers call " + view.tool_use_id + (view.tool_name ? " (" + view.tool_name + ")" : "")));
+    if (view.is_error) card.appendChild(h("div", "loom-error", "error: the tool failed or the call was refused"));
+    for (const item of view.items || []) card.appendChild(this.item(item));
+    this.link(card);
+    return card;
+  }
+
+  ask(request, done) {
+    const ticket = String(++this.seq);
+    this.waiting.set(ticket, done);
+    this.model.send({ ...request, ticket });
+  }
+
+  answer(msg) {
+    if (!msg || typeof msg.ticket !== "string") return;
+    const done = this.waiting.get(msg.ticket);
+    if (done) { this.waiting.delete(msg.ticket); done(msg); }
+  }
+
+  unavailable(node, view) {
+    node.appendChild(h("div", "loom-unavailable", view.unavailable));
+    if (typeof view.svg_source === "string") {
+      const more = h("details");
+      more.append(h("summary", null, "SVG source (as text)"), h("pre", "loom-code", view.svg_source));
+      node.appendChild(more);
+    }
+    node.appendChild(meta(view));
+    return node;
+  }
+
+  image(view) {
+    const node = h("div", "loom-image");
+    const src = png(view.thumb);
+    if (view.unavailable || !src) return this.unavailable(node, { ...view, unavailable: view.unavailable || "image unavailable" });
+    const img = h("img", "loom-thumb");
+    img.setAttribute("alt", "image · " + view.media_type);
+    img.setAttribute("src", src);
+    node.appendChild(img);
+    const full = h("button", "loom-button", "full size");
+    full.addEventListener("click", () => {
+      full.disabled = true;
+      full.textContent = "loading…";
+      this.ask({ type: "full", key: String(view.key) }, (msg) => {
+        const url = png(msg.data);
+        if (!url) { full.replaceWith(h("div", "loom-unavailable", msg.unavailable || "full size unavailable")); return; }
+        const big = h("img", "loom-full");
+        big.setAttribute("alt", "full size image");
+        big.setAttribute("src", url);
+        full.replaceWith(big);
+      });
+    });
+    node.append(full, meta(view));
+    return node;
+  }
+
+  audio(view) {
+    const node = h("div", "loom-audio");
+    const type = String(view.player_type || "");
+    if (view.unavailable || !AUDIO.has(type) || typeof view.data !== "string" || !B64.test(view.data)) {
+      return this.unavailable(node, { ...view, unavailable: view.unavailable || "audio unavailable" });
+    }
+    const player = h("audio");
+    player.controls = true;
+    player.autoplay = false;
+    player.loop = false;
+    player.setAttribute("preload", "metadata");
+    player.setAttribute("src", "data:" + type + ";base64," + view.data);
+    node.append(player, meta(view));
+    return node;
+  }
+
+  file(view) {
+    const node = h("div", "loom-file");
+    if (view.unavailable) return this.unavailable(node, view);
+    const thumb = png(view.thumb);
+    if (thumb) return this.pdf(node, view, thumb);
+    node.append(h("span", "loom-icon", "📄"), meta(view));
+    if (typeof view.preview === "string") {
+      const more = h("details");
+      more.append(h("summary", null, "contents"), h("pre", "loom-code", view.preview + (view.preview_omitted ? " …" : "")));
+      node.appendChild(more);
+    }
+    return node;
+  }
+
+  pdf(node, view, thumb) {
+    node.classList.add("loom-pdf");
+    const img = h("img", "loom-thumb loom-pdf-thumb");
+    img.setAttribute("alt", "first page of " + view.media_type);
+    img.setAttribute("src", thumb);
+    const pages = Number(view.pages) || 1;
+    const bar = h("div", "loom-pager");
+    const prev = h("button", "loom-button", "◀");
+    const next = h("button", "loom-button", "▶");
+    const label = h("span", "loom-page-label", "page 1 / " + pages);
+    const page = h("img", "loom-page");
+    page.setAttribute("alt", "PDF page");
+    page.hidden = true;
+    let current = -1;
+    const known = Array.isArray(view.page_images) ? view.page_images : [];
+    const show = (index) => {
+      if (index < 0 || index >= pages) return;
+      current = index;
+      label.textContent = "page " + (index + 1) + " / " + pages;
+      const url = png(known[index]);
+      if (url) { page.setAttribute("src", url); page.hidden = false; return; }
+      this.ask({ type: "page", key: String(view.key), page: index }, (msg) => {
+        const got = png(msg.data);
+        if (got && current === index) { page.setAttribute("src", got); page.hidden = false; }
+        else if (!got) label.textContent = String(msg.unavailable || "page unavailable");
+      });
+    };
+    prev.addEventListener("click", () => show(Math.max(0, current - 1)));
+    next.addEventListener("click", () => show(Math.min(pages - 1, current + 1)));
+    img.addEventListener("click", () => show(0));
+    bar.append(prev, label, next);
+    node.append(img, meta(view), bar, page);
+    return node;
+  }
+}
+
+export default {
+  render({ model, el }) {
+    const dom = new TranscriptDom(model, el);
+    dom.update();
+    const onChange = () => dom.update();
+    const onMsg = (msg) => dom.answer(msg);
+    model.on("change:messages", onChange);
+    model.on("change:header", onChange);
+    model.on("msg:custom", onMsg);
+    return () => {
+      model.off("change:messages", onChange);
+      model.off("change:header", onChange);
+      model.off("msg:custom", onMsg);
+    };
+  },
+};
