@@ -170,7 +170,7 @@ def check_json_value(
         problem = _scan(value, max_nodes, max_depth, keep_paths=True) or problem
     kind, path = problem
     where = where_text(where)
-    at = where + path
+    at = where if kind in ("too_large", "too_deep") else where + path
     if not in_tool_use:
         reason = {
             "untrusted": "it holds another untrusted mark",
@@ -245,6 +245,14 @@ def _plainly_fine(value: Any, max_nodes: int, max_depth: int) -> bool:
         return False
 
 
+def _key_step(key: str) -> str:
+    """``.key`` for an identifier, else ``["key"]`` (JSON-quoted, shortened to keep messages readable)."""
+    if key.isidentifier() and len(key) <= 40:
+        return f".{key}"
+    quoted = json.dumps(key if len(key) <= 40 else key[:40] + "…", ensure_ascii=False)
+    return f"[{quoted}]"
+
+
 def _scan(
     value: Any, max_nodes: int, max_depth: int, *, keep_paths: bool
 ) -> tuple[str, str] | None:
@@ -271,7 +279,7 @@ def _scan(
             for key, child in node.items():
                 if not isinstance(key, str):
                     return ("not_json", path)
-                stack.append((child, depth + 1, f"{path}.{key}" if keep_paths else ""))
+                stack.append((child, depth + 1, path + _key_step(key) if keep_paths else ""))
             continue
         if isinstance(node, list | tuple):
             for index, child in enumerate(node):
