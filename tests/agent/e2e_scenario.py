@@ -246,7 +246,7 @@ def scripted_requests_of(provider: LlmProvider) -> list[dict[str, Any]]:
     return [json.loads(canonical_json(r)) for r in provider.requests]
 
 
-async def _resume(vendor: str, journal_path: str, store_path: str, wire_path: str) -> None:
+async def _resume(vendor: str, journal_path: str, store_path: str) -> dict[str, Any]:
     journal = Journal(journal_path)
     store = LocalContentStore(Path(store_path))
     ran: list[str] = []
@@ -258,10 +258,17 @@ async def _resume(vendor: str, journal_path: str, store_path: str, wire_path: st
     )
     if vendor == "scripted":
         wire = [{"url": "scripted", "body": body} for body in scripted_requests_of(provider)]
-    Path(wire_path).write_text(json.dumps(wire, ensure_ascii=False), encoding="utf-8")
-    print(json.dumps({"result": result.model_dump(mode="json"), "ran": ran}))
     journal.close()
+    return {"result": result.model_dump(mode="json"), "ran": ran, "wire": wire}
+
+
+def main(argv: list[str]) -> None:
+    """Resume the parked run (see the module docstring), write the wire log, print the result."""
+    vendor, journal_path, store_path, wire_path = argv
+    out = asyncio.run(_resume(vendor, journal_path, store_path))
+    Path(wire_path).write_text(json.dumps(out.pop("wire"), ensure_ascii=False), encoding="utf-8")
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":
-    asyncio.run(_resume(*sys.argv[1:5]))
+    main(sys.argv[1:5])

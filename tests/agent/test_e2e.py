@@ -63,7 +63,7 @@ def _strings(value: Any) -> Iterator[str]:
 def _only_inside_fences(text: str, needle: str) -> bool:
     """Every occurrence of ``needle`` lies between a real fence open and its own close, with no tag between."""
     for match in re.finditer(re.escape(needle), text):
-        opens = [m for m in _OPEN.finditer(text, 0, match.start())]
+        opens = list(_OPEN.finditer(text, 0, match.start()))
         if not opens:
             return False
         last = opens[-1]
