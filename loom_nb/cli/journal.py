@@ -1,0 +1,174 @@
+"""``loom-nb journal``: list, show, export and import durable runs.
+
+``ls`` lists executions with their status; ``show EXECUTION`` prints its events, one per line;
+``export EXECUTION -o run.jsonl`` writes the JSON Lines recording to commit next to a notebook;
+``import run.jsonl`` loads one (``--as ID`` under another id). The journal file is
+``--journal``, else ``$LOOM_NB_JOURNAL``, else ``./.loom/journal.sqlite``. Claim-checked payloads
+are read from the content store given with ``--store`` (else ``$LOOM_NB_STORE``, else
+``./.loom/store`` when it exists).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from loom_nb.errors import ConfigurationError
+from loom_nb.journal import Journal
+from loom_nb.journal._recording import recording_lines
+
+__all__ = ["JOURNAL_ENV", "default_journal_path", "register"]
+
+JOURNAL_ENV = "LOOM_NB_JOURNAL"
+"""Environment variable naming the journal file when ``--journal`` is not given."""
+
+_STORE_ENV = "LOOM_NB_STORE"
+_PREVIEW = 100
+
+
+def default_journal_path() -> Path:
+    """``$LOOM_NB_JOURNAL``, else ``./.loom/journal.sqlite``."""
+    return Path(os.environ.get(JOURNAL_ENV) or Path(".loom") / "journal.sqlite")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``loom-nb journal`` and its ``ls`` / ``show`` / ``export`` / ``import`` subcommands."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--journal",
+        metavar="FILE",
+        help=f"journal file (default: ${JOURNAL_ENV}, else ./.loom/journal.sqlite)",
+    )
+    common.add_argument(
+        "--store",
+        metavar="DIR",
+        help=f"content store for claim-checked payloads (default: ${_STORE_ENV}, else ./.loom/store if present)",
+    )
+    journal = subparsers.add_parser("journal", help="durable runs: list, show, export, import")
+    commands = journal.add_subparsers(dest="journal_command", metavar="COMMAND", required=True)
+
+    ls = commands.add_parser("ls", parents=[common], help="list executions")
+    ls.add_argument("--json", action="store_true", help="one JSON object per execution")
+    ls.set_defaults(handler=_ls)
+
+    show = commands.add_parser("show", parents=[common], help="print an execution's events")
+    show.add_argument("execution", metavar="EXECUTION")
+    show.add_argument("--json", action="store_true", help="full events as JSON lines")
+    show.set_defaults(handler=_show)
+
+    export = commands.add_parser(
+        "export", parents=[common], help="write an execution as a JSON Lines recording"
+    )
+    export.add_argument("execution", metavar="EXECUTION")
+    export.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="recording to write ('-': stdout)"
+    )
+    export.set_defaults(handler=_export)
+
+    load = commands.add_parser("import", parents=[common], help="load a JSON Lines recording")
+    load.add_argument("recording", metavar="FILE")
+    load.add_argument("--as", dest="as_id", metavar="ID", help="import under this execution id")
+    load.set_defaults(handler=_import)
+
+
+def _open(args: argparse.Namespace, *, create: bool = False) -> Journal:
+    path = Path(args.journal) if args.journal else default_journal_path()
+    if not create and not path.is_file():
+        raise ConfigurationError(
+            f"no journal at {str(path)!r}. Pass --journal FILE or set ${JOURNAL_ENV}.",
+            code="no_journal",
+        )
+    return Journal(path, store=_store(args))
+
+
+def _store(args: argparse.Namespace) -> Any:
+    named = args.store or os.environ.get(_STORE_ENV)
+    folder = Path(named) if named else Path(".loom") / "store"
+    if not named and not folder.is_dir():
+        return None
+    from loom_nb.store import LocalContentStore
+
+    return LocalContentStore(folder)
+
+
+def _ls(args: argparse.Namespace) -> int:
+    with _open(args) as journal:
+        summaries = journal.executions()
+    for s in summaries:
+        if args.json:
+            row = {
+                "events": s.events,
+                "execution_id": s.execution_id,
+                "started": s.started.isoformat(),
+                "status": s.status,
+                "steps": s.steps,
+                "tenant": s.tenant,
+                "updated": s.updated.isoformat(),
+            }
+            print(json.dumps(row, sort_keys=True, ensure_ascii=False))
+        else:
+            started = s.started.strftime("%Y-%m-%d %H:%M:%S")
+            tenant = s.tenant or "-"
+            print(
+                f"{s.execution_id}\t{s.status}\t{s.steps} steps\t{s.events} events\t{tenant}\t{started}"
+            )
+    if not summaries and not args.json:
+        print("(no executions)", file=sys.stderr)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    with _open(args) as journal:
+        events = journal.events(args.execution, resolve_claims=journal.store is not None)
+    if not events:
+        raise ConfigurationError(
+            f"no execution {args.execution!r} in the journal; `loom-nb journal ls` lists them.",
+            code="execution_not_found",
+        )
+    for event in events:
+        payload = json.dumps(event.payload, sort_keys=True, ensure_ascii=False)
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "created": event.created.isoformat(),
+                        "kind": event.kind,
+                        "payload": event.payload,
+                        "position": event.position,
+                        "seq": event.seq,
+                        "step_id": event.step_id,
+                    },
+                    sort_keys=True,
+                    ensure_ascii=False,
+                )
+            )
+            continue
+        if len(payload) > _PREVIEW:
+            payload = payload[: _PREVIEW - 1] + "…"
+        where = "" if event.position is None else f"#{event.position}"
+        step = f" {event.step_id}" if event.step_id else ""
+        print(f"{event.seq:>6} {where:>5} {event.kind}{step}  {payload}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    with _open(args) as journal:
+        lines = recording_lines(journal, args.execution)
+    text = "".join(line + "\n" for line in lines)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8", newline="\n")
+        print(f"wrote {len(lines)} events of {args.execution!r} to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    with _open(args, create=True) as journal:
+        execution_id = journal.import_jsonl(args.recording, execution_id=args.as_id)
+    print(execution_id)
+    return 0
