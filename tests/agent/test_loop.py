@@ -6,6 +6,7 @@ import base64
 import json
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from loom_nb.agent import ToolDefinition, agent_loop, media_result
@@ -19,6 +20,7 @@ from loom_nb.content import (
     ToolResultPart,
     ToolUsePart,
 )
+from loom_nb.errors import AgentError, ContentValidationError
 from loom_nb.guard import guard_request
 from loom_nb.journal import Journal
 from loom_nb.limits import MAX_INLINE_BYTES
@@ -332,3 +334,41 @@ async def test_async_tools_and_duplicate_ids(journal: Journal) -> None:
     first, second = _results(result.messages[2])
     assert first.content == '{"result":"ok","tool":"slow"}'
     assert _error(second)["type"] == "duplicate_call_id"
+
+
+async def test_streaming_passes_deltas_to_the_callbacks(journal: Journal) -> None:
+    """With stream=True the text and tool-call deltas reach the callbacks; the journaled turns are the same."""
+    texts: list[str] = []
+    deltas: list[Any] = []
+    provider = ScriptedProvider(
+        [
+            {"text": "adding now", "tool_calls": [_call("c1", "add", {"a": 2, "b": 3})]},
+            {"text": "five"},
+        ],
+        chunk_size=3,
+    )
+    result = await agent_loop(
+        journal.execution("run"),
+        provider,
+        [ADD],
+        [{"role": "user", "content": "go"}],
+        stream=True,
+        on_text=texts.append,
+        on_tool_delta=deltas.append,
+    )
+    assert "".join(texts) == "adding nowfive"
+    assert deltas[0].id == "c1"
+    assert "".join(d.input_json for d in deltas) == '{"a":2,"b":3}'
+    assert result.text == "five"
+
+
+async def test_bad_arguments_are_refused_clearly(journal: Journal) -> None:
+    """A bad max_turns or a malformed message is a LoomError naming the problem, before any call."""
+    provider = ScriptedProvider([])
+    with pytest.raises(AgentError, match="max_turns"):
+        await agent_loop(journal.execution("a"), provider, [ADD], [], max_turns=0)
+    with pytest.raises(ContentValidationError, match="message 0"):
+        await agent_loop(
+            journal.execution("b"), provider, [ADD], [{"role": "tool", "content": "x"}]
+        )
+    assert provider.requests == []
