@@ -138,9 +138,13 @@ class Compaction:
         return LlmRequest(messages=[*prefix, ask], tools=list(tools), system=self.system)
 
 
+EMPTY_SUMMARY = "(the summarizer returned no text)"
+"""Stands in for an empty summary: vendors refuse empty text blocks."""
+
+
 def summary_message(summary: str, *, tainted: bool) -> Message:
     """The user message that stands for the folded part of the transcript."""
-    body = TextPart(text=summary, origin=SUMMARY_ORIGIN if tainted else None)
+    body = TextPart(text=summary or EMPTY_SUMMARY, origin=SUMMARY_ORIGIN if tainted else None)
     parts: list[Part] = [TextPart(text=SUMMARY_HEADER), body]
     return Message(role="user", content=parts)
 

@@ -135,13 +135,20 @@ async def agent_loop(
 ) -> AgentResult:
     """Run the model with tools until it answers without calling any, parks, or hits ``max_turns``.
 
+    The loop owns ``execution`` from its first position: every step it journals is named
+    ``#turn:<t>:model`` / ``:compact`` / ``:approval:<id>`` / ``:tool:<id>``, and a recorded
+    execution is replayed from the top (completed steps served from the log, nothing re-run).
+
     ``approve`` decides calls to tools with ``requires_approval``: a callable of the call digest
     (sync or async) or a mapping of call id → decision (``True`` / ``False`` /
-    ``{"approved": bool, "reason": str}``). With no decision the execution parks and the result's
-    status is ``"parked"``; call ``agent_loop`` again on a fresh ``journal.execution(id)`` with
-    a decision to continue the same run. ``resolver`` and ``context`` fetch media refs just before
-    each live model call. On ``completed`` / ``max_turns`` the execution is completed with a
-    small summary unless ``complete_execution=False``.
+    ``{"approved": bool, "reason": str}``). With no decision the execution parks before the
+    turn's results message and the status is ``"parked"`` (``pending_approvals`` lists the
+    digests). To continue, call ``agent_loop`` again with the same arguments and a decision for
+    every pending call, on ``journal.execution(id)`` (in this process or a new one) or on the same
+    object. ``resolver`` and ``context`` fetch media refs just before each live model call;
+    ``stream`` with ``on_text`` / ``on_tool_delta`` / ``on_tool_reset`` shows deltas as they come.
+    On ``completed`` / ``max_turns`` the execution is completed with ``{"status", "turns"}``
+    unless ``complete_execution=False`` (to journal more steps after the loop).
     """
     if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
         raise AgentError(

@@ -139,3 +139,12 @@ def test_bad_settings_are_refused(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError) as info:
         Compaction(**kwargs)  # type: ignore[arg-type]
     assert info.value.code == "invalid_compaction"
+
+
+def test_empty_summary_is_replaced() -> None:
+    """An empty summary would be an empty text block the vendors refuse; a stand-in text is used."""
+    message = summary_message("", tainted=False)
+    assert isinstance(message.content, list)
+    body = message.content[1]
+    assert isinstance(body, TextPart)
+    assert body.text
