@@ -138,3 +138,13 @@ def test_media_result_refuses_non_parts() -> None:
         media_result([{"type": "tool_use", "id": "x", "name": "y", "input": {}}])
     with pytest.raises(ConfigurationError):
         media_result("an image")  # type: ignore[arg-type]
+
+
+def test_public_names_are_exported() -> None:
+    """The agent package's __all__ is sorted and the top-level loom_nb names are the same objects."""
+    import loom_nb
+    import loom_nb.agent as agent
+
+    assert agent.__all__ == sorted(agent.__all__)
+    for name in ("AgentResult", "Compaction", "ToolDefinition", "agent_loop", "media_result"):
+        assert getattr(loom_nb, name) is getattr(agent, name)
