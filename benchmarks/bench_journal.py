@@ -31,7 +31,7 @@ from loom_nb.journal import Journal
 from loom_nb.store import LocalContentStore
 
 STEPS = 2000
-ROUNDS = 5
+ROUNDS = 7
 SYNCHRONOUS = "NORMAL"
 
 
@@ -149,6 +149,9 @@ def main() -> None:
             async_lives.append(async_live)
         bare, live, replayed = max(bares), max(lives), max(replays)
         async_live = max(async_lives)
+        # Ratios within a round compare runs seconds apart, under the same background load.
+        live_ratio = statistics.median(lv / b for lv, b in zip(lives, bares, strict=True))
+        replay_ratio = statistics.median(r / lv for r, lv in zip(replays, lives, strict=True))
         print(
             f"durability: WAL, synchronous={SYNCHRONOUS}; {STEPS} steps, best of {ROUNDS} interleaved rounds"
         )
@@ -158,6 +161,9 @@ def main() -> None:
         )
         print(
             f"journaled, replayed : {replayed:10.0f} steps/s  ({replayed / live:.1f}x live; target >= 5x)"
+        )
+        print(
+            f"median of per-round ratios: live {live_ratio:.2f}x bare, replay {replay_ratio:.1f}x live"
         )
         print(
             f"journaled, live, async fn (start committed before it runs: two commits): "

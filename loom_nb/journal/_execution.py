@@ -26,6 +26,7 @@ the completed steps replay from the log and the same ``park`` call now returns t
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -240,10 +241,17 @@ class Execution:
         self._timeline.apply(kind, step_id, position, payload)
 
     def _field(self, payload: str | None, name: str, position: int) -> Any:
-        where = f"execution {self._id!r}, position {position}"
-        value = decode(payload or "{}", where=where)
-        value = self._journal.resolve_claims(value, where=where)
+        """One field of a recorded payload, claim-checks resolved (the replay hot path)."""
+        try:
+            value = json.loads(payload or "{}")
+        except (RecursionError, ValueError):
+            value = decode(payload or "{}", where=self._where(position))  # raises with context
+        if isinstance(value, dict) and "claimed" in value:
+            value = self._journal.resolve_claims(value, where=self._where(position))
         return value.get(name) if isinstance(value, dict) else None
+
+    def _where(self, position: int) -> str:
+        return f"execution {self._id!r}, position {position}"
 
     # -- park, resume, complete -------------------------------------------------------------
 
