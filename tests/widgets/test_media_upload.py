@@ -1,0 +1,169 @@
+"""MediaUpload kernel side, driven by faked comm messages: chunked transfer, refusals, add_path."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loom_nb import MediaUpload
+from loom_nb.content import AudioPart, FilePart, ImagePart, Message
+from loom_nb.errors import ContentValidationError, StoreError
+from loom_nb.store import LocalContentStore
+from loom_nb.widgets._upload import CHUNK_BYTES
+from tests.render import media
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    """A real local content store."""
+    with LocalContentStore(tmp_path / "store") as s:
+        yield s
+
+
+def send_file(
+    upload: MediaUpload, name: str, media_type: str, blob: bytes, chunk: int = CHUNK_BYTES
+) -> list[dict[str, Any]]:
+    """Drive the begin/chunk/end protocol as the front end does, through the comm handler."""
+    replies: list[dict[str, Any]] = []
+    upload.send = replies.append  # type: ignore[method-assign]
+    upload._handle_custom_msg(
+        {
+            "type": "begin",
+            "upload": "u1",
+            "name": name,
+            "media_type": media_type,
+            "size": len(blob),
+        },
+        [],
+    )
+    for index, offset in enumerate(range(0, len(blob), chunk)):
+        if replies[-1]["type"] != "ack":
+            return replies
+        upload._handle_custom_msg(
+            {"type": "chunk", "upload": "u1", "index": index},
+            [memoryview(blob[offset : offset + chunk])],
+        )
+    if replies[-1]["type"] == "ack":
+        upload._handle_custom_msg({"type": "end", "upload": "u1"}, [])
+    return replies
+
+
+def test_fifty_mib_pdf_arrives_in_one_mib_chunks(store: LocalContentStore) -> None:
+    """A 50 MiB PDF sent as 1 MiB acknowledged chunks is stored whole and becomes a FilePart ref."""
+    blob = b"%PDF-1.4\n" + bytes(range(256)) * (50 * 4096)
+    blob = blob[: 50 * 1024 * 1024]
+    upload = MediaUpload(store, "acme")
+    replies = send_file(upload, "big.pdf", "application/pdf", blob)
+    assert [r["type"] for r in replies].count("ack") == 1 + 50
+    assert replies[-1]["type"] == "done"
+    (part,) = upload.parts
+    assert isinstance(part, FilePart)
+    assert part.name == "big.pdf"
+    assert part.source.ref.size == len(blob)
+    assert part.source.ref.address == "sha256:" + hashlib.sha256(blob).hexdigest()
+    assert store.get(part.source.ref.address) == blob
+    assert store.tenants(part.source.ref.address) == {"acme"}
+
+
+def test_image_upload_shows_thumbnail_type_size_address(store: LocalContentStore) -> None:
+    """An image upload is listed with a PNG thumbnail, media type, size and address."""
+    upload = MediaUpload(store, "acme")
+    send_file(upload, "cat.png", "image/png", media.png())
+    (item,) = upload.uploads
+    assert item["media_type"] == "image/png"
+    assert item["size"] == len(media.png())
+    assert item["address"].startswith("sha256:")
+    assert item["thumb"]
+    assert isinstance(upload.parts[0], ImagePart)
+    Message(role="user", content=[*upload.parts])  # ready for a message
+
+
+def test_audio_upload_makes_an_audio_part(store: LocalContentStore) -> None:
+    """A WAV upload becomes an AudioPart with a ref source."""
+    upload = MediaUpload(store, "acme")
+    send_file(upload, "a.wav", "audio/wav", media.wav())
+    assert isinstance(upload.parts[0], AudioPart)
+
+
+@pytest.mark.parametrize(
+    ("name", "media_type", "blob", "reason"),
+    [
+        ("x.svg", "image/svg+xml", b"<svg/>", "SVG is not accepted"),
+        ("x.exe", "application/x-msdownload", b"MZ", "is not supported"),
+        ("fake.png", "image/png", b"<script>alert(1)</script>", "do not look like image/png"),
+    ],
+)
+def test_refused_types_say_why(
+    store: LocalContentStore, name: str, media_type: str, blob: bytes, reason: str
+) -> None:
+    """Unsupported or mislabelled files are refused with a clear message and nothing is stored."""
+    upload = MediaUpload(store, "acme")
+    replies = send_file(upload, name, media_type, blob)
+    assert replies[-1]["type"] == "refused"
+    assert reason in replies[-1]["reason"]
+    assert upload.parts == []
+    assert reason in upload.error
+    assert store.list() == []
+
+
+def test_out_of_order_chunk_is_refused(store: LocalContentStore) -> None:
+    """A chunk with the wrong index aborts the upload."""
+    upload = MediaUpload(store, "acme")
+    upload.handle(
+        {"type": "begin", "upload": "u", "name": "a.txt", "media_type": "text/plain", "size": 4}
+    )
+    reply = upload.handle({"type": "chunk", "upload": "u", "index": 3}, [b"abcd"])
+    assert reply["type"] == "refused"
+    assert "out of order" in reply["reason"]
+
+
+def test_short_upload_is_refused_at_end(store: LocalContentStore) -> None:
+    """Ending before the declared size arrived refuses the upload."""
+    upload = MediaUpload(store, "acme")
+    upload.handle(
+        {"type": "begin", "upload": "u", "name": "a.txt", "media_type": "text/plain", "size": 10}
+    )
+    upload.handle({"type": "chunk", "upload": "u", "index": 0}, [b"abc"])
+    reply = upload.handle({"type": "end", "upload": "u"})
+    assert reply["type"] == "refused"
+    assert "3 of 10 bytes" in reply["reason"]
+
+
+def test_base64_chunks_work_without_buffers(store: LocalContentStore) -> None:
+    """A chunk may carry base64 text instead of a binary buffer."""
+    upload = MediaUpload(store, "acme")
+    upload.handle({"type": "begin", "upload": "u", "name": "n.md", "media_type": "", "size": 2})
+    upload.handle({"type": "chunk", "upload": "u", "index": 0, "data": "aGk="})
+    assert upload.handle({"type": "end", "upload": "u"})["type"] == "done"
+    assert upload.parts[0].media_type == "text/markdown"
+
+
+def test_add_path_stores_a_server_file(store: LocalContentStore, tmp_path: Path) -> None:
+    """add_path stores a file from disk and returns its part."""
+    path = tmp_path / "doc.pdf"
+    path.write_bytes(media.pdf(2))
+    upload = MediaUpload(store, "acme")
+    part = upload.add_path(path)
+    assert isinstance(part, FilePart)
+    assert part.source.ref.size == path.stat().st_size
+    assert upload.uploads[0]["thumb"]
+
+
+def test_add_path_refuses_unsupported_and_missing(store: LocalContentStore, tmp_path: Path) -> None:
+    """add_path raises ContentValidationError for an unsupported type and StoreError for a missing file."""
+    path = tmp_path / "x.svg"
+    path.write_text("<svg/>")
+    upload = MediaUpload(store, "acme")
+    with pytest.raises(ContentValidationError) as info:
+        upload.add_path(path)
+    assert info.value.code == "unsupported_upload"
+    with pytest.raises(StoreError):
+        upload.add_path(tmp_path / "nope.png")
+
+
+def test_repr_is_deterministic(store: LocalContentStore) -> None:
+    """The text/plain repr has no memory address."""
+    assert repr(MediaUpload(store, "acme")) == "MediaUpload(0 uploads, tenant='acme')"
