@@ -202,7 +202,8 @@ def test_hostile_payload_puts_content_only_in_text_fields() -> None:
     for path, leaf in walk(payload):
         key = path.rsplit(".", 1)[-1].split("[")[0]
         if key in {"thumb", "full", "data", "page_images"} and leaf is not None:
-            assert isinstance(leaf, str) and B64.fullmatch(leaf), path
+            assert isinstance(leaf, str), path
+            assert B64.fullmatch(leaf), path
         if key == "player_type":
             assert leaf in AUDIO_TYPES
         if key == "kind":
