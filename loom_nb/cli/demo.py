@@ -1,0 +1,60 @@
+"""``loom-nb demo``: the offline agent run of ``loom_nb.demo``, printed as it happens."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``demo`` command."""
+    parser = subparsers.add_parser(
+        "demo",
+        help="run the offline demo agent (no API key) and write its transcript as HTML",
+        description=(
+            "Run an offline agent: a scripted model reads an attached PDF, draws a chart (an "
+            "image by ref), reads an untrusted web page (fenced) and asks approval to send an "
+            "email. The run is journaled in SQLite and its transcript written as an HTML page."
+        ),
+    )
+    parser.add_argument(
+        "--dir",
+        default="loom-demo",
+        help="where the store, journal and HTML go (default: ./loom-demo)",
+    )
+    parser.add_argument(
+        "--decline", action="store_true", help="decline the email instead of approving it"
+    )
+    parser.set_defaults(handler=_demo)
+
+
+def _demo(args: Any) -> int:
+    from loom_nb.demo import run_demo
+
+    printed: list[bool] = []
+
+    def out(line: str) -> None:
+        if printed and printed[-1]:
+            sys.stdout.write("\n")
+        printed.append(False)
+        print(line, flush=True)
+
+    def streamed(text: str) -> None:
+        if not printed or not printed[-1]:
+            sys.stdout.write("  model    ")
+        printed.append(True)
+        sys.stdout.write(text.replace("\n", " "))
+        sys.stdout.flush()
+
+    def call(name: str) -> None:
+        sys.stdout.write(f"\n  call     {name}\n")
+        printed.append(False)
+
+    asyncio.run(
+        run_demo(args.dir, approve=not args.decline, out=out, stream=streamed, on_call=call)
+    )
+    return 0
