@@ -78,7 +78,8 @@ def unclaim(marker: Any, *, store: ContentStore | None, where: str) -> Any:
     if store is None:
         raise JournalError(
             f"{where}: the payload was claim-checked into the content store ({address}) but this "
-            "journal was opened without one. Open it with Journal(path, store=<the store>).",
+            "journal was opened without one. Open it with Journal(path, store=<the store>) "
+            "(on the command line: --store DIR).",
             code="claim_store_missing",
             address=address,
         )
