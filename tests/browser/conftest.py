@@ -1,0 +1,77 @@
+"""Browser fixtures: ``jupyter_server`` (one loopback JupyterLab per session) and ``browser_page``.
+
+Tests marked ``browser`` skip with a reason when /usr/bin/chromium is absent, unless
+LOOM_NB_REQUIRE_BROWSER=1 (CI), where a missing browser fails them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser.harness import CHROMIUM, CHROMIUM_ARGS, JupyterServer, start_jupyter
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
+"""Where browser tests save screenshots (gitignored)."""
+
+
+def _require_browser() -> None:
+    if CHROMIUM.exists():
+        return
+    if os.environ.get("LOOM_NB_REQUIRE_BROWSER") == "1":
+        pytest.fail(
+            f"{CHROMIUM} is missing and LOOM_NB_REQUIRE_BROWSER=1: install it with `apt-get install -y chromium`"
+        )
+    pytest.skip(
+        f"{CHROMIUM} is absent (install Debian chromium to run browser tests; CI sets LOOM_NB_REQUIRE_BROWSER=1)"
+    )
+
+
+@pytest.fixture(scope="session")
+def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    """A loopback JupyterLab for the whole session, its dirs under a temporary folder."""
+    _require_browser()
+    server = start_jupyter(tmp_path_factory.mktemp("jupyter"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def _browser() -> Iterator[Any]:
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def browser_page(_browser: Any) -> Iterator[Any]:
+    """A fresh page; dialogs it opens are recorded in ``page.loom_dialogs`` and dismissed."""
+    context = _browser.new_context(viewport={"width": 1280, "height": 1600})
+    page = context.new_page()
+    dialogs: list[str] = []
+
+    def on_dialog(dialog: Any) -> None:
+        dialogs.append(f"{dialog.type}: {dialog.message}")
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.loom_dialogs = dialogs
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        yield page
+    finally:
+        context.close()

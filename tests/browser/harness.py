@@ -1,0 +1,174 @@
+"""Real-browser harness: a loopback JupyterLab and Debian chromium driven by Playwright.
+
+Reusable by any browser test (transcripts, notebooks): ``start_jupyter`` runs ``jupyter lab``
+on 127.0.0.1 with no token, its config, data and runtime dirs inside a temporary root (nothing
+written to the home folder); ``write_notebook`` saves cells to the server's root;
+``open_notebook`` opens one and waits for an idle kernel; ``run_all_cells`` runs it;
+``close_notebook`` shuts its kernel down without hanging on the confirm dialog.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+CHROMIUM = Path("/usr/bin/chromium")
+"""Debian's chromium, driven through Playwright's bundled node driver (no `playwright install`)."""
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@dataclass
+class JupyterServer:
+    """A running loopback JupyterLab."""
+
+    process: subprocess.Popen[bytes]
+    base_url: str
+    root_dir: Path
+    log_path: Path
+
+    def stop(self) -> None:
+        """Stop the server (SIGINT twice, then kill)."""
+        if self.process.poll() is not None:
+            return
+        for _ in range(2):
+            self.process.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_jupyter(base: Path, *, timeout: float = 60.0) -> JupyterServer:
+    """Start JupyterLab with its root at ``base / 'root'`` and wait until ``/api/status`` answers."""
+    root = base / "root"
+    root.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
+        folder = base / var.lower()
+        folder.mkdir(exist_ok=True)
+        env[var] = str(folder)
+    labconfig = base / "jupyter_config_dir" / "labconfig"
+    labconfig.mkdir(parents=True, exist_ok=True)
+    (labconfig / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    settings = base / "settings" / "@jupyterlab" / "notebook-extension"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    env["JUPYTERLAB_SETTINGS_DIR"] = str(base / "settings")
+    port = _free_port()
+    args = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
+        "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
+        "--ServerApp.port_retries=0", "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+        f"--ServerApp.root_dir={root}", "--FileContentsManager.delete_to_trash=False",
+    ]  # fmt: skip
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        args.append("--allow-root")
+    log_path = base / "jupyter.log"
+    log = log_path.open("wb")
+    process = subprocess.Popen(args, env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+    server = JupyterServer(process, f"http://127.0.0.1:{port}", root, log_path)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited early:\n{log_path.read_text(errors='replace')}")
+        try:
+            with urllib.request.urlopen(f"{server.base_url}/api/status", timeout=2) as reply:  # noqa: S310 (loopback)
+                if reply.status == 200:
+                    return server
+        except OSError:
+            time.sleep(0.3)
+    server.stop()
+    raise RuntimeError(f"jupyter lab did not answer within {timeout} s")
+
+
+def write_notebook(server: JupyterServer, name: str, cells: list[str]) -> Path:
+    """Save a notebook of code ``cells`` in the server root."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    path = server.root_dir / name
+    nbformat.write(nb, path)
+    return path
+
+
+def open_notebook(page: Any, server: JupyterServer, name: str, *, timeout_ms: int = 60_000) -> None:
+    """Open ``name`` in JupyterLab and wait for its kernel to be idle."""
+    page.goto(f"{server.base_url}/lab/tree/{name}")
+    page.wait_for_function(
+        """(name) => {
+            const app = window.jupyterapp;
+            const w = app && app.shell.currentWidget;
+            return !!(w && w.context && w.context.path === name && w.sessionContext.session
+                && w.sessionContext.session.kernel && w.sessionContext.session.kernel.status === 'idle');
+        }""",
+        arg=name,
+        timeout=timeout_ms,
+    )
+
+
+def run_all_cells(page: Any, *, timeout_ms: int = 60_000) -> None:
+    """Run every cell of the current notebook and wait until the kernel is idle again."""
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    page.wait_for_function(
+        """() => {
+            const w = window.jupyterapp.shell.currentWidget;
+            const cells = w.content.widgets.filter((c) => c.model.type === 'code');
+            return cells.every((c) => c.model.executionCount !== null)
+                && w.sessionContext.session.kernel.status === 'idle';
+        }""",
+        timeout=timeout_ms,
+    )
+
+
+def current_panel(page: Any) -> Any:
+    """A locator scoped to the current notebook panel (hidden panels also match global queries)."""
+    page.evaluate(
+        "() => { document.querySelectorAll('[data-loom-current]').forEach((n) => n.removeAttribute('data-loom-current'));"
+        " window.jupyterapp.shell.currentWidget.node.setAttribute('data-loom-current', '1'); }"
+    )
+    return page.locator("[data-loom-current='1']")
+
+
+def close_notebook(page: Any) -> None:
+    """Close the current notebook and shut its kernel down (clicking through the dialogs)."""
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:close-and-shutdown'); }")
+    for _ in range(2):
+        button = page.locator(".jp-Dialog button.jp-mod-warn")
+        try:
+            button.first.click(timeout=3000)
+        except Exception:
+            break
