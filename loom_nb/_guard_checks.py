@@ -151,8 +151,11 @@ def check_json_value(
     in_tool_use: bool,
     max_nodes: int = MAX_TOOL_INPUT_NODES,
     max_depth: int = MAX_TOOL_INPUT_DEPTH,
-) -> None:
+) -> str | None:
     """Refuse ``value`` unless it is plain JSON of at most ``max_nodes`` nodes and ``max_depth`` levels.
+
+    Returns the value's canonical JSON (sorted keys, compact) when the fast check could vouch for
+    it, so the nonce encoder need not serialize it again; None when the exact walk had to decide.
 
     ``in_tool_use``: the value is (part of) a tool call, where an ``Untrusted`` or its JSON marker
     at any depth is a forged call (``untrusted_in_tool_use``) and the caps give
@@ -161,11 +164,12 @@ def check_json_value(
     ``bad_untrusted_value``. Iterative; stops at the first problem or after ``max_nodes`` nodes.
     The clean path keeps no paths; a problem is located by a second, path-keeping walk.
     """
-    if _plainly_fine(value, max_nodes, max_depth):
-        return
+    text = _plain_json(value, max_nodes, max_depth)
+    if text is not None:
+        return text
     problem = _scan(value, max_nodes, max_depth, keep_paths=False)
     if problem is None:
-        return
+        return None
     if problem[0] != "too_large":
         problem = _scan(value, max_nodes, max_depth, keep_paths=True) or problem
     kind, path = problem
@@ -219,12 +223,16 @@ def check_json_value(
     )
 
 
-_encode_strict = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":")).encode
+_encode_strict = json.JSONEncoder(
+    allow_nan=False, ensure_ascii=False, separators=(",", ":"), sort_keys=True
+).encode
 _decode = json.JSONDecoder().decode
 
 
-def _plainly_fine(value: Any, max_nodes: int, max_depth: int) -> bool:
+def _plain_json(value: Any, max_nodes: int, max_depth: int) -> str | None:
     """A C-speed sufficient test: ``value`` round-trips through JSON unchanged and is small and shallow.
+
+    Returns the canonical JSON text when it passes, None when the exact walk must decide.
 
     Every node takes at least one character of JSON and every level one bracket, so the text's
     length and bracket count bound the node count and the depth. A round trip that changes the
@@ -234,15 +242,16 @@ def _plainly_fine(value: Any, max_nodes: int, max_depth: int) -> bool:
     try:
         text = _encode_strict(value)
     except (TypeError, ValueError, RecursionError):
-        return False
+        return None
     if len(text) > max_nodes or text.count("[") + text.count("{") > max_depth:
-        return False
+        return None
     if UNTRUSTED_MARKER in text:
-        return False
+        return None
     try:
-        return bool(_decode(text) == value)
+        same = _decode(text) == value
     except RecursionError:  # pragma: no cover - depth is bounded above
-        return False
+        return None
+    return text if same else None
 
 
 def _key_step(key: str) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+from collections.abc import Mapping
 
 from loom_nb._guard_canonical import canonical_request_json
 from loom_nb.content import (
@@ -132,8 +133,13 @@ def fence_nonce(request: LlmRequest) -> str:
     request cannot know the hash of the request it is part of. (The canonical JSON is the exact
     string ``content.canonical_json`` gives, built by a faster encoder.)
     """
+    return request_nonce(request)
+
+
+def request_nonce(request: LlmRequest, known_inputs: Mapping[int, str] | None = None) -> str:
+    """``fence_nonce``, reusing tool inputs' canonical JSON the guard already has (see ``canonical_request_json``)."""
     try:
-        encoded = canonical_request_json(request).encode("utf-8")
+        encoded = canonical_request_json(request, known_inputs=known_inputs).encode("utf-8")
     except (ValueError, TypeError, RecursionError) as exc:
         raise GuardError(
             f"the request cannot be serialized to canonical JSON ({exc}); "

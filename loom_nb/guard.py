@@ -43,6 +43,7 @@ from loom_nb._guard_fence import (
     fence_untrusted_media,
     neutralize_fences,
     open_fence,
+    request_nonce,
 )
 from loom_nb._walk import MediaLocation, iter_media, part_path
 from loom_nb.content import (
@@ -122,7 +123,7 @@ def guard_request(
     dirty = [mi for mi, message in enumerate(messages) if walk.check_message(mi, message)]
     if not dirty:
         return req
-    nonce = fence_nonce(req) if walk.needs_nonce else ""
+    nonce = request_nonce(req, walk.input_json) if walk.needs_nonce else ""
     rebuilt = list(messages)
     for mi in dirty:
         message = messages[mi]
@@ -139,10 +140,11 @@ class _Walk:
     for every part would cost more than the checks themselves).
     """
 
-    __slots__ = ("declared", "inline_total", "max_inline", "max_total", "needs_nonce")
+    __slots__ = ("declared", "inline_total", "input_json", "max_inline", "max_total", "needs_nonce")
 
     def __init__(self, max_inline: int, max_total: int) -> None:
         self.declared: set[str] = set()
+        self.input_json: dict[int, str] = {}  # id(tool_use part) -> canonical JSON of its input
         self.inline_total = 0
         self.max_inline = max_inline
         self.max_total = max_total
@@ -183,13 +185,10 @@ class _Walk:
         user = message.role == "user"
         dirty = False
         for pi, part in enumerate(content):
-            kind = type(part)
-            if kind is TextPart:
-                assert isinstance(part, TextPart)
-                if part.origin is not None or not isinstance(part.text, str):
+            if isinstance(part, TextPart):
+                if part.origin is not None or type(part.text) is not str:
                     dirty = self._untrusted_text(part, user, mi, pi) or dirty
-            elif kind is ToolUsePart:
-                assert isinstance(part, ToolUsePart)
+            elif isinstance(part, ToolUsePart):
                 if user:
                     raise refuse(
                         "tool_use_outside_assistant",
@@ -199,8 +198,7 @@ class _Walk:
                         "assistant_message_of(response).",
                     )
                 self._tool_use(part, mi, pi)
-            elif kind is ToolResultPart:
-                assert isinstance(part, ToolResultPart)
+            elif isinstance(part, ToolResultPart):
                 if not user:
                     raise refuse(
                         "tool_result_outside_user",
@@ -209,8 +207,7 @@ class _Walk:
                         "Send tool results in the user message that follows the assistant turn.",
                     )
                 dirty = self._tool_result(part, mi, pi) or dirty
-            elif kind in _MEDIA:
-                assert isinstance(part, ImagePart | AudioPart | FilePart)
+            elif isinstance(part, _MEDIA):
                 if not user:
                     raise refuse(
                         "media_outside_user",
@@ -319,7 +316,9 @@ class _Walk:
         def where() -> str:
             return f"{part_path(mi, pi)}.input"
 
-        check_json_value(tool_input, where, in_tool_use=True)
+        text = check_json_value(tool_input, where, in_tool_use=True)
+        if text is not None:
+            self.input_json[id(part)] = text
         if isinstance(call_id, str):  # checked above; narrows for the type checker
             self.declared.add(call_id)
 
@@ -380,16 +379,13 @@ class _Walk:
             fence = True
         elif isinstance(content, list):
             for ri, item in enumerate(content):
-                kind = type(item)
-                if kind is TextPart:
-                    assert isinstance(item, TextPart)
+                if isinstance(item, TextPart):
                     if item.origin is not None or origin is not None or type(item.text) is not str:
                         at = part_path(mi, pi, ri)
                         _check_origin(item.origin, at)
                         _check_text_value(item.text, at)
                         fence = True
-                elif kind in _MEDIA:
-                    assert isinstance(item, ImagePart | AudioPart | FilePart)
+                elif isinstance(item, _MEDIA):
                     item_origin = item.origin if item.origin is not None else origin
                     dirty = self._media(item, item_origin, mi, pi, ri) or dirty
                 else:
