@@ -16,7 +16,14 @@ from loom_nb.render._html import STYLE, esc
 from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._source import Transcript, transcript_of
 from loom_nb.render._static import html_of_message, html_of_view
-from loom_nb.render._view import RenderContext, View, message_view, part_view, text_view
+from loom_nb.render._view import (
+    RenderContext,
+    View,
+    message_view,
+    part_view,
+    prefetch_images,
+    text_view,
+)
 from loom_nb.taint import Untrusted
 
 __all__ = [
@@ -54,6 +61,7 @@ def render_message(
 def transcript_views(transcript: Transcript, ctx: RenderContext) -> list[View]:
     """The message views of ``transcript`` (a system card first when it has a system prompt)."""
     ctx.learn_tools(transcript.messages)
+    prefetch_images(transcript.messages, ctx)
     views: list[View] = []
     if transcript.system is not None:
         system = transcript.system

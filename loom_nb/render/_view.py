@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +40,7 @@ from loom_nb.render._media import (
 from loom_nb.render._resolve import ContentReader, Unavailable, Viewer, fetch_bytes
 from loom_nb.taint import Untrusted, contains_untrusted
 
-__all__ = ["RenderContext", "View", "message_view", "part_view"]
+__all__ = ["RenderContext", "View", "message_view", "part_view", "prefetch_images"]
 
 View = dict[str, Any]
 
@@ -71,7 +73,7 @@ class RenderContext:
     """tool_use id -> tool name, so a result can name the call it answers."""
     media: dict[str, ImagePart | AudioPart | FilePart] = field(default_factory=dict)
     """view key -> media part, for the widget's on-demand full-size requests."""
-    _cache: dict[tuple[str, str], View] = field(default_factory=dict)
+    _cache: dict[tuple[str, str, str], View] = field(default_factory=dict)
 
     def learn_tools(self, messages: list[Message]) -> None:
         """Record the id -> name of every tool_use in ``messages`` (for result labels)."""
@@ -177,35 +179,67 @@ def _tool_result_view(part: ToolResultPart, ctx: RenderContext, key: str) -> Vie
 
 def _media_view(part: ImagePart | AudioPart | FilePart, ctx: RenderContext, key: str) -> View:
     ctx.media[key] = part
+    view = dict(_media_payload(part, ctx))
+    view["key"] = key
+    if isinstance(part, FilePart):
+        view["name"] = part.name
+    return view
+
+
+def _cache_key(part: ImagePart | AudioPart | FilePart) -> tuple[str, str, str]:
     source = part.source
-    address = source.ref.address if source.kind == "ref" else None
+    where = source.ref.address if source.kind == "ref" else _digest(source.data)
+    return (where, part.type, part.media_type)
+
+
+def _media_payload(part: ImagePart | AudioPart | FilePart, ctx: RenderContext) -> View:
+    """The view of a media part without its key and name (cached per source and type)."""
+    cache_key = _cache_key(part)
+    cached = ctx._cache.get(cache_key)
+    if cached is not None:
+        return cached
+    source = part.source
     view: View = {
         "kind": part.type,
-        "key": key,
         "media_type": part.media_type,
-        "address": address,
+        "address": source.ref.address if source.kind == "ref" else None,
         "size": source.ref.size if source.kind == "ref" else None,
         "unavailable": None,
     }
-    if isinstance(part, FilePart):
-        view["name"] = part.name
-    cache_key = (address or _digest(source.data if source.kind == "data" else ""), part.type)
-    cached = ctx._cache.get(cache_key)
-    if cached is not None:
-        return {**cached, "key": key, **({"name": part.name} if isinstance(part, FilePart) else {})}
     data = fetch_bytes(source, store=ctx.store, principal=ctx.principal)
     if isinstance(data, Unavailable):
         view["unavailable"] = data.describe()
-        return view
-    view["size"] = len(data)
-    if isinstance(part, ImagePart):
-        _fill_image(view, data, part.media_type, ctx)
-    elif isinstance(part, AudioPart):
-        _fill_audio(view, data, part.media_type, ctx)
     else:
-        _fill_file(view, data, part.media_type, ctx)
+        view["size"] = len(data)
+        if isinstance(part, ImagePart):
+            _fill_image(view, data, part.media_type, ctx)
+        elif isinstance(part, AudioPart):
+            _fill_audio(view, data, part.media_type, ctx)
+        else:
+            _fill_file(view, data, part.media_type, ctx)
     ctx._cache[cache_key] = view
     return view
+
+
+def prefetch_images(messages: list[Message], ctx: RenderContext) -> None:
+    """Decode and re-encode the transcript's images on a few threads (Pillow releases the GIL).
+
+    Only images: pdfium is not thread-safe, so PDFs are rendered one by one later.
+    """
+    images: dict[tuple[str, str, str], ImagePart] = {}
+    for message in messages:
+        for part in to_parts(message.content):
+            subs: list[Any] = [part]
+            if isinstance(part, ToolResultPart) and isinstance(part.content, list):
+                subs = list(part.content)
+            for sub in subs:
+                if isinstance(sub, ImagePart):
+                    images.setdefault(_cache_key(sub), sub)
+    if len(images) < 4:
+        return
+    workers = max(1, min(4, (os.cpu_count() or 1)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(lambda part: _media_payload(part, ctx), images.values()))
 
 
 def _digest(data: str) -> str:

@@ -53,7 +53,8 @@ class TranscriptView(anywidget.AnyWidget):
         principal: Viewer | None = None,
         **kwargs: Any,
     ) -> None:
-        self._ctx = RenderContext(store=store, principal=principal)
+        # One page image per PDF in the synced views: the pager fetches the others on demand.
+        self._ctx = RenderContext(store=store, principal=principal, pdf_pages=1)
         self._transcript = transcript_of([] if source is None else source)
         self._internal = True
         super().__init__(
@@ -76,7 +77,7 @@ class TranscriptView(anywidget.AnyWidget):
         # A user assignment: messages (or dicts) become a new transcript, rendered here.
         messages = [message_of(item, n) for n, item in enumerate(proposal["value"])]
         self._transcript = Transcript(messages, self._transcript.system, self._transcript.tools)
-        self._ctx = RenderContext(store=self._ctx.store, principal=self._ctx.principal)
+        self._ctx = RenderContext(store=self._ctx.store, principal=self._ctx.principal, pdf_pages=1)
         self.header = transcript_header(self._transcript)
         return transcript_views(self._transcript, self._ctx)
 

@@ -86,6 +86,12 @@ def test_widget_renders_media_fence_and_linked_pair(
     # the pager shows page images
     tv.locator(".loom-pdf .loom-pager button").nth(1).click()
     tv.locator(".loom-pdf .loom-page-label").filter(has_text="page 1 / 3").wait_for()
+    tv.locator(".loom-pdf .loom-pager button").nth(1).click()  # page 2 comes from the kernel
+    tv.locator(".loom-pdf .loom-page-label").filter(has_text="page 2 / 3").wait_for()
+    page.wait_for_function(
+        "(img) => !img.hidden && img.complete && img.naturalWidth > 0",
+        arg=tv.locator(".loom-pdf img.loom-page").element_handle(),
+    )
     page.screenshot(path=str(SCREENSHOTS / "transcript-media.png"))
     result = tv.locator(".loom-tool-result")
     result.scroll_into_view_if_needed()

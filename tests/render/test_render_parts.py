@@ -452,3 +452,26 @@ def test_to_html_writes_a_standalone_page_with_a_script_free_policy(tmp_path: ob
     assert "default-src 'none'" in page
     assert "<title>&lt;x&gt;</title>" in page
     assert "&lt;b&gt;hello&lt;/b&gt;" in page
+
+
+def test_many_store_images_render_through_the_threaded_prefetch(tmp_path: object) -> None:
+    """Six refs (prefetched on worker threads) each show for the owner and none for another tenant."""
+    from pathlib import Path
+
+    from loom_nb.store import LocalContentStore, Principal
+
+    with LocalContentStore(Path(str(tmp_path)) / "s") as real:
+        refs = [real.put(media.png((100 + n, 80)), "acme") for n in range(6)]
+        msgs = [
+            Message(
+                role="user",
+                content=[ImagePart(media_type="image/png", source=RefSource(ref=r)) for r in refs],
+            )
+        ]
+        assert (
+            render_transcript(msgs, store=real, principal=Principal("acme")).count("data:image/png")
+            == 6
+        )
+        denied = render_transcript(msgs, store=real, principal=Principal("zed"))
+        assert denied.count("not authorized for tenant zed") == 6
+        assert "data:image" not in denied
