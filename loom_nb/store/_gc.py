@@ -83,20 +83,18 @@ def sweep_unpinned_content(
     for entry in store.list():
         if entry.address in cited:
             pinned.append(entry.address)
-        elif entry.last_put < cutoff:
-            size = entry.size
-            if reclaim_orphans:
-                size = store.purge(entry.address, older_than=cutoff)
-            if not reclaim_orphans or size:
-                reclaimed.append(entry.address)
-                reclaimed_bytes += size
-                continue
+        elif entry.last_put < cutoff and (
+            not reclaim_orphans or store.purge(entry.address, older_than=cutoff)
+        ):
+            reclaimed.append(entry.address)
+            reclaimed_bytes += entry.size
+            continue
         kept.append(entry.address)
         kept_bytes += entry.size
     return SweepReport(
         dry_run=not reclaim_orphans,
         pinned=tuple(pinned),
-        kept=tuple(sorted(pinned + kept)),
+        kept=tuple(kept),
         reclaimed=tuple(reclaimed),
         kept_bytes=kept_bytes,
         reclaimed_bytes=reclaimed_bytes,

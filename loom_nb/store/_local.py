@@ -177,26 +177,27 @@ class LocalContentStore:
                 self._blob(address).unlink(missing_ok=True)
             return True
 
-    def purge(self, address: str, *, older_than: datetime | None = None) -> int:
-        """Erase the blob and every tenant row; returns the bytes reclaimed (0 when nothing was).
+    def purge(self, address: str, *, older_than: datetime | None = None) -> bool:
+        """Erase the blob and every tenant row; False when there was nothing to erase.
 
         With ``older_than`` nothing is erased if any tenant put the blob at or after that time.
         """
         check_address(address)
         with self._write() as db:
-            row = db.execute(
-                "SELECT MAX(size), MAX(last_put) FROM content WHERE address = ?", (address,)
+            (last_put,) = db.execute(
+                "SELECT MAX(last_put) FROM content WHERE address = ?", (address,)
             ).fetchone()
-            if row[1] is not None and older_than is not None and row[1] >= older_than.timestamp():
-                return 0
-            db.execute("DELETE FROM content WHERE address = ?", (address,))
+            if (
+                last_put is not None
+                and older_than is not None
+                and last_put >= older_than.timestamp()
+            ):
+                return False
+            rows = db.execute("DELETE FROM content WHERE address = ?", (address,)).rowcount
             blob = self._blob(address)
-            try:
-                size = blob.stat().st_size
-                blob.unlink()
-            except FileNotFoundError:
-                return 0
-            return size
+            present = blob.exists()
+            blob.unlink(missing_ok=True)
+            return present or rows > 0
 
     # -- reading ---------------------------------------------------------------------------------
 

@@ -79,8 +79,8 @@ class ContentStore(Protocol):
         """Every stored blob, ordered by address."""
         ...
 
-    def purge(self, address: str, *, older_than: datetime | None = None) -> int:
-        """Erase the blob and all its tenants (for garbage collection); returns the bytes reclaimed.
+    def purge(self, address: str, *, older_than: datetime | None = None) -> bool:
+        """Erase the blob and all its tenants (for garbage collection); False when nothing was erased.
 
         With ``older_than``, nothing happens if any tenant stored the blob at or after that time
         (a put racing the sweep wins).

@@ -1,0 +1,216 @@
+"""LocalContentStore: atomic sharded blobs, verified reads, a tenant set per address, multi-process safety."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from loom_nb.content import ContentRef
+from loom_nb.errors import ContentIntegrityError, ContentNotFoundError, StoreError
+from loom_nb.store import ContentStore, LocalContentStore
+
+
+def _address(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _blob_path(root: Path, address: str) -> Path:
+    digest = address.removeprefix("sha256:")
+    return root / "objects" / digest[:2] / digest[2:]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalContentStore:
+    with LocalContentStore(tmp_path / "store") as opened:
+        yield opened
+
+
+def test_put_returns_sized_ref_and_get_round_trips(store: LocalContentStore) -> None:
+    """put returns the sha256 address with the size, and get returns exactly those bytes."""
+    ref = store.put(b"hello world", "alice")
+    assert ref == ContentRef(address=_address(b"hello world"), size=11)
+    assert store.get(ref.address) == b"hello world"
+    assert store.has(ref.address)
+    assert isinstance(store, ContentStore)
+
+
+def test_blob_lives_in_a_sharded_file_and_no_temp_file_is_left(
+    store: LocalContentStore, tmp_path: Path
+) -> None:
+    """The blob is objects/<2 hex>/<62 hex> and the put leaves nothing in tmp/."""
+    ref = store.put(b"sharded", "alice")
+    assert _blob_path(tmp_path / "store", ref.address).read_bytes() == b"sharded"
+    assert list((tmp_path / "store" / "tmp").iterdir()) == []
+
+
+def test_empty_blob_is_a_valid_blob(store: LocalContentStore) -> None:
+    """Zero bytes store and read back like any other blob."""
+    ref = store.put(b"", "alice")
+    assert ref.size == 0
+    assert store.get(ref.address) == b""
+
+
+def test_identical_bytes_from_two_tenants_are_one_blob(
+    store: LocalContentStore, tmp_path: Path
+) -> None:
+    """Dedupe: two tenants storing the same bytes share one file, and both are in the tenant set."""
+    a = store.put(b"shared", "alice")
+    b = store.put(b"shared", "bob")
+    assert a == b
+    assert store.tenants(a.address) == {"alice", "bob"}
+    assert len(list((tmp_path / "store" / "objects").rglob("*"))) == 2  # one shard dir, one file
+    assert [e.address for e in store.list()] == [a.address]
+
+
+@pytest.mark.parametrize("order", [("alice", "bob"), ("bob", "alice")])
+def test_deletes_in_either_order_erase_the_blob_only_when_the_set_empties(
+    store: LocalContentStore, tmp_path: Path, order: tuple[str, str]
+) -> None:
+    """A tenant's delete removes only that tenant; the blob goes when the last tenant deletes."""
+    ref = store.put(b"shared", "alice")
+    store.put(b"shared", "bob")
+    first, second = order
+    assert store.delete(ref.address, first) is True
+    assert store.tenants(ref.address) == {second}
+    assert store.get(ref.address) == b"shared"
+    assert store.delete(ref.address, first) is False  # already gone for that tenant
+    assert store.delete(ref.address, second) is True
+    assert store.tenants(ref.address) == set()
+    assert not store.has(ref.address)
+    assert not _blob_path(tmp_path / "store", ref.address).exists()
+    with pytest.raises(ContentNotFoundError):
+        store.get(ref.address)
+
+
+def test_corrupted_blob_raises_instead_of_returning_wrong_bytes(
+    store: LocalContentStore, tmp_path: Path
+) -> None:
+    """A blob altered on disk fails its hash check on read: ContentIntegrityError, never the bytes."""
+    ref = store.put(b"precious bytes", "alice")
+    path = _blob_path(tmp_path / "store", ref.address)
+    path.chmod(0o600)
+    path.write_bytes(b"precious bytez")
+    with pytest.raises(ContentIntegrityError) as info:
+        store.get(ref.address)
+    assert info.value.code == "content_corrupted"
+    assert ref.address in info.value.message
+
+
+def test_missing_and_malformed_addresses_are_clear_errors(store: LocalContentStore) -> None:
+    """An absent blob is ContentNotFoundError; a malformed address is StoreError invalid_address."""
+    with pytest.raises(ContentNotFoundError):
+        store.get(_address(b"never stored"))
+    with pytest.raises(ContentNotFoundError):
+        store.stat(_address(b"never stored"))
+    for bad in ["sha256:XYZ", "md5:" + "0" * 32, "../../etc/passwd", 42]:
+        with pytest.raises(StoreError) as info:
+            store.get(bad)  # type: ignore[arg-type]
+        assert info.value.code == "invalid_address"
+
+
+def test_bad_tenant_and_bad_data_are_refused(store: LocalContentStore) -> None:
+    """An empty tenant or a non-bytes payload is refused with a stable code."""
+    with pytest.raises(StoreError) as info:
+        store.put(b"x", "  ")
+    assert info.value.code == "invalid_tenant"
+    with pytest.raises(StoreError) as info:
+        store.put("text", "alice")  # type: ignore[arg-type]
+    assert info.value.code == "invalid_data"
+
+
+def test_put_file_streams_in_chunks_and_matches_put(
+    store: LocalContentStore, tmp_path: Path
+) -> None:
+    """put_file hashes while copying in chunks (progress advances several times) and equals put."""
+    data = bytes(range(256)) * (3 * 4096 + 17)  # a little over 3 MiB
+    source = tmp_path / "clip.bin"
+    source.write_bytes(data)
+    calls: list[tuple[int, int | None]] = []
+    ref = store.put_file(source, "alice", progress=lambda done, total: calls.append((done, total)))
+    assert ref == ContentRef(address=_address(data), size=len(data))
+    assert len(calls) >= 4
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+    assert calls[-1] == (len(data), len(data))
+    assert store.get(ref.address) == data
+
+
+def test_put_file_of_a_missing_file_is_a_store_error(
+    store: LocalContentStore, tmp_path: Path
+) -> None:
+    """A path that cannot be read is StoreError unreadable_file, not a bare OSError."""
+    with pytest.raises(StoreError) as info:
+        store.put_file(tmp_path / "nope.bin", "alice")
+    assert info.value.code == "unreadable_file"
+
+
+def test_stat_reports_size_times_and_tenants(tmp_path: Path) -> None:
+    """stat gives the size, the first put time, the last put time and every tenant."""
+    times = iter([datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 5, tzinfo=UTC)])
+    with LocalContentStore(tmp_path / "s", clock=lambda: next(times)) as store:
+        ref = store.put(b"abc", "alice")
+        store.put(b"abc", "bob")
+        entry = store.stat(ref.address)
+    assert entry.size == 3
+    assert entry.created == datetime(2026, 1, 1, tzinfo=UTC)
+    assert entry.last_put == datetime(2026, 1, 5, tzinfo=UTC)
+    assert entry.tenants == {"alice", "bob"}
+
+
+def test_index_survives_reopening(tmp_path: Path) -> None:
+    """A store reopened from the same directory sees the blobs and tenants stored before."""
+    with LocalContentStore(tmp_path / "s") as store:
+        ref = store.put(b"persist", "alice")
+    with LocalContentStore(tmp_path / "s") as store:
+        assert store.tenants(ref.address) == {"alice"}
+        assert store.get(ref.address) == b"persist"
+
+
+def test_purge_respects_a_newer_put(tmp_path: Path) -> None:
+    """purge(older_than=...) leaves a blob re-stored after the cutoff, and erases an older one."""
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    with LocalContentStore(tmp_path / "s", clock=lambda: now) as store:
+        ref = store.put(b"racy", "alice")
+        assert store.purge(ref.address, older_than=now) is False
+        assert store.has(ref.address)
+        assert store.purge(ref.address, older_than=now + timedelta(seconds=1)) is True
+        assert not store.has(ref.address)
+        assert store.tenants(ref.address) == set()
+        assert store.purge(ref.address) is False
+
+
+def _writer(root: str, worker: int, count: int) -> None:
+    with LocalContentStore(root) as store:
+        for i in range(count):
+            store.put(f"shared-{i}".encode(), f"tenant-{worker}")
+            store.put(f"own-{worker}-{i}".encode(), f"tenant-{worker}")
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+    """Concurrent writers in separate processes: every blob and every tenant row survives."""
+    root = str(tmp_path / "shared")
+    LocalContentStore(root).close()
+    context = multiprocessing.get_context(
+        "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    )
+    count = 40
+    workers = [context.Process(target=_writer, args=(root, w, count)) for w in range(2)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(60)
+        assert process.exitcode == 0
+    with LocalContentStore(root) as store:
+        entries = {e.address: e for e in store.list()}
+        assert len(entries) == count + 2 * count
+        for i in range(count):
+            shared = _address(f"shared-{i}".encode())
+            assert entries[shared].tenants == {"tenant-0", "tenant-1"}
+            assert store.get(shared) == f"shared-{i}".encode()
+            for w in range(2):
+                own = _address(f"own-{w}-{i}".encode())
+                assert store.get(own) == f"own-{w}-{i}".encode()
+    assert list((Path(root) / "tmp").iterdir()) == []
