@@ -54,15 +54,22 @@ _MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m001_initial,)
 class LocalContentStore:
     """A content store on the local disk: sharded blob files plus a SQLite index (safe across processes).
 
-    ``LocalContentStore(path)`` creates the directory if needed. ``put`` / ``put_file`` return a
+    ``LocalContentStore(path)`` creates the directory if needed. ``durable=False`` skips the
+    fsyncs (a crash may then lose recent puts; never returns wrong bytes): for scratch stores. ``put`` / ``put_file`` return a
     ``ContentRef`` with the size; identical bytes are stored once whoever stores them, and each
     tenant is recorded against the address.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, clock: Callable[[], datetime] | None = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durable: bool = True,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.path = Path(path)
+        self.durable = durable
+        """Whether puts reach the disk before returning (fsync); False only for scratch stores."""
         self._clock = clock or (lambda: datetime.now(UTC))
         self._objects = self.path / "objects"
         self._tmp = self.path / "tmp"
@@ -74,7 +81,7 @@ class LocalContentStore:
             )
             self._db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = FULL")
+            self._db.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(
                 f"cannot open the content store at {self.path}: {exc}. Check that the directory "
@@ -285,7 +292,11 @@ class LocalContentStore:
         try:
             with os.fdopen(fd, "wb", buffering=0) as out:
                 fill(out)
-                os.fsync(out.fileno())
+                if self.durable:
+                    _sync = getattr(
+                        os, "fdatasync", os.fsync
+                    )  # the size is all the metadata we need
+                    _sync(out.fileno())
         except BaseException:
             Path(name).unlink(missing_ok=True)
             raise
@@ -303,7 +314,8 @@ class LocalContentStore:
                     blob.parent.mkdir(exist_ok=True)
                     os.replace(tmp, blob)
                     tmp = None
-                    _fsync_dir(blob.parent)
+                    if self.durable:
+                        _fsync_dir(blob.parent)
                 db.execute(
                     "INSERT INTO content (address, tenant, size, created, last_put)"
                     " VALUES (?, ?, ?, ?, ?) ON CONFLICT (address, tenant)"
