@@ -31,12 +31,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from loom_nb._walk import iter_media
 from loom_nb.content import (
-    AudioPart,
     ContentRef,
     DataSource,
-    FilePart,
-    ImagePart,
     LlmRequest,
     Message,
     Part,
@@ -51,8 +49,6 @@ __all__ = ["MAX_CONCURRENT_FETCHES", "resolve_request_content"]
 
 MAX_CONCURRENT_FETCHES = 4
 """At most this many fetches are in flight for one request (decision 4)."""
-
-_MEDIA = (ImagePart, AudioPart, FilePart)
 
 
 @dataclass(frozen=True)
@@ -76,17 +72,14 @@ class _Failure:
 
 
 def _sites(request: LlmRequest) -> Iterator[_Site]:
-    for i, message in enumerate(request.messages):
-        if isinstance(message.content, str):
-            continue
-        for j, part in enumerate(message.content):
-            if isinstance(part, _MEDIA) and isinstance(part.source, RefSource):
-                yield _Site(i, j, None, part.source.ref, part.origin is not None)
-            elif isinstance(part, ToolResultPart) and isinstance(part.content, list):
-                for k, inner in enumerate(part.content):
-                    if isinstance(inner, _MEDIA) and isinstance(inner.source, RefSource):
-                        untrusted = inner.origin is not None or part.origin is not None
-                        yield _Site(i, j, k, inner.source.ref, untrusted)
+    """Every media part whose source is a ref, found by the walk the guard uses (``iter_media``)."""
+    for found in iter_media(request):
+        source = found.part.source
+        if isinstance(source, RefSource):
+            untrusted = found.untrusted_origin is not None
+            yield _Site(
+                found.message_index, found.part_index, found.item_index, source.ref, untrusted
+            )
 
 
 async def resolve_request_content(
