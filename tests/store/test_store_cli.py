@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from pathlib import Path
@@ -10,6 +11,8 @@ import pytest
 
 from loom_nb.cli import main
 from loom_nb.cli.store import parse_ttl
+from loom_nb.content import ImagePart, RefSource
+from loom_nb.journal import Journal
 from loom_nb.store import LocalContentStore
 
 
@@ -204,3 +207,31 @@ def test_parse_ttl_rejects_other_text(capsys: pytest.CaptureFixture[str], tmp_pa
     """An unreadable --ttl exits 1 with the invalid_ttl code."""
     assert main(["store", "gc", "--ttl", "7 days", "--dry-run", "--store", str(tmp_path)]) == 1
     assert "[invalid_ttl]" in capsys.readouterr().err
+
+
+def test_gc_reads_a_journal_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """gc --journal scans a real Journal: a blob a journaled step output cites as a media ref is kept."""
+    store_dir = tmp_path / "s"
+    with LocalContentStore(store_dir) as store:
+        cited = store.put(b"cited pixels", "t")
+        orphan = store.put(b"orphan pixels", "t")
+    part = ImagePart(media_type="image/png", source=RefSource(ref=cited)).model_dump(mode="json")
+    journal_path = tmp_path / "runs.sqlite"
+    journal = Journal(journal_path)
+    asyncio.run(journal.execution("run-1").execute("snap", lambda _: {"parts": [part]}))
+    journal.close()
+    args = [
+        "store",
+        "gc",
+        "--ttl",
+        "0s",
+        "--journal",
+        str(journal_path),
+        "--store",
+        str(store_dir),
+        "--json",
+    ]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["pinned"] == [cited.address]
+    assert report["reclaimed"] == [orphan.address]
