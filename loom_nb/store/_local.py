@@ -24,6 +24,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +39,7 @@ __all__ = ["LocalContentStore"]
 
 _CHUNK = 1 << 20
 _BUSY_TIMEOUT_MS = 60_000
+_STALE_TEMP_SECONDS = 24 * 3600
 
 
 def _m001_initial(db: sqlite3.Connection) -> None:
@@ -89,6 +91,7 @@ class LocalContentStore:
                 code="store_unavailable",
             ) from exc
         self._lock = threading.RLock()
+        self._remove_stale_temps()
         with self._write() as db:
             version: int = db.execute("PRAGMA user_version").fetchone()[0]
             for migrate in _MIGRATIONS[version:]:
@@ -128,7 +131,7 @@ class LocalContentStore:
             )
         view = memoryview(data)
         address = "sha256:" + hashlib.sha256(view).hexdigest()
-        if self._blob(address).exists():  # dedupe: no second copy; _commit re-checks under the lock
+        if _size_of(self._blob(address)) == view.nbytes:  # dedupe: no second copy
             with contextlib.suppress(_BlobVanished):
                 return self._commit(address, view.nbytes, tenant, None)
         tmp = self._write_temp(lambda out: out.write(view))
@@ -209,10 +212,15 @@ class LocalContentStore:
     # -- reading ---------------------------------------------------------------------------------
 
     def get(self, address: str) -> bytes:
-        """The bytes at ``address``, re-hashed on every read (corruption raises, never returns)."""
+        """The bytes at ``address``, re-hashed on every read (corruption raises, never returns).
+
+        A corrupted file is moved aside to ``corrupt/`` so that the next put of the original
+        bytes writes a sound copy.
+        """
         check_address(address)
         try:
             with self._blob(address).open("rb") as blob:
+                inode = os.fstat(blob.fileno()).st_ino
                 data = blob.read()
         except FileNotFoundError as exc:
             raise ContentNotFoundError(
@@ -221,9 +229,10 @@ class LocalContentStore:
                 address=address,
             ) from exc
         if "sha256:" + hashlib.sha256(data).hexdigest() != address:
+            self._quarantine(address, inode)
             raise ContentIntegrityError(
                 f"the blob for {address} in {self.path} does not hash to its address (corrupted on "
-                "disk); delete it and store the original bytes again.",
+                "disk); it was moved to corrupt/. Store the original bytes again to repair it.",
                 address=address,
             )
         return data
@@ -287,6 +296,23 @@ class LocalContentStore:
             for key, group in grouped.items()
         ]
 
+    def _quarantine(self, address: str, inode: int) -> None:
+        """Move a corrupted blob aside, unless a put replaced it since it was read."""
+        blob = self._blob(address)
+        aside = self.path / "corrupt" / address[7:]
+        with self._write(), contextlib.suppress(OSError):
+            if blob.stat().st_ino == inode:
+                aside.parent.mkdir(exist_ok=True)
+                os.replace(blob, aside)
+
+    def _remove_stale_temps(self) -> None:
+        """Delete temp files a crashed put left behind (a day old: no live put is that slow)."""
+        cutoff = time.time() - _STALE_TEMP_SECONDS
+        for leftover in self._tmp.glob("put-*"):
+            with contextlib.suppress(OSError):
+                if leftover.stat().st_mtime < cutoff:
+                    leftover.unlink()
+
     def _write_temp(self, fill: Callable[[BinaryIO], object]) -> Path:
         fd, name = tempfile.mkstemp(dir=self._tmp, prefix="put-")
         try:
@@ -303,14 +329,19 @@ class LocalContentStore:
         return Path(name)
 
     def _commit(self, address: str, size: int, tenant: str, tmp: Path | None) -> ContentRef:
-        """Move the blob into place (unless present) and record the tenant, in one transaction."""
+        """Move the blob into place and record the tenant, in one transaction.
+
+        With ``tmp`` the fresh copy always replaces the file: identical bytes if it was sound, a
+        repair if it had been damaged. Without ``tmp`` (dedupe) the file must still be there.
+        """
         now = self._clock().timestamp()
         blob = self._blob(address)
         try:
             with self._write() as db:
-                if not blob.exists():
-                    if tmp is None:  # deleted since put() looked: the caller writes it after all
+                if tmp is None:
+                    if _size_of(blob) != size:  # deleted or damaged since put() looked
                         raise _BlobVanished
+                else:
                     blob.parent.mkdir(exist_ok=True)
                     os.replace(tmp, blob)
                     tmp = None
@@ -349,6 +380,14 @@ class LocalContentStore:
 
 class _BlobVanished(Exception):
     """Internal: a blob seen before the lock was deleted by the time the lock was held."""
+
+
+def _size_of(path: Path) -> int | None:
+    """The file's size, or None when it does not exist."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None
 
 
 def _fsync_dir(directory: Path) -> None:

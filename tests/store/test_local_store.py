@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
+import os
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -91,13 +93,41 @@ def test_corrupted_blob_raises_instead_of_returning_wrong_bytes(
 ) -> None:
     """A blob altered on disk fails its hash check on read: ContentIntegrityError, never the bytes."""
     ref = store.put(b"precious bytes", "alice")
-    path = _blob_path(tmp_path / "store", ref.address)
-    path.chmod(0o600)
-    path.write_bytes(b"precious bytez")
+    _blob_path(tmp_path / "store", ref.address).write_bytes(b"precious bytez")
     with pytest.raises(ContentIntegrityError) as info:
         store.get(ref.address)
     assert info.value.code == "content_corrupted"
     assert ref.address in info.value.message
+    assert not store.has(ref.address)  # moved aside to corrupt/
+    assert store.put(b"precious bytes", "alice") == ref  # storing the original again repairs it
+    assert store.get(ref.address) == b"precious bytes"
+
+
+def test_put_file_repairs_a_blob_damaged_without_changing_size(
+    store: LocalContentStore, tmp_path: Path
+) -> None:
+    """put_file always lays down its fresh copy, so a damaged same-size blob is repaired."""
+    ref = store.put(b"original", "alice")
+    _blob_path(tmp_path / "store", ref.address).write_bytes(b"0riginal")
+    source = tmp_path / "original.bin"
+    source.write_bytes(b"original")
+    assert store.put_file(source, "bob") == ref
+    assert store.get(ref.address) == b"original"
+    assert store.tenants(ref.address) == {"alice", "bob"}
+
+
+def test_stale_temp_files_are_removed_on_open(tmp_path: Path) -> None:
+    """A temp file a crashed put left a day ago is deleted when the store is next opened; a fresh one stays."""
+    LocalContentStore(tmp_path / "s").close()
+    old = tmp_path / "s" / "tmp" / "put-crashed"
+    fresh = tmp_path / "s" / "tmp" / "put-running"
+    old.write_bytes(b"partial")
+    fresh.write_bytes(b"partial")
+    day_ago = time.time() - 2 * 24 * 3600
+    os.utime(old, (day_ago, day_ago))
+    LocalContentStore(tmp_path / "s").close()
+    assert not old.exists()
+    assert fresh.exists()
 
 
 def test_missing_and_malformed_addresses_are_clear_errors(store: LocalContentStore) -> None:
