@@ -4,6 +4,7 @@ Layout under the store directory::
 
     objects/ab/cdef...      one file per blob, named by its sha256 hex (first two digits shard)
     tmp/                    puts in progress (same file system, so the final rename is atomic)
+    corrupt/                blobs that failed their hash check on read, moved aside
     index.sqlite3           rows (address, tenant, size, created, last_put); WAL mode
 
 A put streams into a temporary file while hashing, fsyncs it, then, holding SQLite's write lock,
@@ -12,7 +13,8 @@ row and unlinks the blob when no row remains, also under that lock. Because ever
 set of blob files happens inside a write transaction, two processes sharing the store cannot
 interleave a put and the last delete of the same address into "row without blob". Reads need no
 lock: a blob file is immutable once renamed, and every read re-hashes it, so a corrupted file
-raises ``ContentIntegrityError`` instead of returning wrong bytes.
+raises ``ContentIntegrityError`` instead of returning wrong bytes (and is moved aside, so storing
+the original bytes again repairs it).
 """
 
 from __future__ import annotations
