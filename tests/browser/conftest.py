@@ -42,8 +42,10 @@ def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jupyter
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def _browser() -> Iterator[Any]:
+    # Module scope, not session: Playwright's sync API keeps an event loop running in this thread
+    # while it is open, which would break every async test collected after the browser tests.
     _require_browser()
     from playwright.sync_api import sync_playwright
 
