@@ -223,19 +223,27 @@ def _open_workdir(root: Path) -> tuple[Path, LocalContentStore, Journal]:
     return root, store, Journal(root / "journal.sqlite", store=store)
 
 
+def _journal_flag(root: Path) -> str:
+    default = Path(".loom").resolve()
+    return "" if root.resolve() == default else f" --journal {root / 'journal.sqlite'}"
+
+
 def _say(out: Callable[[str], None], text: str) -> None:
     out(text)
 
 
 async def run_demo(
-    workdir: str | Path = "loom-demo",
+    workdir: str | Path = ".loom",
     *,
     approve: bool = True,
     out: Callable[[str], None] = print,
     stream: Callable[[str], None] | None = None,
     on_call: Callable[[str], None] | None = None,
 ) -> DemoRun:
-    """Run the demo agent offline under ``workdir`` and write ``transcript.html`` there.
+    """Run the demo agent offline under ``workdir`` and write its transcript as ``demo-N.html`` there.
+
+    The defaults put the store and the journal where the ``loom-nb store`` and ``loom-nb journal``
+    commands look (``.loom/store``, ``.loom/journal.sqlite``), so the run can be inspected with them.
 
     The run parks on ``send_email``; the demo then resumes the same execution with the decision
     ``approve`` (as a person would, from a notebook or another process). ``out`` receives progress
@@ -299,7 +307,7 @@ async def run_demo(
         _say(out, f"  answer   {result.text}")
     html_path = to_html(
         result.messages,
-        root / "transcript.html",
+        root / f"{execution_id}.html",
         store=store,
         principal=principal,
         title=f"loom_nb demo: {execution_id}",
@@ -307,6 +315,7 @@ async def run_demo(
     steps = sum(1 for e in journal.events(execution_id) if e.kind == "step_completed")
     _say(out, f"\n  {result.status} after {result.turns} turns; {steps} journaled steps")
     _say(out, f"  transcript: {html_path}")
+    _say(out, f"  inspect: loom-nb journal show {execution_id}" + _journal_flag(root))
     _say(out, "  next: open the notebooks with `jupyter lab notebooks/`")
     journal.close()
     return DemoRun(

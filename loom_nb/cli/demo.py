@@ -23,8 +23,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--dir",
-        default="loom-demo",
-        help="where the store, journal and HTML go (default: ./loom-demo)",
+        default=".loom",
+        help="where the store, journal and HTML go (default: ./.loom, where the store and "
+        "journal commands look)",
     )
     parser.add_argument(
         "--decline", action="store_true", help="decline the email instead of approving it"

@@ -89,6 +89,29 @@ def test_cli_demo_prints_progress_and_the_html_path(tmp_path: Path) -> None:
     assert "call     chart" in out.stdout
     assert "parked   waiting for approval: send_email" in out.stdout
     assert "Briefing sent to the board." in out.stdout
-    assert f"transcript: {tmp_path / 'd' / 'transcript.html'}" in out.stdout
+    assert f"transcript: {tmp_path / 'd' / 'demo-1.html'}" in out.stdout
+    assert (
+        f"loom-nb journal show demo-1 --journal {tmp_path / 'd' / 'journal.sqlite'}" in out.stdout
+    )
     assert "jupyter lab notebooks/" in out.stdout
-    assert (tmp_path / "d" / "transcript.html").exists()
+    assert (tmp_path / "d" / "demo-1.html").exists()
+
+
+def test_cli_demo_defaults_to_where_the_store_and_journal_commands_look(tmp_path: Path) -> None:
+    """With no --dir the demo writes .loom/, so `loom-nb journal ls` finds the run with no flags."""
+    run = [sys.executable, "-m", "loom_nb"]
+    subprocess.run([*run, "demo"], cwd=tmp_path, capture_output=True, timeout=120, check=True)
+    listed = subprocess.run(
+        [*run, "journal", "ls"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert listed.stdout.startswith("demo-1\tcompleted")
+    stored = subprocess.run(
+        [*run, "store", "ls"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert len(stored.stdout.splitlines()) == 2  # the memo PDF and the chart
+    assert (tmp_path / ".loom" / "demo-1.html").exists()
