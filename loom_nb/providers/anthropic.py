@@ -16,11 +16,9 @@ from typing import Any
 
 import httpx
 
-from loom_nb.capabilities import Capabilities, assert_request_supported, default_capabilities
-from loom_nb.content import LlmRequest, LlmResponse, parse_request
+from loom_nb.capabilities import Capabilities
+from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ProviderError
-from loom_nb.guard import guard_request
-from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import (
     DEFAULT_TIMEOUT,
@@ -28,9 +26,8 @@ from loom_nb.providers._http import (
     SseEvent,
     http_error,
     resolve_api_key,
-    send_json,
-    stream_json,
 )
+from loom_nb.providers._http_provider import HttpProvider, error_body
 from loom_nb.providers.anthropic_wire import (
     RETRYABLE_ERROR_TYPES,
     AnthropicStreamAssembler,
@@ -50,7 +47,7 @@ ANTHROPIC_VERSION = "2023-06-01"
 VENDOR = "Anthropic"
 
 
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """Claude models through the Anthropic Messages API.
 
     ``AnthropicProvider("claude-sonnet-4-5")`` reads ``ANTHROPIC_API_KEY``; pass ``api_key=`` to
@@ -58,7 +55,12 @@ class AnthropicProvider:
     (images and PDF for claude-3 and later on the default endpoint, nothing elsewhere).
     ``http_client`` lets a caller inject an ``httpx.AsyncClient`` (tests use
     ``httpx.MockTransport``); otherwise the provider owns one, closed by ``aclose()``.
+    ``stream`` sends the body with ``stream: true``.
     """
+
+    _VENDOR = VENDOR
+    _CAPABILITIES_KEY = "anthropic"
+    _REQUIRES_OBJECT = False  # anthropic_response refuses a non-object with its own message
 
     def __init__(
         self,
@@ -73,56 +75,28 @@ class AnthropicProvider:
         timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
-        self.model = model
-        self.base_url = base_url
         self.max_tokens = max_tokens
         self._key = resolve_api_key(api_key, "ANTHROPIC_API_KEY", VENDOR)
-        self._url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/v1/messages"
-        self._capabilities = (
-            capabilities
-            if capabilities is not None
-            else default_capabilities("anthropic", model, base_url)
+        super().__init__(
+            model,
+            base_url=base_url,
+            url=(base_url or DEFAULT_BASE_URL).rstrip("/") + "/v1/messages",
+            capabilities=capabilities,
+            http_client=http_client,
+            max_retries=max_retries,
+            timeout=timeout,
+            retry_policy=retry_policy,
         )
-        self._owns_client = http_client is None
-        self._client = http_client if http_client is not None else httpx.AsyncClient()
-        self._policy = retry_policy or RetryPolicy(max_retries=max_retries)
-        self._timeout = timeout
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(model={self.model!r}, base_url={self._url!r})"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """The media this provider accepts; anything else is refused before any I/O."""
-        return self._capabilities
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if the provider created it (an injected one is the caller's)."""
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def __aenter__(self) -> AnthropicProvider:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def wire_body(
         self, request: LlmRequest | Mapping[str, Any], *, stream: bool = False
     ) -> dict[str, Any]:
         """The exact JSON body ``complete`` (or ``stream``) would send, after the checks and the guard."""
-        guarded = self._prepare(request)
-        return anthropic_request_body(
-            guarded, model=self.model, max_tokens=self.max_tokens, stream=stream
-        )
+        return self._wire_body(request, stream=stream)
 
-    def _prepare(self, request: LlmRequest | Mapping[str, Any]) -> LlmRequest:
-        parsed = parse_request(request)
-        assert_request_supported(parsed, self._capabilities, provider=VENDOR, model=self.model)
-        # Structure and provenance, not the inline caps: those bound the journaled request,
-        # while the provider sees media already resolved from the store (up to the resolve budget).
-        return guard_request(
-            parsed, max_inline_bytes=MAX_RESOLVED_BYTES, max_inline_total_bytes=MAX_RESOLVED_BYTES
+    def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
+        return anthropic_request_body(
+            request, model=self.model, max_tokens=self.max_tokens, stream=stream
         )
 
     def _headers(self) -> dict[str, str]:
@@ -132,60 +106,19 @@ class AnthropicProvider:
             "accept": "application/json",
         }
 
-    async def complete(self, request: LlmRequest | Mapping[str, Any]) -> LlmResponse:
-        """Send the request and return the whole response."""
-        body = self.wire_body(request)
-        response = await send_json(
-            self._client,
-            self._url,
-            headers=self._headers(),
-            body=body,
-            provider=VENDOR,
-            parse_error=parse_anthropic_error,
-            policy=self._policy,
-            http_timeout=self._timeout,
-        )
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise ProviderError(
-                f"Anthropic answered HTTP {response.status_code} with a body that is not JSON. "
-                "Check base_url.",
-                code="malformed_response",
-                provider=VENDOR,
-                status=response.status_code,
-            ) from exc
+    def _parse_response(self, data: Any) -> LlmResponse:
         return anthropic_response(data)
 
-    async def stream(
-        self, request: LlmRequest | Mapping[str, Any]
-    ) -> AsyncIterator[LlmStreamChunk]:
-        """Send the request with ``stream: true`` and yield text and tool deltas, then ``done``.
+    def _parse_error(self, response: httpx.Response) -> ProviderError:
+        return parse_anthropic_error(response)
 
-        A retried attempt after partial output first yields a ``reset`` chunk.
-        """
-        body = self.wire_body(request, stream=True)
-        headers = {**self._headers(), "accept": "text/event-stream"}
-        async for chunk in stream_json(
-            self._client,
-            self._url,
-            headers=headers,
-            body=body,
-            provider=VENDOR,
-            parse_error=parse_anthropic_error,
-            decode=decode_anthropic_events,
-            policy=self._policy,
-            http_timeout=self._timeout,
-        ):
-            yield chunk
+    def _decode(self, events: AsyncIterator[SseEvent]) -> AsyncIterator[LlmStreamChunk]:
+        return decode_anthropic_events(events)
 
 
 def parse_anthropic_error(response: httpx.Response) -> ProviderError:
     """The ``ProviderError`` for an Anthropic error response (status, error type, message, request id)."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
+    body = error_body(response)
     error_type, message = anthropic_error_fields(body)
     details: dict[str, Any] = {}
     if isinstance(body, dict) and body.get("request_id"):

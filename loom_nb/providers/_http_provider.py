@@ -1,0 +1,222 @@
+"""``HttpProvider``: the shell the vendor providers share (ADR 0120 decisions 2, 6, 7, 8).
+
+A vendor provider is a pure mapping (its ``*_wire`` module) behind the same HTTP shell: it owns
+or borrows an ``httpx.AsyncClient``, declares its capabilities, and on every call
+
+1. parses the request, refuses media the capabilities do not declare before any I/O
+   (decision 6, for direct callers too), and guards it (decision 7: a caller who skipped
+   ``guard_request`` still never gets untrusted content onto the wire unfenced; guarding a
+   guarded request changes nothing);
+2. maps it to the vendor's body, merges ``extra_body`` on top, and sends it through
+   ``_http.send_json`` / ``_http.stream_json`` (retries, backoff, streamed resets);
+3. reads the answer: a non-JSON body is ``ProviderError(code="malformed_response")``, and so is a
+   JSON value that is not an object where the vendor needs one.
+
+``HttpProvider`` holds that once; a subclass supplies the vendor name, the URLs, the headers, the
+body mapping, the response and error parsers and the stream decoder.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, ClassVar, Self
+
+import httpx
+
+from loom_nb.capabilities import Capabilities, assert_request_supported, default_capabilities
+from loom_nb.content import LlmRequest, LlmResponse, parse_request
+from loom_nb.errors import ConfigurationError, ProviderError
+from loom_nb.guard import guard_request
+from loom_nb.limits import MAX_RESOLVED_BYTES
+from loom_nb.providers._base import LlmStreamChunk
+from loom_nb.providers._http import RetryPolicy, SseEvent, send_json, stream_json
+
+__all__ = ["HttpProvider", "checked_extra_body", "error_body"]
+
+
+def error_body(response: httpx.Response) -> Any:
+    """The decoded JSON of an error response, or None when it is not JSON."""
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def checked_extra_body(
+    extra_body: Mapping[str, Any] | None, reserved: frozenset[str], *, hint: str
+) -> dict[str, Any]:
+    """A copy of ``extra_body``; a key the provider builds from the request is refused.
+
+    ``hint`` is the sentence saying what does belong there.
+    """
+    clash = sorted(reserved.intersection(extra_body or {}))
+    if clash:
+        raise ConfigurationError(
+            f"extra_body may not set {clash}: the provider builds those from the request. {hint}",
+            code="reserved_body_field",
+            fields=clash,
+        )
+    return dict(extra_body or {})
+
+
+class HttpProvider(ABC):
+    """The shared machinery of the HTTP providers; subclasses supply the vendor's hooks.
+
+    Class attributes: ``_VENDOR`` (the name errors carry), ``_CAPABILITIES_KEY`` (the provider name
+    ``default_capabilities`` knows), ``_NOT_JSON_REMEDY`` (the advice for a non-JSON 2xx body) and
+    ``_REQUIRES_OBJECT`` (whether ``complete`` refuses a JSON answer that is not an object itself,
+    rather than leaving it to the vendor's response parser).
+    """
+
+    _VENDOR: ClassVar[str]
+    _CAPABILITIES_KEY: ClassVar[str]
+    _NOT_JSON_REMEDY: ClassVar[str] = "Check base_url."
+    _REQUIRES_OBJECT: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None,
+        url: str,
+        stream_url: str | None = None,
+        capabilities: Capabilities | None,
+        http_client: httpx.AsyncClient | None,
+        extra_body: dict[str, Any] | None = None,
+        max_retries: int,
+        timeout: httpx.Timeout | float | None,
+        retry_policy: RetryPolicy | None,
+    ) -> None:
+        # Subclasses call this last, after anything that may refuse the arguments, so a refused
+        # construction never leaves an unclosed client behind.
+        self.model = model
+        self.base_url = base_url
+        self._url = url
+        self._stream_url = stream_url if stream_url is not None else url
+        self._capabilities = (
+            capabilities
+            if capabilities is not None
+            else default_capabilities(self._CAPABILITIES_KEY, model, base_url)
+        )
+        self._extra = extra_body or {}
+        self._owns_client = http_client is None
+        self._client = http_client if http_client is not None else httpx.AsyncClient()
+        self._policy = retry_policy or RetryPolicy(max_retries=max_retries)
+        self._timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self._url!r})"
+
+    # -- vendor hooks ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def _headers(self) -> dict[str, str]:
+        """The headers of a (non-streamed) call, key included."""
+
+    @abstractmethod
+    def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
+        """The vendor body for a checked, guarded request (before ``extra_body``)."""
+
+    @abstractmethod
+    def _parse_response(self, data: Any) -> LlmResponse:
+        """The ``LlmResponse`` for a decoded JSON answer."""
+
+    @abstractmethod
+    def _parse_error(self, response: httpx.Response) -> ProviderError:
+        """The ``ProviderError`` for an error response."""
+
+    @abstractmethod
+    def _decode(self, events: AsyncIterator[SseEvent]) -> AsyncIterator[LlmStreamChunk]:
+        """The chunks of one streamed attempt."""
+
+    # -- shared machinery -----------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The media this provider accepts; anything else is refused before any I/O."""
+        return self._capabilities
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if the provider created it (an injected one is the caller's)."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def wire_body(self, request: LlmRequest | Mapping[str, Any]) -> dict[str, Any]:
+        """The exact JSON body ``complete`` / ``stream`` would send, after the checks and the guard."""
+        return self._wire_body(request, stream=False)
+
+    def _wire_body(
+        self, request: LlmRequest | Mapping[str, Any], *, stream: bool
+    ) -> dict[str, Any]:
+        return {**self._body(self._prepare(request), stream=stream), **self._extra}
+
+    def _prepare(self, request: LlmRequest | Mapping[str, Any]) -> LlmRequest:
+        parsed = parse_request(request)
+        assert_request_supported(
+            parsed, self._capabilities, provider=self._VENDOR, model=self.model
+        )
+        # Structure and provenance, not the inline caps: those bound the journaled request,
+        # while the provider sees media already resolved from the store (up to the resolve budget).
+        return guard_request(
+            parsed, max_inline_bytes=MAX_RESOLVED_BYTES, max_inline_total_bytes=MAX_RESOLVED_BYTES
+        )
+
+    async def complete(self, request: LlmRequest | Mapping[str, Any]) -> LlmResponse:
+        """Send the request and return the whole response."""
+        body = self.wire_body(request)
+        response = await send_json(
+            self._client,
+            self._url,
+            headers=self._headers(),
+            body=body,
+            provider=self._VENDOR,
+            parse_error=self._parse_error,
+            policy=self._policy,
+            http_timeout=self._timeout,
+        )
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise ProviderError(
+                f"{self._VENDOR} answered HTTP {response.status_code} with a body that is not "
+                f"JSON. {self._NOT_JSON_REMEDY}",
+                code="malformed_response",
+                provider=self._VENDOR,
+                status=response.status_code,
+            ) from exc
+        if self._REQUIRES_OBJECT and not isinstance(data, dict):
+            raise ProviderError(
+                f"{self._VENDOR} answered with JSON that is not an object. Check base_url.",
+                code="malformed_response",
+                provider=self._VENDOR,
+            )
+        return self._parse_response(data)
+
+    async def stream(
+        self, request: LlmRequest | Mapping[str, Any]
+    ) -> AsyncIterator[LlmStreamChunk]:
+        """Send the request as a streamed call; yield text and tool deltas, then ``done``.
+
+        A retried attempt after partial output first yields a ``reset`` chunk.
+        """
+        body = self._wire_body(request, stream=True)
+        headers = {**self._headers(), "accept": "text/event-stream"}
+        async for chunk in stream_json(
+            self._client,
+            self._stream_url,
+            headers=headers,
+            body=body,
+            provider=self._VENDOR,
+            parse_error=self._parse_error,
+            decode=self._decode,
+            policy=self._policy,
+            http_timeout=self._timeout,
+        ):
+            yield chunk
