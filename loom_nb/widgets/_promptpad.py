@@ -22,7 +22,6 @@ import logging
 from pathlib import Path
 from typing import Any, cast
 
-import anywidget
 import traitlets
 from ipywidgets import widget_serialization
 
@@ -49,6 +48,7 @@ from loom_nb.render._html import esc
 from loom_nb.render._refusal import refusal_html, refusal_view
 from loom_nb.store import Principal, ResolveContext, StoreResolver, resolve_request_content
 from loom_nb.taint import Untrusted
+from loom_nb.widgets._base import StaticFallbackWidget
 from loom_nb.widgets._transcript import TranscriptView
 from loom_nb.widgets._upload import MediaUpload
 
@@ -59,7 +59,7 @@ _log = logging.getLogger(__name__)
 _sessions = itertools.count(1)
 
 
-class PromptPad(anywidget.AnyWidget):
+class PromptPad(StaticFallbackWidget):
     """A prompt box over ``provider``: ``await pad.send(text)`` or type and click send.
 
     With a ``store``, files uploaded through ``pad.upload`` (a MediaUpload for ``tenant``) are
@@ -309,17 +309,6 @@ class PromptPad(anywidget.AnyWidget):
 
     def __repr__(self) -> str:
         return f"PromptPad({self.status})"
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[Any, Any], dict[Any, Any]] | None:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is None:
-            return None
-        data = bundle[0]
-        include, exclude = kwargs.get("include"), kwargs.get("exclude")
-        for mime, make in (("text/plain", self.__repr__), ("text/html", self.to_static_html)):
-            if (include is None or mime in include) and not (exclude and mime in exclude):
-                data[mime] = make()
-        return bundle
 
 
 def _text_attr(provider: object, name: str) -> str | None:

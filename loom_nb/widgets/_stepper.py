@@ -14,15 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anywidget
 import traitlets
 
 from loom_nb.errors import ContentValidationError
-from loom_nb.render._media import MediaFailure, image_png, pdf_page
 from loom_nb.render._replay import replay_html, replay_title, turn_view
-from loom_nb.render._resolve import ContentReader, Unavailable, Viewer, fetch_bytes
+from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._turns import TurnRecord, turns_of
 from loom_nb.render._view import RenderContext, View
+from loom_nb.widgets._base import StaticFallbackWidget, media_reply
 
 __all__ = ["ReplayStepper", "combined_esm"]
 
@@ -39,7 +38,7 @@ def combined_esm(name: str) -> str:
     return transcript.replace(_EXPORT, "const transcriptWidget = {", 1) + "\n" + own
 
 
-class ReplayStepper(anywidget.AnyWidget):
+class ReplayStepper(StaticFallbackWidget):
     """Previous / next buttons and a slider over the model turns of ``execution_id``.
 
     ``stepper.turn`` is the shown turn's index (settable); ``stepper.turns`` the turn records;
@@ -140,34 +139,9 @@ class ReplayStepper(anywidget.AnyWidget):
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         """The reply to a front-end request for a full-size image or a PDF page of a turn."""
-        reply: dict[str, Any] = {
-            "ticket": str(request.get("ticket", "")),
-            "type": request.get("type"),
-        }
         turn = request.get("turn")
         ctx = self._contexts.get(turn) if isinstance(turn, int) else None
-        part = ctx.media.get(str(request.get("key", ""))) if ctx is not None else None
-        if ctx is None or part is None:
-            return {**reply, "unavailable": "no such media in this turn"}
-        data = fetch_bytes(part.source, store=ctx.store, principal=ctx.principal)
-        if isinstance(data, Unavailable):
-            return {**reply, "unavailable": data.describe()}
-        result: str | MediaFailure
-        if request.get("type") == "full" and part.type == "image":
-            if part.media_type.lower().startswith("image/svg"):
-                return {**reply, "unavailable": "SVG is not rendered"}
-            image = image_png(data, ctx.full_px)
-            result = image if isinstance(image, MediaFailure) else image[0]
-        elif request.get("type") == "page" and part.media_type.lower() == "application/pdf":
-            page = request.get("page")
-            if not isinstance(page, int) or isinstance(page, bool):
-                return {**reply, "unavailable": "page must be a number"}
-            result = pdf_page(data, page, page_width=ctx.page_width)
-        else:
-            return {**reply, "unavailable": "unknown request"}
-        if isinstance(result, MediaFailure):
-            return {**reply, "unavailable": result.reason}
-        return {**reply, "data": result}
+        return media_reply(request, ctx, "no such media in this turn")
 
     # -- static forms ----------------------------------------------------------------------------
 
@@ -179,14 +153,3 @@ class ReplayStepper(anywidget.AnyWidget):
     def __repr__(self) -> str:
         shown = f", showing turn {self.turn + 1}" if self._records else ""
         return f"ReplayStepper({self._execution_id!r}, {self.count} turns{shown})"
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[Any, Any], dict[Any, Any]] | None:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is None:
-            return None
-        data = bundle[0]
-        include, exclude = kwargs.get("include"), kwargs.get("exclude")
-        for mime, make in (("text/plain", self.__repr__), ("text/html", self.to_static_html)):
-            if (include is None or mime in include) and not (exclude and mime in exclude):
-                data[mime] = make()
-        return bundle

@@ -15,22 +15,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anywidget
 import traitlets
 
 from loom_nb.content import Message
 from loom_nb.render._api import html_of_views, transcript_header, transcript_views
-from loom_nb.render._media import MediaFailure, image_png, pdf_page
-from loom_nb.render._resolve import ContentReader, Unavailable, Viewer, fetch_bytes
+from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._source import Transcript, message_of, transcript_of
 from loom_nb.render._view import RenderContext, View, message_view
+from loom_nb.widgets._base import StaticFallbackWidget, media_reply
 
 __all__ = ["TranscriptView"]
 
 _STATIC = Path(__file__).parent / "static"
 
 
-class TranscriptView(anywidget.AnyWidget):
+class TranscriptView(StaticFallbackWidget):
     """A live view of a transcript (messages, an ``LlmRequest`` or an ``Execution``).
 
     ``view.append(message)`` adds a turn in place; assigning ``view.messages`` a list of
@@ -108,30 +107,7 @@ class TranscriptView(anywidget.AnyWidget):
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         """The reply to a front-end request for a full-size image or a PDF page (kernel side)."""
-        ticket = str(request.get("ticket", ""))
-        reply: dict[str, Any] = {"ticket": ticket, "type": request.get("type")}
-        part = self._ctx.media.get(str(request.get("key", "")))
-        if part is None:
-            return {**reply, "unavailable": "no such media in this transcript"}
-        data = fetch_bytes(part.source, store=self._ctx.store, principal=self._ctx.principal)
-        if isinstance(data, Unavailable):
-            return {**reply, "unavailable": data.describe()}
-        result: str | MediaFailure
-        if request.get("type") == "full" and part.type == "image":
-            if part.media_type.lower().startswith("image/svg"):
-                return {**reply, "unavailable": "SVG is not rendered"}
-            image = image_png(data, self._ctx.full_px)
-            result = image if isinstance(image, MediaFailure) else image[0]
-        elif request.get("type") == "page" and part.media_type.lower() == "application/pdf":
-            page = request.get("page")
-            if not isinstance(page, int) or isinstance(page, bool):
-                return {**reply, "unavailable": "page must be a number"}
-            result = pdf_page(data, page, page_width=self._ctx.page_width)
-        else:
-            return {**reply, "unavailable": "unknown request"}
-        if isinstance(result, MediaFailure):
-            return {**reply, "unavailable": result.reason}
-        return {**reply, "data": result}
+        return media_reply(request, self._ctx, "no such media in this transcript")
 
     # -- static forms ----------------------------------------------------------------------------
 
@@ -144,14 +120,3 @@ class TranscriptView(anywidget.AnyWidget):
         count = len(roles)
         listing = f": {', '.join(roles)}" if roles else ""
         return f"TranscriptView({count} message{'s' if count != 1 else ''}{listing})"
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[Any, Any], dict[Any, Any]] | None:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is None:
-            return None
-        data = bundle[0]
-        include, exclude = kwargs.get("include"), kwargs.get("exclude")
-        for mime, make in (("text/plain", self.__repr__), ("text/html", self.to_static_html)):
-            if (include is None or mime in include) and not (exclude and mime in exclude):
-                data[mime] = make()
-        return bundle

@@ -1,0 +1,73 @@
+"""What the notebook widgets share: the static-fallback mimebundle and on-demand media replies.
+
+``StaticFallbackWidget`` is the base of every widget that has a static form: its
+``_repr_mimebundle_`` is anywidget's (the widget view) plus ``text/plain`` from ``repr`` and
+``text/html`` from ``to_static_html()`` (what untrusted JupyterLab outputs, GitHub and nbval see),
+each honouring ``include`` / ``exclude``.
+
+``media_reply`` answers the front end's request for a full-size image or a PDF page beyond the
+first, read from the render context that drew the part; TranscriptView and ReplayStepper differ
+only in which context they look the part up in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anywidget
+
+from loom_nb.render._media import MediaFailure, image_png, pdf_page
+from loom_nb.render._resolve import Unavailable, fetch_bytes
+from loom_nb.render._view import RenderContext
+
+__all__ = ["StaticFallbackWidget", "media_reply"]
+
+
+class StaticFallbackWidget(anywidget.AnyWidget):
+    """An anywidget whose mimebundle also carries its static ``text/html`` and ``text/plain``."""
+
+    def to_static_html(self) -> str:
+        """The sanitizer-safe static HTML of the widget (each subclass says what it shows)."""
+        raise NotImplementedError
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[Any, Any], dict[Any, Any]] | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data = bundle[0]
+        include, exclude = kwargs.get("include"), kwargs.get("exclude")
+        for mime, make in (("text/plain", self.__repr__), ("text/html", self.to_static_html)):
+            if (include is None or mime in include) and not (exclude and mime in exclude):
+                data[mime] = make()
+        return bundle
+
+
+def media_reply(request: dict[str, Any], ctx: RenderContext | None, missing: str) -> dict[str, Any]:
+    """The reply to a front-end ``full`` (image) or ``page`` (PDF) request for a part of ``ctx``.
+
+    The reply echoes ``ticket`` and ``type`` and carries either ``data`` (PNG base64) or
+    ``unavailable`` (a reason for people; ``missing`` when ``ctx`` is None or lacks the key).
+    """
+    reply: dict[str, Any] = {"ticket": str(request.get("ticket", "")), "type": request.get("type")}
+    part = ctx.media.get(str(request.get("key", ""))) if ctx is not None else None
+    if ctx is None or part is None:
+        return {**reply, "unavailable": missing}
+    data = fetch_bytes(part.source, store=ctx.store, principal=ctx.principal)
+    if isinstance(data, Unavailable):
+        return {**reply, "unavailable": data.describe()}
+    result: str | MediaFailure
+    if request.get("type") == "full" and part.type == "image":
+        if part.media_type.lower().startswith("image/svg"):
+            return {**reply, "unavailable": "SVG is not rendered"}
+        image = image_png(data, ctx.full_px)
+        result = image if isinstance(image, MediaFailure) else image[0]
+    elif request.get("type") == "page" and part.media_type.lower() == "application/pdf":
+        page = request.get("page")
+        if not isinstance(page, int) or isinstance(page, bool):
+            return {**reply, "unavailable": "page must be a number"}
+        result = pdf_page(data, page, page_width=ctx.page_width)
+    else:
+        return {**reply, "unavailable": "unknown request"}
+    if isinstance(result, MediaFailure):
+        return {**reply, "unavailable": result.reason}
+    return {**reply, "data": result}
