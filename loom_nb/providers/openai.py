@@ -22,11 +22,9 @@ from typing import Any
 
 import httpx
 
-from loom_nb.capabilities import Capabilities, assert_request_supported, default_capabilities
-from loom_nb.content import LlmRequest, LlmResponse, parse_request
-from loom_nb.errors import ConfigurationError, ProviderError
-from loom_nb.guard import guard_request
-from loom_nb.limits import MAX_RESOLVED_BYTES
+from loom_nb.capabilities import Capabilities
+from loom_nb.content import LlmRequest, LlmResponse
+from loom_nb.errors import ProviderError
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import (
     DEFAULT_TIMEOUT,
@@ -35,9 +33,8 @@ from loom_nb.providers._http import (
     SseEvent,
     http_error,
     resolve_api_key,
-    send_json,
-    stream_json,
 )
+from loom_nb.providers._http_provider import HttpProvider, checked_extra_body, error_body
 from loom_nb.providers.openai_wire import (
     OpenAIStreamAssembler,
     openai_error_fields,
@@ -65,7 +62,7 @@ def _is_default(base_url: str | None) -> bool:
     }
 
 
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """OpenAI models (or any OpenAI-compatible server) through Chat Completions.
 
     ``OpenAIProvider("gpt-4o")`` reads ``OPENAI_API_KEY``; ``OpenAIProvider("llama3.2",
@@ -73,8 +70,13 @@ class OpenAIProvider:
     ``capabilities=`` says otherwise. ``extra_body`` is merged into every request body (sampling
     settings such as ``{"temperature": 0, "max_completion_tokens": 512}``, ``tool_choice``).
     ``http_client`` injects an ``httpx.AsyncClient`` (tests use ``httpx.MockTransport``);
-    otherwise the provider owns one, closed by ``aclose()``.
+    otherwise the provider owns one, closed by ``aclose()``. ``stream`` sends the body with
+    ``stream: true``; its tool calls come from the assembled deltas, whatever ``finish_reason`` says.
     """
+
+    _VENDOR = VENDOR
+    _CAPABILITIES_KEY = "openai"
+    _NOT_JSON_REMEDY = "Check base_url (it should end in /v1)."
 
     def __init__(
         self,
@@ -91,70 +93,41 @@ class OpenAIProvider:
         timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
-        self.model = model
-        self.base_url = base_url
         self._key: Secret | None
         if _is_default(base_url):
             self._key = resolve_api_key(api_key, "OPENAI_API_KEY", VENDOR)
         else:
             self._key = Secret(api_key) if api_key else None
-        self._url = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-        self._capabilities = (
-            capabilities
-            if capabilities is not None
-            else default_capabilities("openai", model, base_url)
+        extra = checked_extra_body(
+            extra_body,
+            _RESERVED,
+            hint="Put sampling options (temperature, max_completion_tokens, tool_choice ...) there.",
         )
-        clash = sorted(_RESERVED.intersection(extra_body or {}))
-        if clash:
-            raise ConfigurationError(
-                f"extra_body may not set {clash}: the provider builds those from the request. "
-                "Put sampling options (temperature, max_completion_tokens, tool_choice ...) there.",
-                code="reserved_body_field",
-                fields=clash,
-            )
-        self._extra = dict(extra_body or {})
         self._org_headers = {
             name: value
             for name, value in (("OpenAI-Organization", organization), ("OpenAI-Project", project))
             if value
         }
-        self._owns_client = http_client is None
-        self._client = http_client if http_client is not None else httpx.AsyncClient()
-        self._policy = retry_policy or RetryPolicy(max_retries=max_retries)
-        self._timeout = timeout
-
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(model={self.model!r}, base_url={self._url!r})"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """The media this provider accepts; anything else is refused before any I/O."""
-        return self._capabilities
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if the provider created it (an injected one is the caller's)."""
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def __aenter__(self) -> OpenAIProvider:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+        super().__init__(
+            model,
+            base_url=base_url,
+            url=(base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions",
+            capabilities=capabilities,
+            http_client=http_client,
+            extra_body=extra,
+            max_retries=max_retries,
+            timeout=timeout,
+            retry_policy=retry_policy,
+        )
 
     def wire_body(
         self, request: LlmRequest | Mapping[str, Any], *, stream: bool = False
     ) -> dict[str, Any]:
         """The exact JSON body ``complete`` (or ``stream``) would send, after the checks and the guard."""
-        parsed = parse_request(request)
-        assert_request_supported(parsed, self._capabilities, provider=VENDOR, model=self.model)
-        # Structure and provenance, not the inline caps: those bound the journaled request,
-        # while the provider sees media already resolved from the store (up to the resolve budget).
-        guarded = guard_request(
-            parsed, max_inline_bytes=MAX_RESOLVED_BYTES, max_inline_total_bytes=MAX_RESOLVED_BYTES
-        )
-        body = openai_request_body(guarded, model=self.model, stream=stream)
-        return {**body, **self._extra}
+        return self._wire_body(request, stream=stream)
+
+    def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
+        return openai_request_body(request, model=self.model, stream=stream)
 
     def _headers(self) -> dict[str, str]:
         headers = {"accept": "application/json", **self._org_headers}
@@ -162,67 +135,19 @@ class OpenAIProvider:
             headers["authorization"] = "Bearer " + self._key.reveal()
         return headers
 
-    async def complete(self, request: LlmRequest | Mapping[str, Any]) -> LlmResponse:
-        """Send the request and return the whole response."""
-        body = self.wire_body(request)
-        response = await send_json(
-            self._client,
-            self._url,
-            headers=self._headers(),
-            body=body,
-            provider=VENDOR,
-            parse_error=parse_openai_error,
-            policy=self._policy,
-            http_timeout=self._timeout,
-        )
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise ProviderError(
-                f"OpenAI answered HTTP {response.status_code} with a body that is not JSON. "
-                "Check base_url (it should end in /v1).",
-                code="malformed_response",
-                provider=VENDOR,
-                status=response.status_code,
-            ) from exc
-        if not isinstance(data, dict):
-            raise ProviderError(
-                "OpenAI answered with JSON that is not an object. Check base_url.",
-                code="malformed_response",
-                provider=VENDOR,
-            )
+    def _parse_response(self, data: Any) -> LlmResponse:
         return openai_response(data)
 
-    async def stream(
-        self, request: LlmRequest | Mapping[str, Any]
-    ) -> AsyncIterator[LlmStreamChunk]:
-        """Send the request with ``stream: true`` and yield text and tool deltas, then ``done``.
+    def _parse_error(self, response: httpx.Response) -> ProviderError:
+        return parse_openai_error(response)
 
-        Tool calls come from the assembled deltas, whatever ``finish_reason`` says. A retried
-        attempt after partial output first yields a ``reset`` chunk.
-        """
-        body = self.wire_body(request, stream=True)
-        headers = {**self._headers(), "accept": "text/event-stream"}
-        async for chunk in stream_json(
-            self._client,
-            self._url,
-            headers=headers,
-            body=body,
-            provider=VENDOR,
-            parse_error=parse_openai_error,
-            decode=decode_openai_events,
-            policy=self._policy,
-            http_timeout=self._timeout,
-        ):
-            yield chunk
+    def _decode(self, events: AsyncIterator[SseEvent]) -> AsyncIterator[LlmStreamChunk]:
+        return decode_openai_events(events)
 
 
 def parse_openai_error(response: httpx.Response) -> ProviderError:
     """The ``ProviderError`` for an OpenAI error response (status, type, message, code, param)."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
+    body = error_body(response)
     error_type, message, details = openai_error_fields(body)
     return http_error(
         response,
