@@ -1,4 +1,4 @@
-"""Small helpers the OpenAI and Gemini wire mappers share: inline bytes, plain text, media fences.
+"""Small helpers the wire mappers share: inline bytes, plain text, media fences, shared refusals.
 
 Mappers only ever see a guarded request (ADR 0120 decision 7): refs resolved to data, untrusted
 text fenced. Anything else reaching them is a caller bug, refused here with the remedy rather than
@@ -9,6 +9,7 @@ it with the guard's fence text (the open fence, the media, the close fence, alwa
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from loom_nb.content import (
@@ -17,14 +18,31 @@ from loom_nb.content import (
     FilePart,
     ImagePart,
     LlmRequest,
+    LlmResponse,
     MediaPart,
     Part,
+    StopReason,
+    TextPart,
 )
-from loom_nb.errors import GuardError, ProviderError, UnresolvedContentError
+from loom_nb.errors import ContentValidationError, GuardError, ProviderError, UnresolvedContentError
 from loom_nb.guard import fence_nonce, fence_untrusted_media
 from loom_nb.taint import Untrusted
 
-__all__ = ["MediaFencer", "compact_json", "inline_data", "is_media", "plain_text", "unexpected"]
+__all__ = [
+    "MediaFencer",
+    "compact_json",
+    "inline_data",
+    "is_media",
+    "misplaced_in_assistant_turn",
+    "misplaced_in_user_turn",
+    "plain_text",
+    "shape_checked",
+    "stop_reason_for",
+    "unexpected",
+]
+
+Block = dict[str, Any]
+"""One wire content block / part, as the vendor's JSON."""
 
 
 def is_media(part: object) -> bool:
@@ -73,6 +91,61 @@ def unexpected(vendor: str, what: str) -> ProviderError:
     )
 
 
+def shape_checked(
+    parse: Callable[[Mapping[str, Any]], LlmResponse],
+    body: Mapping[str, Any],
+    *,
+    vendor: str,
+    shape: str,
+    provider: str,
+    remedy: str | None = None,
+) -> LlmResponse:
+    """``parse(body)``, with a body lacking the documented ``shape`` refused as ``ProviderError``.
+
+    The lookups a parser makes on a malformed body fail as ``KeyError``/``TypeError``/
+    ``AttributeError``/``ValueError``; those become ``malformed_response`` (never a bare error).
+    """
+    try:
+        return parse(body)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        message = (
+            f"the {vendor} response does not have the {shape} shape ({type(exc).__name__}: {exc})."
+        )
+        raise ProviderError(
+            f"{message} {remedy}" if remedy else message,
+            code="malformed_response",
+            provider=provider,
+        ) from exc
+
+
+def stop_reason_for(
+    table: Mapping[str, StopReason], raw: str | None, *, has_tool_calls: bool
+) -> StopReason:
+    """``tool_use`` when calls are present, else ``table[raw]`` (``other`` for a missing/unknown one)."""
+    if has_tool_calls:
+        return "tool_use"
+    if raw is None:
+        return "other"
+    return table.get(raw, "other")
+
+
+def misplaced_in_assistant_turn(part: Part, where: str) -> ContentValidationError:
+    """The error for a media or tool_result part inside an assistant turn."""
+    return ContentValidationError(
+        f"{where}: an assistant turn holds a {part.type} part; only text and tool_use parts "
+        "belong there (media and tool results go in user messages).",
+        field=where,
+    )
+
+
+def misplaced_in_user_turn(where: str) -> ContentValidationError:
+    """The error for a tool_use part inside a user message."""
+    return ContentValidationError(
+        f"{where}: a user message holds a tool_use part; tool calls belong in assistant turns.",
+        field=where,
+    )
+
+
 class MediaFencer:
     """Brackets untrusted media with fence text parts, computing the request's nonce once."""
 
@@ -87,3 +160,21 @@ class MediaFencer:
         if self._nonce is None:
             self._nonce = fence_nonce(self._request)
         return list(fence_untrusted_media(part, self._nonce))
+
+    def blocks(
+        self,
+        part: MediaPart,
+        *,
+        vendor: str,
+        where: str,
+        text: Callable[[str], Block],
+        media: Callable[[MediaPart], Block],
+    ) -> list[Block]:
+        """The vendor blocks for ``part`` and its fences: ``text`` builds a fence's, ``media`` the part's."""
+        out: list[Block] = []
+        for item in self.parts(part):
+            if isinstance(item, TextPart):
+                out.append(text(plain_text(item.text, vendor=vendor, where=where)))
+            elif isinstance(item, ImagePart | AudioPart | FilePart):
+                out.append(media(item))
+        return out

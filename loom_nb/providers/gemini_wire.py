@@ -59,7 +59,11 @@ from loom_nb.providers._wire_util import (
     MediaFencer,
     compact_json,
     inline_data,
+    misplaced_in_assistant_turn,
+    misplaced_in_user_turn,
     plain_text,
+    shape_checked,
+    stop_reason_for,
     unexpected,
 )
 
@@ -157,11 +161,7 @@ def _model_parts(message: Message, where: str, names: dict[str, str]) -> list[di
                 wire["thoughtSignature"] = signature
             parts.append(wire)
         else:
-            raise ContentValidationError(
-                f"{at}: an assistant turn holds a {part.type} part; only text and tool_use parts "
-                "belong there (media and tool results go in user messages).",
-                field=at,
-            )
+            raise misplaced_in_assistant_turn(part, at)
     return parts
 
 
@@ -182,10 +182,7 @@ def _user_parts(
         elif isinstance(part, ImagePart | AudioPart | FilePart):
             own.extend(_fenced_media(part, at, fencer))
         else:
-            raise ContentValidationError(
-                f"{at}: a user message holds a tool_use part; tool calls belong in assistant turns.",
-                field=at,
-            )
+            raise misplaced_in_user_turn(at)
     return responses + moved + own
 
 
@@ -221,14 +218,18 @@ def _function_response(
 
 
 def _fenced_media(part: MediaPart, where: str, fencer: MediaFencer) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for item in fencer.parts(part):
-        if isinstance(item, TextPart):
-            out.append({"text": plain_text(item.text, vendor=VENDOR, where=where)})
-        elif isinstance(item, ImagePart | AudioPart | FilePart):
-            data = inline_data(item, vendor=VENDOR, where=where)
-            out.append({"inlineData": {"mimeType": item.media_type, "data": data}})
-    return out
+    return fencer.blocks(
+        part,
+        vendor=VENDOR,
+        where=where,
+        text=lambda text: {"text": text},
+        media=lambda media: {
+            "inlineData": {
+                "mimeType": media.media_type,
+                "data": inline_data(media, vendor=VENDOR, where=where),
+            }
+        },
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,11 +238,7 @@ def _fenced_media(part: MediaPart, where: str, fencer: MediaFencer) -> list[dict
 
 def gemini_finish_reason(finish_reason: str | None, *, has_tool_calls: bool) -> StopReason:
     """Our stop reason: ``tool_use`` when calls are present (Gemini says ``STOP`` for them)."""
-    if has_tool_calls:
-        return "tool_use"
-    if finish_reason is None:
-        return "other"
-    return _FINISH.get(finish_reason, "other")
+    return stop_reason_for(_FINISH, finish_reason, has_tool_calls=has_tool_calls)
 
 
 def gemini_usage(usage: Mapping[str, Any] | None) -> Usage:
@@ -269,15 +266,9 @@ def gemini_response(body: Mapping[str, Any]) -> LlmResponse:
     A body that does not have the documented shape raises ``ProviderError``, never a bare
     ``KeyError``/``TypeError``.
     """
-    try:
-        return _response(body)
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise ProviderError(
-            f"the Gemini response does not have the generateContent shape ({type(exc).__name__}: "
-            f"{exc}).",
-            code="malformed_response",
-            provider="gemini",
-        ) from exc
+    return shape_checked(
+        _response, body, vendor="Gemini", shape="generateContent", provider="gemini"
+    )
 
 
 def _response(body: Mapping[str, Any]) -> LlmResponse:

@@ -46,14 +46,18 @@ from loom_nb.content import (
     ToolUsePart,
     Usage,
 )
-from loom_nb.errors import ContentValidationError, ProviderError, UnsupportedModalityError
+from loom_nb.errors import ProviderError, UnsupportedModalityError
 from loom_nb.providers._base import LlmStreamChunk, ToolDelta
 from loom_nb.providers._wire_util import (
     MediaFencer,
     compact_json,
     inline_data,
     is_media,
+    misplaced_in_assistant_turn,
+    misplaced_in_user_turn,
     plain_text,
+    shape_checked,
+    stop_reason_for,
     unexpected,
 )
 
@@ -168,11 +172,7 @@ def _assistant_message(message: Message, where: str) -> dict[str, Any]:
                 }
             )
         else:
-            raise ContentValidationError(
-                f"{at}: an assistant turn holds a {part.type} part; only text and tool_use parts "
-                "belong there (media and tool results go in user messages).",
-                field=at,
-            )
+            raise misplaced_in_assistant_turn(part, at)
     content: Any
     if not texts:
         content = None
@@ -208,10 +208,7 @@ def _user_messages(message: Message, where: str, fencer: MediaFencer) -> list[di
         elif isinstance(part, ImagePart | AudioPart | FilePart):
             own.extend(_fenced_media(part, at, fencer))
         else:
-            raise ContentValidationError(
-                f"{at}: a user message holds a tool_use part; tool calls belong in assistant turns.",
-                field=at,
-            )
+            raise misplaced_in_user_turn(at)
     trailing = moved + own
     if trailing:
         tool_messages.append({"role": "user", "content": trailing})
@@ -244,13 +241,13 @@ def _tool_message(
 
 
 def _fenced_media(part: MediaPart, where: str, fencer: MediaFencer) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for item in fencer.parts(part):
-        if isinstance(item, TextPart):
-            out.append({"type": "text", "text": plain_text(item.text, vendor=VENDOR, where=where)})
-        elif isinstance(item, ImagePart | AudioPart | FilePart):
-            out.append(_media(item, where))
-    return out
+    return fencer.blocks(
+        part,
+        vendor=VENDOR,
+        where=where,
+        text=lambda text: {"type": "text", "text": text},
+        media=lambda media: _media(media, where),
+    )
 
 
 def _media(part: MediaPart, where: str) -> dict[str, Any]:
@@ -284,11 +281,7 @@ def _media(part: MediaPart, where: str) -> dict[str, Any]:
 
 def openai_finish_reason(finish_reason: str | None, *, has_tool_calls: bool) -> StopReason:
     """Our stop reason: ``tool_use`` whenever calls are present (a forced choice says ``stop``)."""
-    if has_tool_calls:
-        return "tool_use"
-    if finish_reason is None:
-        return "other"
-    return _FINISH.get(finish_reason, "other")
+    return stop_reason_for(_FINISH, finish_reason, has_tool_calls=has_tool_calls)
 
 
 def openai_tool_call(call_id: str, name: str, arguments: str) -> ToolCall:
@@ -342,17 +335,14 @@ def openai_response(body: Mapping[str, Any]) -> LlmResponse:
     A body that does not have the documented shape raises ``ProviderError``, never a bare
     ``KeyError``/``TypeError``.
     """
-    try:
-        return _response(body)
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        if isinstance(exc, ProviderError):  # pragma: no cover - ProviderError is no ValueError
-            raise
-        raise ProviderError(
-            f"the OpenAI response does not have the Chat Completions shape ({type(exc).__name__}: "
-            f"{exc}). Check base_url points at an OpenAI-compatible /v1 endpoint.",
-            code="malformed_response",
-            provider="openai",
-        ) from exc
+    return shape_checked(
+        _response,
+        body,
+        vendor="OpenAI",
+        shape="Chat Completions",
+        provider="openai",
+        remedy="Check base_url points at an OpenAI-compatible /v1 endpoint.",
+    )
 
 
 def _response(body: Mapping[str, Any]) -> LlmResponse:
