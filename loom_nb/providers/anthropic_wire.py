@@ -47,7 +47,13 @@ from loom_nb.content import (
 )
 from loom_nb.errors import ContentValidationError, ProviderError, UnsupportedModalityError
 from loom_nb.providers._base import LlmStreamChunk, ToolDelta
-from loom_nb.providers._wire_util import MediaFencer, inline_data, plain_text, unexpected
+from loom_nb.providers._wire_util import (
+    MediaFencer,
+    inline_data,
+    plain_text,
+    shape_checked,
+    unexpected,
+)
 
 __all__ = [
     "ANTHROPIC_IMAGE_TYPES",
@@ -162,15 +168,13 @@ def _content_blocks(part: Part, where: str, fencer: MediaFencer) -> list[dict[st
     if isinstance(part, TextPart):
         return [{"type": "text", "text": plain_text(part.text, vendor=VENDOR, where=where)}]
     if isinstance(part, ImagePart | AudioPart | FilePart):
-        blocks: list[dict[str, Any]] = []
-        for piece in fencer.parts(part):
-            if isinstance(piece, TextPart):
-                blocks.append(
-                    {"type": "text", "text": plain_text(piece.text, vendor=VENDOR, where=where)}
-                )
-            elif isinstance(piece, ImagePart | AudioPart | FilePart):
-                blocks.append(_media(piece, where))
-        return blocks
+        return fencer.blocks(
+            part,
+            vendor=VENDOR,
+            where=where,
+            text=lambda text: {"type": "text", "text": text},
+            media=lambda media: _media(media, where),
+        )
     raise ContentValidationError(
         f"{where}: a {part.type} part cannot sit here (tool_use belongs to an assistant turn, "
         "tool_result to a user turn, neither inside a tool result). Run guard_request first.",
@@ -258,15 +262,14 @@ def anthropic_usage(usage: Mapping[str, Any] | None) -> Usage:
 
 def anthropic_response(body: Mapping[str, Any]) -> LlmResponse:
     """The ``LlmResponse`` for a Messages API response body (or an assembled stream)."""
-    try:
-        return _response(body)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ProviderError(
-            f"the Anthropic response does not have the Messages shape ({type(exc).__name__}: {exc}). "
-            "Check base_url points at an Anthropic-compatible endpoint.",
-            code="malformed_response",
-            provider=VENDOR,
-        ) from exc
+    return shape_checked(
+        _response,
+        body,
+        vendor=VENDOR,
+        shape="Messages",
+        provider=VENDOR,
+        remedy="Check base_url points at an Anthropic-compatible endpoint.",
+    )
 
 
 def _response(body: Mapping[str, Any]) -> LlmResponse:
