@@ -36,7 +36,7 @@ def default_journal_path() -> Path:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``loom-nb journal`` and its ``ls`` / ``show`` / ``export`` / ``import`` subcommands."""
+    """Add ``loom-nb journal`` and its ``ls`` / ``show`` / ``export`` / ``html`` / ``import`` subcommands."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--journal",
@@ -48,7 +48,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="DIR",
         help=f"content store for claim-checked payloads (default: ${_STORE_ENV}, else ./.loom/store if present)",
     )
-    journal = subparsers.add_parser("journal", help="durable runs: list, show, export, import")
+    journal = subparsers.add_parser(
+        "journal", help="durable runs: list, show, export, html, import"
+    )
     commands = journal.add_subparsers(dest="journal_command", metavar="COMMAND", required=True)
 
     ls = commands.add_parser("ls", parents=[common], help="list executions")
@@ -69,6 +71,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     export.set_defaults(handler=_export)
 
+    page = commands.add_parser(
+        "html", parents=[common], help="write an execution's transcript as a standalone HTML page"
+    )
+    page.add_argument("execution", metavar="EXECUTION")
+    page.add_argument("-o", "--output", required=True, metavar="FILE", help="HTML page to write")
+    page.add_argument(
+        "--tenant",
+        metavar="T",
+        help="show stored media as this tenant (default: the tenant that started the execution)",
+    )
+    page.set_defaults(handler=_html)
+
     load = commands.add_parser("import", parents=[common], help="load a JSON Lines recording")
     load.add_argument("recording", metavar="FILE")
     load.add_argument("--as", dest="as_id", metavar="ID", help="import under this execution id")
@@ -83,6 +97,30 @@ def _open(args: argparse.Namespace, *, create: bool = False) -> Journal:
             code="no_journal",
         )
     return Journal(path, store=_store(args))
+
+
+def _html(args: argparse.Namespace) -> int:
+    from loom_nb.render import to_html
+    from loom_nb.store import Principal
+
+    with _open(args) as journal:
+        summary = next((s for s in journal.executions() if s.execution_id == args.execution), None)
+        if summary is None:
+            raise ConfigurationError(
+                f"no execution {args.execution!r} in the journal; `loom-nb journal ls` lists them.",
+                code="execution_not_found",
+            )
+        tenant = args.tenant or summary.tenant
+        viewer = Principal(tenant) if tenant else None
+        path = to_html(
+            journal.execution(args.execution),
+            args.output,
+            store=journal.store,
+            principal=viewer,
+            title=f"loom_nb run {args.execution}",
+        )
+    print(path)
+    return 0
 
 
 def _store(args: argparse.Namespace) -> Any:

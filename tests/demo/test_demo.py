@@ -115,3 +115,32 @@ def test_cli_demo_defaults_to_where_the_store_and_journal_commands_look(tmp_path
     )
     assert len(stored.stdout.splitlines()) == 2  # the memo PDF and the chart
     assert (tmp_path / ".loom" / "demo-1.html").exists()
+
+
+def test_journal_html_renders_a_recorded_run_with_its_media(tmp_path: Path) -> None:
+    """`loom-nb journal html` writes the run's transcript, media shown to the run's own tenant only."""
+    run = [sys.executable, "-m", "loom_nb"]
+    subprocess.run([*run, "demo"], cwd=tmp_path, capture_output=True, timeout=120, check=True)
+    page = tmp_path / "run.html"
+    subprocess.run(
+        [*run, "journal", "html", "demo-1", "-o", str(page)],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    html = page.read_text(encoding="utf-8")
+    assert "untrusted · tool:web_fetch" in html
+    assert "data:image/png;base64," in html
+    assert "unavailable" not in html
+    stranger = tmp_path / "stranger.html"
+    subprocess.run(
+        [*run, "journal", "html", "demo-1", "-o", str(stranger), "--tenant", "someone-else"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    other = stranger.read_text(encoding="utf-8")
+    assert "unavailable" in other
+    assert "data:image/png;base64," not in other
