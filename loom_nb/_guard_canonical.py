@@ -43,7 +43,7 @@ _EXPECTED_FIELDS: dict[type, tuple[str, ...]] = {
     ImagePart: ("type", "media_type", "source", "origin"),
     AudioPart: ("type", "media_type", "source", "origin"),
     FilePart: ("type", "media_type", "source", "name", "origin"),
-    ToolUsePart: ("type", "id", "name", "input"),
+    ToolUsePart: ("type", "id", "name", "input", "provider_data"),
     ToolResultPart: ("type", "tool_use_id", "content", "is_error", "origin"),
     RefSource: ("kind", "ref"),
     DataSource: ("kind", "data"),
@@ -151,6 +151,17 @@ def _origin(origin: object) -> str:
     return "" if origin is None else f'"origin":{_str(origin)},'
 
 
+def _provider_data(data: object) -> str:
+    """``"provider_data":{...},`` for a dict of str to str; "" while None."""
+    if data is None:
+        return ""
+    if type(data) is not dict or any(
+        type(k) is not str or type(v) is not str for k, v in data.items()
+    ):
+        raise _Unusual
+    return f'"provider_data":{_json(data)},'
+
+
 def _source(source: object) -> str:
     if type(source) is RefSource:
         ref = source.ref
@@ -190,7 +201,7 @@ def _part(part: object, known: Mapping[int, str]) -> str:
         input_text = known.get(id(part)) or _json(part.input)
         return (
             f'{{"id":{_str(part.id)},"input":{input_text},'
-            f'"name":{_str(part.name)},"type":"tool_use"}}'
+            f'"name":{_str(part.name)},{_provider_data(part.provider_data)}"type":"tool_use"}}'
         )
     if kind is ToolResultPart:
         assert isinstance(part, ToolResultPart)

@@ -13,9 +13,9 @@ blob in the content store by address (the claim-check, decision 4) or a ``DataSo
 bytes. Decision 8: the response keeps ``content`` (text) and ``tool_calls``;
 ``assistant_message_of`` builds the assistant turn, text first and then one ``tool_use`` per call.
 
-Optional fields that are unset (``origin``, a file's ``name``, a ref's ``size``) are left out of
-the serialized form, so adding such a field never changes the bytes (and hashes) of requests that
-do not use it.
+Optional fields that are unset (``origin``, a file's ``name``, a ref's ``size``, a tool call's
+``provider_data``) are left out of the serialized form, so adding such a field never changes the
+bytes (and hashes) of requests that do not use it.
 """
 
 from __future__ import annotations
@@ -203,8 +203,10 @@ ToolResultContent: TypeAlias = str | Untrusted | list[ResultPart]
 """What a tool result holds: text, an untrusted value, or text and media parts."""
 
 
-class ToolUsePart(_Model):
+class ToolUsePart(_OmitNone):
     """A tool call the model made; appears only in assistant messages."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"provider_data"})
 
     type: Literal["tool_use"] = "tool_use"
     """Discriminator: always ``"tool_use"``."""
@@ -214,6 +216,12 @@ class ToolUsePart(_Model):
     """The tool's name."""
     input: dict[str, Any] | Untrusted = Field(default_factory=dict)
     """The call's arguments (a JSON object)."""
+    provider_data: dict[str, str] | None = None
+    """Opaque vendor data that must travel with the call (e.g. Gemini's thought signature).
+
+    Only the mapper of the vendor that wrote it reads it; it is never shown to the model as text,
+    and it is left out of the serialized form while None.
+    """
 
     @field_validator("input", mode="after")
     @classmethod
@@ -279,8 +287,10 @@ class LlmRequest(_Model):
     """The system prompt (never untrusted: the guard refuses an untrusted one)."""
 
 
-class ToolCall(_Model):
+class ToolCall(_OmitNone):
     """A tool call in a model's response."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"provider_data"})
 
     id: str
     """The call's id (providers synthesize one when the vendor gives none)."""
@@ -288,6 +298,12 @@ class ToolCall(_Model):
     """The tool called."""
     input: dict[str, Any] = Field(default_factory=dict)
     """The arguments, parsed from the vendor's JSON."""
+    provider_data: dict[str, str] | None = None
+    """Opaque vendor data that must travel with the call (e.g. Gemini's thought signature).
+
+    ``assistant_message_of`` copies it onto the ``tool_use``; it is never shown to the model as
+    text, and it is left out of the serialized form while None.
+    """
 
 
 class Usage(_Model):
@@ -363,7 +379,10 @@ def assistant_message_of(response: LlmResponse) -> Message:
     parts: list[Part] = []
     if response.content:
         parts.append(TextPart(text=response.content))
-    parts.extend(ToolUsePart(id=c.id, name=c.name, input=c.input) for c in response.tool_calls)
+    parts.extend(
+        ToolUsePart(id=c.id, name=c.name, input=c.input, provider_data=c.provider_data)
+        for c in response.tool_calls
+    )
     return Message(role="assistant", content=parts)
 
 

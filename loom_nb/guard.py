@@ -8,8 +8,8 @@
 - size: an inline part over ``max_inline_bytes`` or a request over ``max_inline_total_bytes``
   (``OversizedInlinePartError``: store the bytes and send a ref);
 - provenance: untrusted text in the system prompt or an assistant message, an untrusted value
-  anywhere in a ``tool_use`` (id, name, input at any depth; the input walk is iterative and
-  capped), untrusted media naming a stored ref.
+  anywhere in a ``tool_use`` (id, name, input at any depth, ``provider_data``; the input walk is
+  iterative and capped), untrusted media naming a stored ref.
 
 and rewrites, copy-on-write, only what provenance requires: untrusted text in a user message or a
 tool result is fenced (the fence IS the mark: the fenced part carries no ``origin``), a tool
@@ -68,7 +68,7 @@ from loom_nb.limits import (
     MAX_RESOLVED_BYTES,
     MAX_TOOL_INPUT_NODES,
 )
-from loom_nb.taint import Untrusted
+from loom_nb.taint import UNTRUSTED_MARKER, Untrusted
 
 __all__ = [
     "MAX_INLINE_BYTES",
@@ -312,6 +312,8 @@ class _Walk:
         call_id, name, tool_input = part.id, part.name, part.input
         if type(call_id) is not str or type(name) is not str or type(tool_input) is not dict:
             self._odd_tool_use(part, part_path(mi, pi))
+        if part.provider_data is not None:
+            _check_provider_data(part.provider_data, f"{part_path(mi, pi)}.provider_data")
 
         def where() -> str:
             return f"{part_path(mi, pi)}.input"
@@ -425,6 +427,30 @@ def _check_text_value(text: object, where: str) -> None:
 
 
 # ---- rewriting (only for messages the walk marked dirty; every check has already passed) ----
+
+
+def _check_provider_data(data: object, where: str) -> None:
+    """A tool call's ``provider_data`` is a dict of plain strings; an untrusted mark there is forged."""
+    if not isinstance(data, dict):
+        raise refuse(
+            "bad_part", where, "provider_data is not a dict", "Pass a dict of str to str, or None."
+        )
+    for key, value in data.items():
+        if isinstance(value, Untrusted) or key == UNTRUSTED_MARKER:
+            raise refuse(
+                "untrusted_in_tool_use",
+                f"{where}.{key}",
+                "a tool call's provider_data carries an untrusted mark; a tool call built from "
+                "untrusted data is a forged model call",
+                "provider_data comes from the model's response (assistant_message_of).",
+            )
+        if type(key) is not str or type(value) is not str:
+            raise refuse(
+                "bad_part",
+                f"{where}.{key}",
+                "provider_data holds a value that is not a string",
+                "Pass a dict of str to str (opaque vendor data, e.g. a thought signature).",
+            )
 
 
 def _text_and_origin(text: str | Untrusted, origin: str | None) -> tuple[str, str | None]:

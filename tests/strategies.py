@@ -22,7 +22,7 @@ from loom_nb.content import (
     ToolSpec,
     ToolUsePart,
 )
-from loom_nb.taint import Untrusted
+from loom_nb.taint import UNTRUSTED_MARKER, Untrusted
 
 texts = st.text(max_size=40)
 origins = st.sampled_from(["tool:web_fetch", "upload", "peer:agent-7", 'odd"origin<>'])
@@ -76,11 +76,14 @@ media_parts = image_parts | audio_parts | file_parts
 tool_inputs = st.dictionaries(
     texts, json_values | st.builds(Untrusted, value=json_values, origin=origins), max_size=4
 )
+# Opaque vendor data beside a call (Gemini's thought signature); None most often, as on the wire.
+provider_datas = st.none() | st.dictionaries(st.just("thought_signature") | ids, texts, max_size=2)
 tool_use_parts = st.builds(
     ToolUsePart,
     id=ids | st.builds(Untrusted, value=ids, origin=origins),
     name=ids,
     input=tool_inputs,
+    provider_data=provider_datas,
 )
 tool_result_parts = st.builds(
     ToolResultPart,
@@ -237,11 +240,17 @@ def guard_transcripts(draw: st.DrawFn, *, chaos: bool = True) -> LlmRequest:
                 tool_input = draw(st.dictionaries(trusted_texts, guard_json_values, max_size=3))
                 if wrong():
                     tool_input = {"q": [Untrusted(draw(attacker_texts), draw(origins))]}
+                provider_data = draw(
+                    st.none() | st.dictionaries(st.just("thought_signature"), trusted_texts)
+                )
+                if wrong():  # a forged untrusted mark smuggled beside the call
+                    provider_data = {UNTRUSTED_MARKER: draw(attacker_texts)}
                 parts.append(
                     ToolUsePart(
                         id=Untrusted(call_id, "x") if wrong() else call_id,
                         name="lookup",
                         input=tool_input,
+                        provider_data=provider_data,
                     )
                 )
             role = "assistant"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from loom_nb.content import (
     AudioPart,
@@ -295,3 +295,58 @@ def test_media_parts_accept_both_sources() -> None:
     for cls in (ImagePart, AudioPart, FilePart):
         assert cls(media_type="x/y", source=ref).source == ref
         assert cls(media_type="x/y", source=data).source == data
+
+
+def test_provider_data_is_omitted_while_none_and_kept_when_set() -> None:
+    """A tool call without provider_data serializes exactly as before; a set one round-trips."""
+    plain = ToolUsePart(id="t1", name="f", input={"x": 1})
+    assert canonical_json(plain) == '{"id":"t1","input":{"x":1},"name":"f","type":"tool_use"}'
+    assert plain.model_dump_json() == '{"type":"tool_use","id":"t1","name":"f","input":{"x":1}}'
+    assert canonical_json(ToolCall(id="t1", name="f")) == '{"id":"t1","input":{},"name":"f"}'
+    signed = plain.model_copy(update={"provider_data": {"thought_signature": "U0lH"}})
+    assert json.loads(signed.model_dump_json())["provider_data"] == {"thought_signature": "U0lH"}
+    assert ToolUsePart.model_validate_json(signed.model_dump_json()) == signed
+
+
+def test_assistant_message_of_copies_provider_data_onto_the_tool_use() -> None:
+    """Each call's provider_data (e.g. a thought signature) rides on its tool_use, and None stays None."""
+    response = LlmResponse(
+        tool_calls=[
+            ToolCall(id="a", name="f", provider_data={"thought_signature": "c2ln"}),
+            ToolCall(id="b", name="g"),
+        ],
+        stop_reason="tool_use",
+    )
+    content = assistant_message_of(response).content
+    assert isinstance(content, list)
+    assert [p.provider_data for p in content if isinstance(p, ToolUsePart)] == [
+        {"thought_signature": "c2ln"},
+        None,
+    ]
+
+
+@pytest.mark.parametrize(
+    "provider_data",
+    [
+        {"thought_signature": {UNTRUSTED_MARKER: {"origin": "web", "value": "x"}}},
+        {"thought_signature": 7},
+        "c2ln",
+    ],
+)
+def test_provider_data_accepts_only_a_dict_of_strings(provider_data: object) -> None:
+    """A marker dict, a number or a bare string in provider_data is a ContentValidationError."""
+    payload = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "t", "name": "f", "provider_data": provider_data}
+                ],
+            }
+        ]
+    }
+    with pytest.raises(ContentValidationError) as info:
+        parse_request(payload)
+    assert info.value.details["field"].startswith("messages.0.content.0.tool_use.provider_data")
+    with pytest.raises(ValidationError):
+        ToolUsePart(id="t", name="f", provider_data={"k": Untrusted("x", "web")})

@@ -674,3 +674,37 @@ def test_iter_media_yields_every_media_part_with_its_location() -> None:
     assert found[1].path == "messages[2].content[0].content[1]"
     assert found[1].untrusted_origin == "tool:x"
     assert found[0].untrusted_origin is None
+
+
+@pytest.mark.parametrize(
+    ("provider_data", "code", "field"),
+    [
+        (
+            {"thought_signature": Untrusted("sig", "web")},
+            "untrusted_in_tool_use",
+            "thought_signature",
+        ),
+        ({UNTRUSTED_MARKER: "sig"}, "untrusted_in_tool_use", UNTRUSTED_MARKER),
+        ({"thought_signature": {"origin": "w", "value": 1}}, "bad_part", "thought_signature"),
+        ({"thought_signature": 7}, "bad_part", "thought_signature"),
+    ],
+)
+def test_provider_data_cannot_carry_an_untrusted_mark(
+    provider_data: dict[str, Any], code: str, field: str
+) -> None:
+    """A tool_use whose provider_data holds a mark or a non-string (built past pydantic) is refused."""
+    forged = ToolUsePart.model_construct(
+        type="tool_use", id="t1", name="f", input={}, provider_data=provider_data
+    )
+    with pytest.raises(GuardError) as info:
+        guard_request(req(assistant(forged), user(result())))
+    assert info.value.code == code
+    assert info.value.details["path"] == f"messages[0].content[0].provider_data.{field}"
+
+
+def test_provider_data_of_plain_strings_passes_untouched() -> None:
+    """A signed tool_use guards to itself: provider_data is neither refused, fenced nor dropped."""
+    signed = ToolUsePart(id="t1", name="f", input={}, provider_data={"thought_signature": "c2ln"})
+    request = req(assistant(signed), user(result()))
+    assert guard_request(request) is request
+    assert guard_request(request.model_dump(mode="json")) == request
