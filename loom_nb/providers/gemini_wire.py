@@ -18,16 +18,17 @@ Pure functions, no HTTP (ADR 0120 decisions 2, 7, 8, 11).
   position: ``gemini_<responseId>_<n>`` (n counts calls in the response), so the pairing holds
   and a replayed response gives the same ids.
 
-Thought signatures. Gemini attaches an opaque ``thoughtSignature`` to a ``functionCall`` part and
-requires it back, unchanged, on that part in later turns (Gemini 3 refuses function-calling history
-without it). The canonical ``tool_use`` has only id, name and input, and the assistant turn the
-agent journals is built from the response by ``assistant_message_of``, so a signature kept only
-beside the response would be lost on the next turn or after a restart. The signature therefore
-travels inside the canonical call id: ``<wire id>|ts:<signature>``. The mapper splits it again,
-sending the wire id on both ``functionCall`` and ``functionResponse`` and the signature as the
-part's ``thoughtSignature`` — byte for byte what Gemini sent, whoever rebuilt the transcript and
-in whichever process. ``provider_data["thought_signatures"]`` also lists them by call id.
-Signatures on text parts are kept in ``provider_data`` only (the API does not require them back).
+Thought signatures. Gemini attaches an opaque ``thoughtSignature`` (about 2 KB on Gemini 3) to a
+``functionCall`` part and requires it back, unchanged, on that part in later turns (Gemini 3
+refuses function-calling history without it). A signature kept only beside the response would be
+lost on the next turn or after a restart, so it rides on the call itself:
+``ToolCall.provider_data = {"thought_signature": <signature>}``, which ``assistant_message_of``
+copies onto the ``tool_use`` part the agent journals. The call id stays the plain wire id (or the
+synthesized one). Mapping an assistant turn back, the ``functionCall`` part gets the
+``thoughtSignature`` from ``ToolUsePart.provider_data`` — byte for byte what Gemini sent, whoever
+rebuilt the transcript and in whichever process. The other vendors' mappers never read
+``provider_data``. Signatures on text parts are kept in the response's
+``provider_data["text_thought_signatures"]`` only (the API does not require them back).
 """
 
 from __future__ import annotations
@@ -68,22 +69,20 @@ from loom_nb.providers._wire_util import (
 )
 
 __all__ = [
-    "SIGNATURE_SEPARATOR",
+    "THOUGHT_SIGNATURE",
     "GeminiStreamAssembler",
-    "gemini_call_id",
     "gemini_error",
     "gemini_error_fields",
     "gemini_finish_reason",
     "gemini_request_body",
     "gemini_response",
     "gemini_usage",
-    "split_call_id",
 ]
 
 VENDOR = "Gemini"
 
-SIGNATURE_SEPARATOR = "|ts:"
-"""Separates the wire id from the thought signature inside a canonical tool-call id."""
+THOUGHT_SIGNATURE = "thought_signature"
+"""The ``provider_data`` key of a tool call's Gemini thought signature."""
 
 _FINISH: dict[str, StopReason] = {
     "STOP": "end_turn",
@@ -95,17 +94,6 @@ _FINISH: dict[str, StopReason] = {
     "SPII": "refusal",
     "IMAGE_SAFETY": "refusal",
 }
-
-
-def gemini_call_id(wire_id: str, signature: str | None) -> str:
-    """The canonical call id: the wire id, plus the thought signature when there is one."""
-    return wire_id + SIGNATURE_SEPARATOR + signature if signature else wire_id
-
-
-def split_call_id(call_id: str) -> tuple[str, str | None]:
-    """``(wire id, thought signature or None)`` from a canonical call id."""
-    wire_id, sep, signature = call_id.partition(SIGNATURE_SEPARATOR)
-    return wire_id, (signature if sep and signature else None)
 
 
 def gemini_request_body(request: LlmRequest) -> dict[str, Any]:
@@ -154,9 +142,9 @@ def _model_parts(message: Message, where: str, names: dict[str, str]) -> list[di
             if not isinstance(part.input, dict):
                 plain_text(part.input, vendor=VENDOR, where=at + ".input")  # raises
             args = part.input if isinstance(part.input, dict) else {}
-            wire_id, signature = split_call_id(call_id)
             names[call_id] = name
-            wire: dict[str, Any] = {"functionCall": {"id": wire_id, "name": name, "args": args}}
+            wire: dict[str, Any] = {"functionCall": {"id": call_id, "name": name, "args": args}}
+            signature = (part.provider_data or {}).get(THOUGHT_SIGNATURE)
             if signature:
                 wire["thoughtSignature"] = signature
             parts.append(wire)
@@ -212,9 +200,8 @@ def _function_response(
     else:
         plain_text(part.content, vendor=VENDOR, where=where + ".content")
     text = text_of(part.content)
-    wire_id, _ = split_call_id(part.tool_use_id)
     response = {"error": text} if part.is_error else {"output": text}
-    return {"functionResponse": {"id": wire_id, "name": name, "response": response}}
+    return {"functionResponse": {"id": part.tool_use_id, "name": name, "response": response}}
 
 
 def _fenced_media(part: MediaPart, where: str, fencer: MediaFencer) -> list[dict[str, Any]]:
@@ -295,7 +282,6 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
     thoughts: list[str] = []
     text_signatures: list[str] = []
     calls: list[ToolCall] = []
-    signatures: dict[str, str] = {}
     for part in (candidate.get("content") or {}).get("parts") or []:
         kinds = sorted(k for k in part if k not in _PART_META)
         signature = part.get("thoughtSignature")
@@ -304,11 +290,9 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
             args = call.get("args") or {}
             if not isinstance(args, dict):
                 raise unexpected("gemini", "a functionCall whose args are not an object")
-            wire_id = call.get("id") or _synthesized_id(body.get("responseId"), call, len(calls))
-            call_id = gemini_call_id(wire_id, signature)
-            if signature:
-                signatures[call_id] = signature
-            calls.append(ToolCall(id=call_id, name=call["name"], input=args))
+            call_id = call.get("id") or _synthesized_id(body.get("responseId"), call, len(calls))
+            signed = {THOUGHT_SIGNATURE: signature} if signature else None
+            calls.append(ToolCall(id=call_id, name=call["name"], input=args, provider_data=signed))
         elif kinds == ["text"]:
             (thoughts if part.get("thought") else texts).append(part["text"])
             if signature:
@@ -322,8 +306,6 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
     meta = {k: v for k, v in candidate.items() if k not in {"content", "finishReason", "index"}}
     if meta:
         data["candidate"] = meta
-    if signatures:
-        data["thought_signatures"] = signatures
     if text_signatures:
         data["text_thought_signatures"] = text_signatures
     if thoughts:
@@ -413,8 +395,7 @@ class GeminiStreamAssembler:
         position = self._calls
         self._calls += 1
         response_id = event.get("responseId") or self._top.get("responseId")
-        wire_id = call.get("id") or _synthesized_id(response_id, call, position)
-        call_id = gemini_call_id(wire_id, part.get("thoughtSignature"))
+        call_id = call.get("id") or _synthesized_id(response_id, call, position)
         first = ToolDelta(index=position, id=call_id, name=call.get("name"), input_json="")
         rest = ToolDelta(index=position, input_json=compact_json(call.get("args") or {}))
         return [

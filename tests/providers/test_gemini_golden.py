@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from loom_nb.content import AudioPart, DataSource, LlmRequest, Message
+from loom_nb.content import (
+    AudioPart,
+    DataSource,
+    LlmRequest,
+    Message,
+    ToolResultPart,
+    ToolUsePart,
+)
 from loom_nb.guard import fence_nonce, guard_request
 from loom_nb.providers.gemini import GeminiProvider
 from tests.providers.test_openai_golden import CASES, EVERYTHING, check_golden
@@ -25,6 +32,26 @@ GEMINI_CASES: dict[str, LlmRequest] = {
                     AudioPart(media_type="audio/ogg", source=DataSource(data="T2dnUwACAAAAAAAA"))
                 ],
             )
+        ]
+    ),
+    # Gemini 3: the call's thought signature rides in provider_data, the id stays the wire id.
+    "tool_use_thought_signature": LlmRequest(
+        messages=[
+            Message(role="user", content="Capital of Mexico?"),
+            Message(
+                role="assistant",
+                content=[
+                    ToolUsePart(
+                        id="gemini_r1_0",
+                        name="get_country",
+                        input={},
+                        provider_data={"thought_signature": "EpwICpkIAXLI2nxlU6gs+/=="},
+                    )
+                ],
+            ),
+            Message(
+                role="user", content=[ToolResultPart(tool_use_id="gemini_r1_0", content="Mexico")]
+            ),
         ]
     ),
 }

@@ -23,18 +23,20 @@ from loom_nb.content import (
     FilePart,
     ImagePart,
     LlmRequest,
+    LlmResponse,
     Message,
     Part,
     TextPart,
     ToolResultPart,
     ToolSpec,
     ToolUsePart,
+    assistant_message_of,
 )
 from loom_nb.errors import ConfigurationError, ProviderError, UnsupportedModalityError
 from loom_nb.providers import collect_stream
 from loom_nb.providers._http import RetryPolicy
 from loom_nb.providers.gemini import GeminiProvider
-from loom_nb.providers.gemini_wire import SIGNATURE_SEPARATOR
+from loom_nb.providers.gemini_wire import THOUGHT_SIGNATURE
 from tests.providers.recordings import ReplayTransport, load_recording, recording_paths
 from tests.providers.test_gemini_wire import normalized, standard_b64
 
@@ -52,7 +54,6 @@ def _media(inline: dict[str, Any]) -> Part:
 
 def canonical_from_gemini(body: dict[str, Any]) -> LlmRequest:
     """The canonical request a recorded generateContent body stands for."""
-    ids: dict[str, str] = {}
     messages: list[Message] = []
     for content in body["contents"]:
         parts: list[Part] = []
@@ -61,16 +62,19 @@ def canonical_from_gemini(body: dict[str, Any]) -> LlmRequest:
                 parts.append(TextPart(text=wire["text"]))
             elif "functionCall" in wire:
                 call = wire["functionCall"]
-                canonical = call["id"]
+                signed = None
                 if "thoughtSignature" in wire:
-                    canonical += SIGNATURE_SEPARATOR + standard_b64(wire["thoughtSignature"])
-                ids[call["id"]] = canonical
-                parts.append(ToolUsePart(id=canonical, name=call["name"], input=call["args"]))
+                    signed = {THOUGHT_SIGNATURE: standard_b64(wire["thoughtSignature"])}
+                parts.append(
+                    ToolUsePart(
+                        id=call["id"], name=call["name"], input=call["args"], provider_data=signed
+                    )
+                )
             elif "functionResponse" in wire:
                 value = wire["functionResponse"]["response"]
                 output = value["return_value"] if "return_value" in value else value["content"]
                 parts.append(
-                    ToolResultPart(tool_use_id=ids[wire["functionResponse"]["id"]], content=output)
+                    ToolResultPart(tool_use_id=wire["functionResponse"]["id"], content=output)
                 )
             else:
                 parts.append(_media(wire["inlineData"]))
@@ -302,3 +306,77 @@ def test_extra_body_merges_but_cannot_replace_contents() -> None:
     assert body["generationConfig"] == {"temperature": 0}
     with pytest.raises(ConfigurationError):
         GeminiProvider("gemini-2.5-flash", api_key="k", extra_body={"contents": []})
+
+
+def _recorded_signature(interaction: Any) -> str:
+    """The thoughtSignature beside the functionCall in a recorded response (SSE or JSON)."""
+    response = interaction.response
+    if response.is_sse:
+        lines = response.body.decode().splitlines()
+        events = [json.loads(line[5:]) for line in lines if line.startswith("data:")]
+    else:
+        events = [response.json()]
+    (signature,) = [
+        part["thoughtSignature"]
+        for event in events
+        for candidate in event.get("candidates", [])
+        for part in candidate["content"].get("parts", [])
+        if "functionCall" in part and "thoughtSignature" in part
+    ]
+    return str(signature)
+
+
+@pytest.mark.parametrize(
+    "name", ["stream-tool-call-thought-signature.yaml", "tool-roundtrip-nonstream.yaml"]
+)
+async def test_thought_signature_rides_in_provider_data_and_is_echoed_exactly(name: str) -> None:
+    """Turn 1's call keeps a short id with its signature in provider_data; turn 2 sends it back byte for byte."""
+    recording = load_recording(f"gemini/{name}")
+    replay = ReplayTransport(recording)
+    turn1, turn2 = recording.interactions
+    model = turn1.request.url.split("/models/")[1].split(":")[0]
+    async with replay.client() as client:
+        provider = GeminiProvider(
+            model, api_key="g-test-key", http_client=client, retry_policy=RetryPolicy(max_retries=0)
+        )
+
+        async def send(request: LlmRequest, sse: bool) -> LlmResponse:
+            if sse:
+                return await collect_stream(provider.stream(request))
+            return await provider.complete(request)
+
+        first = canonical_from_gemini(turn1.request.json())
+        answer = await send(first, turn1.response.is_sse)
+        (call,) = answer.tool_calls
+        signature = _recorded_signature(turn1)
+        assert len(signature) > 100
+        assert call.id == f"gemini_{answer.provider_data['response_id']}_0"  # short, plain
+        assert call.provider_data == {THOUGHT_SIGNATURE: signature}
+        assert "thought_signatures" not in answer.provider_data
+        recorded = canonical_from_gemini(turn2.request.json())
+        (result,) = [
+            p
+            for m in recorded.messages
+            if isinstance(m.content, list)
+            for p in m.content
+            if isinstance(p, ToolResultPart)
+        ]
+        second = LlmRequest(
+            system=first.system,
+            tools=first.tools,
+            messages=[
+                *first.messages,
+                assistant_message_of(answer),
+                Message(role="user", content=[result.model_copy(update={"tool_use_id": call.id})]),
+            ],
+        )
+        await send(second, turn2.response.is_sse)
+    body = json.loads(replay.requests[1].content)
+    (echoed,) = [p for c in body["contents"] for p in c["parts"] if "functionCall" in p]
+    (answered,) = [p for c in body["contents"] for p in c["parts"] if "functionResponse" in p]
+    assert echoed["thoughtSignature"] == signature
+    (recorded_echo,) = [
+        p for c in turn2.request.json()["contents"] for p in c["parts"] if "functionCall" in p
+    ]
+    assert echoed["thoughtSignature"] == standard_b64(recorded_echo["thoughtSignature"])
+    assert echoed["functionCall"]["id"] == answered["functionResponse"]["id"] == call.id

@@ -34,20 +34,26 @@ from loom_nb.content import (
     LlmRequest,
     LlmResponse,
     Message,
+    ToolCall,
     ToolResultPart,
     ToolSpec,
+    ToolUsePart,
     assistant_message_of,
+    canonical_json,
 )
 from loom_nb.errors import ProviderError
+from loom_nb.guard import guard_request
+from loom_nb.journal._codec import decode, encode_value
 from loom_nb.providers._http import iter_sse
+from loom_nb.providers.anthropic_wire import anthropic_request_body
 from loom_nb.providers.gemini_wire import (
     GeminiStreamAssembler,
     gemini_error,
     gemini_error_fields,
     gemini_request_body,
     gemini_response,
-    split_call_id,
 )
+from loom_nb.providers.openai_wire import openai_request_body
 from tests.providers.recordings import Recording, load_recording
 
 
@@ -156,7 +162,7 @@ def recorded_ids(recording: Recording, answer: LlmResponse) -> dict[str, str]:
         if "functionCall" in p
     ]
     (call,) = answer.tool_calls
-    return {recorded: split_call_id(call.id)[0]}
+    return {recorded: call.id}
 
 
 async def test_nonstream_tool_round_trip_matches_the_recorded_bodies() -> None:
@@ -166,14 +172,15 @@ async def test_nonstream_tool_round_trip_matches_the_recorded_bodies() -> None:
     assert gemini_request_body(first) == normalized(rec.interactions[0].request.json())
     answer = await turn_one(rec)
     (call,) = answer.tool_calls
-    wire_id, signature = split_call_id(call.id)
-    assert wire_id == "gemini_78F7aafeKcDVz7IPh4DK-AM_0"
+    assert call.id == "gemini_78F7aafeKcDVz7IPh4DK-AM_0"
     raw_part = rec.interactions[0].response.json()["candidates"][0]["content"]["parts"][0]
-    assert signature == raw_part["thoughtSignature"]
-    assert answer.provider_data["thought_signatures"] == {call.id: signature}
+    assert call.provider_data == {"thought_signature": raw_part["thoughtSignature"]}
     second = second_request(first, answer, "Sunny, 22C in Paris")
     expected = normalized(rec.interactions[1].request.json(), recorded_ids(rec, answer))
-    assert gemini_request_body(second) == expected
+    body = gemini_request_body(second)
+    assert body == expected
+    assert body["contents"][1]["parts"][0]["thoughtSignature"] == raw_part["thoughtSignature"]
+    assert body["contents"][2]["parts"][0]["functionResponse"]["id"] == call.id
 
 
 def test_nonstream_responses_parse() -> None:
@@ -236,6 +243,11 @@ async def test_gemini_3_thought_signature_is_echoed_back_in_the_next_turn() -> N
     assert body == normalized(rec.interactions[1].request.json(), recorded_ids(rec, answer))
     echoed = body["contents"][1]["parts"][0]
     assert echoed["thoughtSignature"].startswith("EpwICpkIAXLI2nxlU6gsWZaZHRYkX1orzuM8vSUFwaAt")
+    (call,) = answer.tool_calls
+    assert call.id == f"gemini_{answer.provider_data['response_id']}_0"
+    assert echoed["thoughtSignature"] == (call.provider_data or {})["thought_signature"]
+    _, chunks = await stream_response(rec.interactions[0].response.body)
+    assert [c.tool_delta.id for c in chunks if c.kind == "tool_delta"] == [call.id, None]
     final, _ = await stream_response(rec.interactions[1].response.body)
     assert final.content.startswith("The capital of Mexico")
     assert final.stop_reason == "end_turn"
@@ -313,14 +325,22 @@ def test_error_result_and_pairing_by_name_lookup() -> None:
             Message(role="user", content="go"),
             Message(
                 role="assistant",
-                content=[{"type": "tool_use", "id": "c1|ts:U0lH", "name": "fetch", "input": {}}],
+                content=[
+                    {
+                        "type": "tool_use",
+                        "id": "c1",
+                        "name": "fetch",
+                        "input": {},
+                        "provider_data": {"thought_signature": "U0lH"},
+                    }
+                ],
             ),
             Message(
                 role="user",
                 content=[
                     {
                         "type": "tool_result",
-                        "tool_use_id": "c1|ts:U0lH",
+                        "tool_use_id": "c1",
                         "content": "404",
                         "is_error": True,
                     }
@@ -367,3 +387,72 @@ def test_error_envelope_fields_and_retryability() -> None:
     assert gemini_error_fields(body) == ("INVALID_ARGUMENT", "bad schema")
     assert gemini_error(400, body).retryable is False
     assert gemini_error(None, {"error": {"code": 503, "status": "UNAVAILABLE"}}).retryable is True
+
+
+def _signed_transcript() -> tuple[LlmRequest, str]:
+    """A Gemini-3-shaped transcript: the call's thought signature rides in provider_data."""
+    signature = "EpwICpkIAXLI2nxl" + "A" * 2000 + "=="
+    answer = LlmResponse(
+        tool_calls=[
+            ToolCall(
+                id="gemini_r1_0",
+                name="get_country",
+                input={"q": "capital"},
+                provider_data={"thought_signature": signature},
+            )
+        ],
+        stop_reason="tool_use",
+    )
+    request = LlmRequest(
+        messages=[
+            Message(role="user", content="Capital of Mexico?"),
+            assistant_message_of(answer),
+            Message(
+                role="user", content=[ToolResultPart(tool_use_id="gemini_r1_0", content="Mexico")]
+            ),
+        ],
+        tools=[ToolSpec(name="get_country", description="d", input_schema={"type": "object"})],
+    )
+    return request, signature
+
+
+def test_signature_survives_the_journal_round_trip_into_the_gemini_body() -> None:
+    """assistant_message_of → the journal's canonical JSON → validated back → Gemini body keeps the exact signature."""
+    request, signature = _signed_transcript()
+    text, decoded = encode_value(request, step_id="llm")
+    assert "|ts:" not in text
+    reread = LlmRequest.model_validate(decode(text, where="step llm"))
+    assert reread == request
+    assert LlmRequest.model_validate(decoded) == request
+    body = gemini_request_body(guard_request(reread))
+    assert body["contents"][1]["parts"] == [
+        {
+            "functionCall": {"id": "gemini_r1_0", "name": "get_country", "args": {"q": "capital"}},
+            "thoughtSignature": signature,
+        }
+    ]
+    assert body["contents"][2]["parts"][0]["functionResponse"]["id"] == "gemini_r1_0"
+
+
+def test_anthropic_and_openai_bodies_ignore_provider_data() -> None:
+    """A transcript carrying provider_data maps to the very bodies it would give without it."""
+    signed, signature = _signed_transcript()
+    call = signed.messages[1].content[0]
+    assert isinstance(call, ToolUsePart)
+    unsigned = Message(role="assistant", content=[call.model_copy(update={"provider_data": None})])
+    plain = signed.model_copy(
+        update={"messages": [signed.messages[0], unsigned, signed.messages[2]]}
+    )
+    assert plain != signed
+    assert signature in canonical_json(signed)
+    assert signature not in canonical_json(plain)
+
+    def bodies(request: LlmRequest) -> list[dict[str, Any]]:
+        guarded = guard_request(request)
+        return [
+            anthropic_request_body(guarded, model="m", max_tokens=64),
+            openai_request_body(guarded, model="m"),
+        ]
+
+    assert bodies(signed) == bodies(plain)
+    assert signature not in json.dumps(bodies(signed))
