@@ -38,7 +38,9 @@ def screen_call(call: ToolCall) -> ToolCall | None:
     try:
         check_tool_input(call.input)
     except LoomError:
-        return ToolCall(id=call.id, name=call.name, input=placeholder())
+        # Only the input is replaced: vendor data (a Gemini thought signature) must stay with the
+        # call or the vendor refuses the next turn's history.
+        return call.model_copy(update={"input": placeholder()})
     return None
 
 

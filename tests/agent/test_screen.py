@@ -62,3 +62,22 @@ def test_too_deep_input_is_replaced() -> None:
     screened, ids = screen_response(_response(deep))
     assert ids == frozenset({"c0"})
     assert screened.tool_calls[0].input == {OVERSIZED_INPUT_KEY: True}
+
+
+def test_screening_keeps_the_calls_vendor_data() -> None:
+    """A screened call keeps its provider_data (a Gemini thought signature), only its input is replaced."""
+    from loom_nb.agent._screen import screen_call
+    from loom_nb.content import ToolCall
+    from loom_nb.taint import Untrusted
+
+    call = ToolCall(
+        id="c1",
+        name="f",
+        input={"q": Untrusted("x", "web")},
+        provider_data={"thought_signature": "sig=="},
+    )
+    screened = screen_call(call)
+    assert screened is not None
+    assert screened.input == {"__oversizedInput": True}
+    assert screened.provider_data == {"thought_signature": "sig=="}
+    assert (screened.id, screened.name) == ("c1", "f")
