@@ -452,6 +452,7 @@ replayed.status, len(empty.requests), replayed.text[:60]""",
             """Record your own: run an agent on a `Journal`, then `journal.export_jsonl(execution_id,
 "my-run.jsonl")` (or `loom-nb journal export ID -o my-run.jsonl`) and commit the file.""",
         ),
+        ("md", SWITCH),
     ],
 }
 
