@@ -165,6 +165,9 @@ async def agent_loop(
         on_tool_reset=on_tool_reset,
         stream=stream,
     )
+    # The loop owns the execution from position 0: a second call on the same object (a retry
+    # after a failed turn, or a replay) starts again from the top, served from the log.
+    execution.rewind()
     await _resume_if_decided(execution, approve)
     log: list[ToolCallRecord] = []
     compacted: list[int] = []
