@@ -9,7 +9,9 @@
   (``OversizedInlinePartError``: store the bytes and send a ref);
 - provenance: untrusted text in the system prompt or an assistant message, an untrusted value
   anywhere in a ``tool_use`` (id, name, input at any depth, ``provider_data``; the input walk is
-  iterative and capped), untrusted media naming a stored ref.
+  iterative and capped), untrusted media naming a stored ref, an untrusted mark in the tool
+  menu (a spec's name, description or ``input_schema`` at any depth; a malformed spec is
+  ``bad_tool_spec``).
 
 and rewrites, copy-on-write, only what provenance requires: untrusted text in a user message or a
 tool result is fenced (the fence IS the mark: the fenced part carries no ``origin``), a tool
@@ -57,11 +59,12 @@ from loom_nb.content import (
     RefSource,
     TextPart,
     ToolResultPart,
+    ToolSpec,
     ToolUsePart,
     canonical_json,
     parse_request,
 )
-from loom_nb.errors import OversizedInlinePartError
+from loom_nb.errors import GuardError, OversizedInlinePartError
 from loom_nb.limits import (
     MAX_INLINE_BYTES,
     MAX_INLINE_TOTAL_BYTES,
@@ -117,6 +120,7 @@ def guard_request(
     req = parse_request(request)
     walk = _Walk(max_inline_bytes, max_inline_total_bytes)
     walk.check_system(req.system)
+    _check_tools(req.tools)
     messages = req.messages
     if not isinstance(messages, list):
         raise refuse("bad_request", "messages", "messages is not a list", "Pass a list of Message.")
@@ -406,6 +410,63 @@ class _Walk:
             )
         self.needs_nonce = self.needs_nonce or fence
         return dirty or fence
+
+
+def _check_tools(tools: object) -> None:
+    """The tool menu is an instruction position: plain specs only, no untrusted mark at any depth."""
+    if not isinstance(tools, list):
+        raise refuse("bad_request", "tools", "tools is not a list", "Pass a list of ToolSpec.")
+    for ti, spec in enumerate(tools):
+        where = f"tools[{ti}]"
+        if not isinstance(spec, ToolSpec):
+            raise refuse(
+                "bad_tool_spec",
+                where,
+                f"{type(spec).__name__} is not a ToolSpec",
+                "Build tools as ToolSpec(name=..., description=..., input_schema={...}).",
+            )
+        for field in ("name", "description"):
+            value = getattr(spec, field)
+            if isinstance(value, Untrusted):
+                raise refuse(
+                    "untrusted_in_tool_spec",
+                    f"{where}.{field}",
+                    f"the tool's {field} is untrusted; the tool menu is read as instructions",
+                    "Write tool names and descriptions yourself; pass untrusted text in a user "
+                    "message or a tool result, where it is fenced.",
+                )
+            if type(value) is not str:
+                raise refuse(
+                    "bad_tool_spec", f"{where}.{field}", f"{field} is not a string", "Pass a str."
+                )
+        schema = spec.input_schema
+        if not isinstance(schema, dict):
+            raise refuse(
+                "bad_tool_spec",
+                f"{where}.input_schema",
+                "input_schema is not a JSON object",
+                "Pass a JSON Schema dict.",
+            )
+        try:
+            check_json_value(schema, f"{where}.input_schema", in_tool_use=True)
+        except GuardError as exc:
+            path = str(exc.details.get("path", f"{where}.input_schema"))
+            if exc.code == "untrusted_in_tool_use":
+                raise refuse(
+                    "untrusted_in_tool_spec",
+                    path,
+                    "an untrusted value sits in a tool's input_schema; the tool menu is read as "
+                    "instructions and a schema cannot be fenced",
+                    "Write tool schemas yourself; pass untrusted text in a user message or a "
+                    "tool result, where it is fenced.",
+                ) from exc
+            raise refuse(
+                "bad_tool_spec",
+                path,
+                "a tool's input_schema is not plain JSON of modest size and depth",
+                "Pass a JSON Schema made of objects with string keys, arrays, strings, finite "
+                "numbers, booleans and null.",
+            ) from exc
 
 
 def _check_origin(origin: object, where: str) -> None:
