@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from loom_nb.errors import JournalError, ReplayDivergenceError
-from loom_nb.journal._claims import payload_text
+from loom_nb.journal._claims import payload_text, unclaim
 from loom_nb.journal._codec import decode, dumps, encode_value
 from loom_nb.journal._timeline import Entry, ExecutionStatus, Timeline
 
@@ -241,14 +241,22 @@ class Execution:
         self._timeline.apply(kind, step_id, position, payload)
 
     def _field(self, payload: str | None, name: str, position: int) -> Any:
-        """One field of a recorded payload, claim-checks resolved (the replay hot path)."""
+        """One field of a recorded payload, its claim-check resolved (the replay hot path).
+
+        Only the field asked for is read back: serving a step's output never reads its
+        claim-checked input (a whole transcript, for a model call) from the store.
+        """
         try:
             value = json.loads(payload or "{}")
         except (RecursionError, ValueError):
             value = decode(payload or "{}", where=self._where(position))  # raises with context
-        if isinstance(value, dict) and "claimed" in value:
-            value = self._journal.resolve_claims(value, where=self._where(position))
-        return value.get(name) if isinstance(value, dict) else None
+        if not isinstance(value, dict):
+            return None
+        claimed = value.get("claimed")
+        if isinstance(claimed, list) and name in claimed:
+            where = f"{self._where(position)}.{name}"
+            return unclaim(value.get(name), store=self._journal.store, where=where)
+        return value.get(name)
 
     def _where(self, position: int) -> str:
         return f"execution {self._id!r}, position {position}"

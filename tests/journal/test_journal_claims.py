@@ -130,3 +130,14 @@ async def test_gc_keeps_blobs_the_journal_cites(store: LocalContentStore) -> Non
     assert store.has(image.address)
     assert store.has(claimed)
     assert not store.has(orphan.address)
+
+
+async def test_replay_reads_only_the_claimed_output_it_serves(
+    tmp_path: Path, store: LocalContentStore
+) -> None:
+    """Replay serves a step's inline output without reading its claim-checked input (no store needed)."""
+    path = tmp_path / "j.sqlite"
+    recorder = Journal(path, store=store, claim_threshold=1024)
+    live = await recorder.execution("r").execute("s", lambda _: "small", "x" * 5000)
+    recorder.close()
+    assert await Journal(path).execution("r").execute("s", never, "x" * 5000) == live
