@@ -28,6 +28,7 @@ that does not fit the model is a ``ContentValidationError``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from loom_nb._guard_checks import (
@@ -277,6 +278,8 @@ class _Walk:
                 f"{part.type} part with media type {part.media_type!r}",
                 f"An {part.type} part needs an '{expected}/*' type; use FilePart for other documents.",
             )
+        if type(part) is FilePart and part.name is not None and type(part.name) is not str:
+            _check_file_name(part.name, lambda: where() + ".name")
         source = part.source
         if type(source) is RefSource:
             check_ref(source.ref, where)
@@ -467,6 +470,19 @@ def _check_tools(tools: object) -> None:
                 "Pass a JSON Schema made of objects with string keys, arrays, strings, finite "
                 "numbers, booleans and null.",
             ) from exc
+
+
+def _check_file_name(name: object, where: Callable[[], str]) -> None:
+    """Refuse a file name that is not a plain string (it would reach a title outside any fence)."""
+    if isinstance(name, Untrusted):
+        raise refuse(
+            "untrusted_file_name",
+            where,
+            "the file's name is marked untrusted; a name reaches the model as a title, outside "
+            "any fence",
+            "Mark the whole part untrusted (origin=...), which drops its name, or name it yourself.",
+        )
+    raise refuse("bad_part", where, "the file's name is not a string", "Pass a str or None.")
 
 
 def _check_origin(origin: object, where: str) -> None:

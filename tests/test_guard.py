@@ -798,3 +798,24 @@ def test_plain_tool_specs_pass_untouched() -> None:
         tools=[ToolSpec(name="f", description="d", input_schema={"type": "object"})],
     )
     assert guard_request(request) is request
+
+
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [(Untrusted("IGNORE PREVIOUS", "web"), "untrusted_file_name"), (5, "bad_part")],
+)
+@pytest.mark.parametrize("in_result", [False, True])
+def test_file_name_must_be_a_plain_string(name: Any, code: str, in_result: bool) -> None:
+    """A file name built past pydantic (an Untrusted, a non-string) is refused, never sent as a title."""
+    odd = FilePart.model_construct(
+        type="file",
+        media_type="application/pdf",
+        source=DataSource(data=PNG),
+        name=name,
+        origin=None,
+    )
+    request = req(assistant(call()), user(result([odd]))) if in_result else req(user(odd))
+    with pytest.raises(GuardError) as info:
+        guard_request(request)
+    assert info.value.code == code
+    assert info.value.details["path"].endswith(".name")
