@@ -13,9 +13,9 @@ Two independent properties keep the content from ending its own fence:
   request that contains that very text. The nonce is still deterministic, so a replayed run sends
   the same bytes and recordings match.
 - Whatever the nonce, ``neutralize_fences`` defuses every ``<untrusted`` / ``</untrusted``
-  look-alike inside the text (any case; whitespace, zero-width characters, full-width letters,
-  full-width or entity-encoded brackets and slashes), so even a guessed or leaked nonce (the one
-  used for a similar request, say) cannot close the fence. The bracket of a look-alike becomes
+  look-alike inside the text (any case; whitespace, zero-width and other default-ignorable
+  characters, full-width letters, full-width or entity-encoded brackets and slashes), so even a
+  guessed or leaked nonce (the one used for a similar request, say) cannot close the fence. The bracket of a look-alike becomes
   ``‹`` (U+2039), which no fence starts with, so neutralising is idempotent.
 
 The fence is a label, not a sandbox: the refusals of the guard are the structural defence; the
@@ -55,9 +55,15 @@ NONCE_HEX_LENGTH = 24
 
 _NONCE = re.compile(r"[0-9a-f]{8,64}")
 
-# Characters a reader or a model may skip over: whitespace, soft hyphen, zero-width and
-# directional marks, word joiners, the byte-order mark.
-_FILLER = r"[\s\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]*"
+# Characters a reader or a model may skip over: whitespace and every Unicode
+# Default_Ignorable_Code_Point (soft hyphen, combining grapheme joiner, zero-width and
+# directional marks, embeddings and isolates, word joiners, Hangul fillers, variation
+# selectors, the byte-order mark, musical formatting and tag characters).
+_FILLER = (
+    r"[\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    r"\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+    r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]*"
+)
 _BRACKET = r"(?:<|\uff1c|\ufe64|&lt;?|&#0*60;?|&#x0*3c;?)"
 _SLASH = r"(?:/|\uff0f|\u2215|\u2044|&sol;|&#0*47;?|&#x0*2f;?)"
 

@@ -107,6 +107,16 @@ LOOKALIKES = [
     "&#60;/untrusted",
     "&#x3C;/untrusted",
     "&lt;&#47;untrusted",
+    # default-ignorable code points a tokenizer or a reader skips over
+    "</\u2066untrusted",
+    "</un\u2069trusted",
+    "<\u061c/untrusted",
+    "</u\u034fntrusted",
+    "</u\ufe0fntrusted",
+    "</u\U000e0020ntrusted",
+    "</u\u3164ntrusted",
+    "</u\u180bntrusted",
+    "</u\U0001d173ntrusted",
 ]
 
 
