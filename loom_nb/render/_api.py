@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from loom_nb.content import Message, Part, text_of
+from loom_nb.content import Message, Part
 from loom_nb.render._html import STYLE, esc
 from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._source import Transcript, transcript_of
@@ -21,6 +21,7 @@ from loom_nb.render._view import (
     View,
     message_view,
     part_view,
+    plain_text,
     prefetch_images,
     text_view,
 )
@@ -70,7 +71,7 @@ def transcript_views(transcript: Transcript, ctx: RenderContext) -> list[View]:
                 "kind": "fence",
                 "origin": system.origin,
                 "closed": True,
-                "items": [text_view(text_of(system), ctx)],
+                "items": [text_view(plain_text(system), ctx)],
             }
             if isinstance(system, Untrusted)
             else text_view(system, ctx)

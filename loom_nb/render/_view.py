@@ -85,14 +85,21 @@ class RenderContext:
                     self.tool_names[_plain(part.id)] = _plain(part.name)
 
 
-def _plain(value: str | Untrusted) -> str:
+def plain_text(value: str | Untrusted) -> str:
+    """The text of a str or an ``Untrusted`` (its value as JSON when not a string; never raises)."""
     return value if isinstance(value, str) else _as_text(value.value)
+
+
+_plain = plain_text
 
 
 def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, default=repr)
+    try:
+        return json.dumps(value, ensure_ascii=False, default=repr)
+    except (ValueError, RecursionError):  # a cycle, or nesting deeper than the encoder goes
+        return "(value not shown: it nests too deep to print)"
 
 
 def text_view(text: str, ctx: RenderContext) -> View:
@@ -135,8 +142,11 @@ def part_view(part: Part, ctx: RenderContext, *, key: str = "0") -> View:
 
 
 def _tool_use_view(part: ToolUsePart, ctx: RenderContext) -> View:
-    dumped = part.model_dump(mode="json")["input"]
-    pretty = json.dumps(dumped, indent=2, ensure_ascii=False, default=repr)
+    try:
+        dumped = part.model_dump(mode="json")["input"]
+        pretty = json.dumps(dumped, indent=2, ensure_ascii=False, default=repr)
+    except (ValueError, RecursionError):  # pydantic's serializer and json stop at some depth
+        pretty = "(input not shown: it nests too deep to print)"
     omitted = max(0, len(pretty) - ctx.max_text_chars)
     view: View = {
         "kind": "tool_use",

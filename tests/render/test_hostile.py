@@ -6,9 +6,10 @@ import re
 
 import pytest
 
-from loom_nb.content import DataSource, ImagePart, Message
+from loom_nb.content import DataSource, ImagePart, LlmRequest, Message, TextPart, ToolUsePart
 from loom_nb.render import render_part, render_transcript
 from loom_nb.render._media import MAX_IMAGE_PIXELS
+from loom_nb.taint import Untrusted
 from tests.fixtures import hostile
 from tests.render.safety import unsafe_parts
 
@@ -122,3 +123,42 @@ def test_a_truncated_png_is_a_reason_not_a_crash() -> None:
         ]
     )
     assert "could not be decoded" in html or "not an image" in html
+
+
+def _deep(levels: int) -> dict[str, object]:
+    value: dict[str, object] = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def test_a_tool_call_nested_too_deep_to_serialize_renders_with_a_note() -> None:
+    """A validated tool_use whose input nests thousands of levels is shown as a note, not a crash."""
+    messages = [
+        Message(role="user", content="hi"),
+        Message(
+            role="assistant",
+            content=[ToolUsePart(id="t1", name="f", input={"x": _deep(3000)})],
+        ),
+    ]
+    html = render_transcript(messages)
+    assert "tool call · f" in html
+    assert "input not shown" in html
+
+
+def test_an_untrusted_value_nested_too_deep_renders_fenced_with_a_note() -> None:
+    """An Untrusted text value that cannot be serialized is still boxed, with a note instead of JSON."""
+    message = Message(role="user", content=[TextPart(text=Untrusted(_deep(3000), "tool:web"))])
+    html = render_transcript([message])
+    assert "untrusted · tool:web" in html
+    assert "value not shown" in html
+
+
+def test_an_untrusted_system_prompt_nested_too_deep_renders_fenced() -> None:
+    """A request whose Untrusted system prompt cannot be printed still renders, boxed, with a note."""
+    request = LlmRequest(
+        messages=[Message(role="user", content="hi")], system=Untrusted(_deep(3000), "tool:web")
+    )
+    html = render_transcript(request)
+    assert "untrusted · tool:web" in html
+    assert "value not shown" in html
