@@ -32,12 +32,30 @@ def _default(value: Any) -> Any:
 _ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_default
 )
+_ASCII_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False, default=_default
+)
 _SCALARS = (str, int, bool, type(None))
+
+
+def _storable(text: str, value: Any) -> str:
+    """``text``, or the value's ASCII-escaped JSON when ``text`` is not valid UTF-8.
+
+    A lone surrogate (``json.loads('"\\ud83d"')``, a cut emoji) is a legal Python string that
+    SQLite cannot store as UTF-8; escaped as ``\\ud83d`` it is valid JSON that reads back equal.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ASCII_ENCODER.encode(value)
+    return text
 
 
 def dumps(value: Any) -> str:
     """Canonical JSON text of ``value`` (may raise the encoder's own errors)."""
-    return _ENCODER.encode(value)
+    return _storable(_ENCODER.encode(value), value)
 
 
 def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str, Any]:
@@ -46,7 +64,7 @@ def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str
     Raises ``StepOutputError`` when the value cannot be journaled.
     """
     try:
-        text = _ENCODER.encode(value)
+        text = _storable(_ENCODER.encode(value), value)
         # The round trip proves the text reads back, and is what callers get. A string, an
         # int, a bool or None is its own round trip (a float is not: 1e400 -> inf).
         decoded = value if type(value) in _SCALARS else json.loads(text)
