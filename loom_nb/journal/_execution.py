@@ -136,6 +136,12 @@ class Execution:
             raise JournalError(
                 f"a step id is a non-empty string, not {step_id!r}.", code="invalid_step_id"
             )
+        if not callable(fn):
+            raise JournalError(
+                f"step {step_id!r}: fn must be a function (sync or async) taking the input, not "
+                f"{type(fn).__name__}.",
+                code="invalid_step_fn",
+            )
         position = self._next
         self._next += 1
         entry = self._recorded(position)
@@ -154,8 +160,12 @@ class Execution:
         return None
 
     async def _run(self, position: int, step_id: str, fn: StepFn, input: Any) -> Any:
-        self._check_live(position, step_id)
-        input_text, _ = encode_value(input, step_id=step_id, what="input")
+        try:
+            self._check_live(position, step_id)
+            input_text, _ = encode_value(input, step_id=step_id, what="input")
+        except BaseException:
+            self._release(position)
+            raise
         # No await between taking the position and journaling the start: concurrent calls
         # journal their steps in position order.
         started = False
@@ -174,21 +184,28 @@ class Execution:
                 "message": str(exc),
                 "type": type(exc).__qualname__,
             }
-            payload = self._step_payload(input=input_text, error=dumps(error))
-            self._settle(started, "step_failed", step_id, position, payload)
+            self._settle(started, "step_failed", step_id, position, input_text, error=dumps(error))
             raise
-        payload = self._step_payload(input=input_text, output=output_text)
-        self._settle(started, "step_completed", step_id, position, payload)
+        self._settle(started, "step_completed", step_id, position, input_text, output=output_text)
         return output
 
-    def _settle(self, started: bool, kind: str, step_id: str, position: int, payload: str) -> None:
+    def _settle(
+        self, started: bool, kind: str, step_id: str, position: int, input_text: str, **outcome: str
+    ) -> None:
         """Journal a step's outcome; a step that never suspended gets its start in the same commit."""
         if started:
-            self._write(kind, step_id, position, payload)
+            self._write(kind, step_id, position, self._step_payload(input=input_text, **outcome))
             return
-        self._journal._append_pair(
-            self._id, ("step_started", step_id, position, "{}"), (kind, step_id, position, payload)
-        )
+        try:
+            payload = self._step_payload(input=input_text, **outcome)
+            self._journal._append_pair(
+                self._id,
+                ("step_started", step_id, position, "{}"),
+                (kind, step_id, position, payload),
+            )
+        except BaseException:
+            self._release(position)  # nothing suspended since the position was taken
+            raise
         self._timeline.apply("step_started", step_id, position, "{}")
         self._timeline.apply(kind, step_id, position, payload)
 
@@ -200,10 +217,18 @@ class Execution:
             threshold=self._journal.claim_threshold,
         )
 
+    def _release(self, position: int) -> None:
+        """Give back a position nothing was journaled at, so the next call takes it (no hole).
+
+        Only called before the call suspended, so no later call can have taken a position yet.
+        """
+        if self._next == position + 1:
+            self._next = position
+
     def _check_live(self, position: int, label: str) -> None:
-        """Refuse to run live past a completion or an unresumed park."""
+        """Refuse to run live past a completion or an unresumed park, or past a hole in the log."""
         entries = self._timeline.entries
-        previous = entries[position - 1] if 0 < position <= len(entries) else None
+        previous = entries[min(position, len(entries)) - 1] if position > 0 and entries else None
         if previous is not None and previous.kind == "complete":
             raise JournalError(
                 f"execution {self._id!r} is completed; {label!r} cannot run after it. Open a new "
@@ -216,6 +241,15 @@ class Execution:
                 f"execution {self._id!r} is parked; {label!r} cannot run until it is resumed. "
                 "Call `await execution.resume(decision)` and run the code again.",
                 code="execution_parked",
+                execution_id=self._id,
+            )
+        if position > len(entries):
+            raise JournalError(
+                f"execution {self._id!r}: {label!r} would be journaled at position {position}, "
+                f"but the log ends at position {len(entries)}: an earlier call on this object "
+                "failed without being journaled. Open the execution again "
+                "(journal.execution(id)) and run the code from the top.",
+                code="position_gap",
                 execution_id=self._id,
             )
 
@@ -279,9 +313,13 @@ class Execution:
                     return self._field(entry.resume_payload, "payload", position)
                 return None
             self._diverge(position, entry, "(park)")
-        self._check_live(position, "(park)")
-        text, _ = encode_value(payload, step_id="(park)", what="payload")
-        self._write("parked", None, position, "{" + f'"payload":{text}' + "}")
+        try:
+            self._check_live(position, "(park)")
+            text, _ = encode_value(payload, step_id="(park)", what="payload")
+            self._write("parked", None, position, "{" + f'"payload":{text}' + "}")
+        except BaseException:
+            self._release(position)
+            raise
         return None
 
     async def resume(self, payload: Any = None) -> None:
@@ -316,9 +354,13 @@ class Execution:
             if entry.kind == "complete":
                 return
             self._diverge(position, entry, "(complete)")
-        self._check_live(position, "(complete)")
-        text, _ = encode_value(output, step_id="(complete)", what="output")
-        self._write("completed", None, position, "{" + f'"output":{text}' + "}")
+        try:
+            self._check_live(position, "(complete)")
+            text, _ = encode_value(output, step_id="(complete)", what="output")
+            self._write("completed", None, position, "{" + f'"output":{text}' + "}")
+        except BaseException:
+            self._release(position)
+            raise
 
 
 def principal_to_json(principal: Principal | None) -> dict[str, Any] | None:

@@ -1,0 +1,70 @@
+"""A call refused before it is journaled leaves no hole in the timeline, and odd strings journal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loom_nb.errors import JournalError, StepOutputError
+from loom_nb.journal import Journal
+
+
+def never(_: Any) -> Any:
+    raise AssertionError("a replayed step must not call its fn")
+
+
+async def test_a_refused_input_leaves_no_gap_before_the_next_step(tmp_path: Path) -> None:
+    """After a step refused for a non-JSON input, the next step journals and the log reopens."""
+    journal = Journal(tmp_path / "j.sqlite")
+    execution = journal.execution("r")
+    with pytest.raises(StepOutputError):
+        await execution.execute("bad", never, {1, 2})
+    assert await execution.execute("good", lambda x: x + 1, 1) == 2
+    await execution.complete("done")
+    reopened = journal.execution("r")
+    assert reopened.status == "completed"
+    assert await reopened.execute("good", never, 1) == 2
+
+
+async def test_refused_park_and_completion_payloads_leave_no_gap() -> None:
+    """A non-JSON park or completion payload is refused and the next call takes its position."""
+    journal = Journal()
+    execution = journal.execution("r")
+    with pytest.raises(StepOutputError):
+        await execution.park({1, 2})
+    assert await execution.park({"ask": 1}) is None
+    await execution.resume(True)
+    assert await execution.park({"ask": 1}) is True
+    with pytest.raises(StepOutputError):
+        await execution.complete(float("inf"))
+    await execution.complete("ok")
+    assert journal.execution("r").output == "ok"
+
+
+async def test_steps_refused_on_a_parked_execution_never_damage_the_log() -> None:
+    """Repeated steps on a parked execution are refused as parked, and the log still reopens."""
+    journal = Journal()
+    execution = journal.execution("r")
+    await execution.park("wait")
+    for _ in range(3):
+        with pytest.raises(JournalError) as info:
+            await execution.execute("s", lambda x: x, 1)
+        assert info.value.code == "execution_parked"
+    assert journal.execution("r").status == "parked"
+
+
+async def test_a_step_fn_that_is_not_callable_is_a_journal_error() -> None:
+    """A step fn that is not callable is refused before anything is journaled."""
+    journal = Journal()
+    execution = journal.execution("r")
+    with pytest.raises(JournalError) as info:
+        await execution.execute("s", None, 1)  # type: ignore[arg-type]
+    assert info.value.code == "invalid_step_fn"
+    assert await execution.execute("s", lambda x: x, 1) == 1
+    assert [e.kind for e in journal.events("r")] == [
+        "execution_started",
+        "step_started",
+        "step_completed",
+    ]
