@@ -15,7 +15,7 @@ approval, after a crash, or to replay a finished run exactly (``divergence="fail
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -154,6 +154,7 @@ async def agent_loop(
         raise AgentError(
             f"max_turns must be an int >= 1, got {max_turns!r}.", code="invalid_argument"
         )
+    _check_arguments(execution, tools, messages, compaction, system)
     menu, table = menu_of(tools)
     transcript = _messages(messages)
     effect = create_llm_effect(
@@ -215,6 +216,25 @@ async def agent_loop(
     return await _finish(
         execution, "max_turns", transcript, max_turns, response, log, compacted, complete_execution
     )
+
+
+def _check_arguments(
+    execution: object, tools: object, messages: object, compaction: object, system: object
+) -> None:
+    """Refuse wrong-typed arguments up front, as an ``AgentError`` naming the argument."""
+    problem: str | None = None
+    if not all(callable(getattr(execution, name, None)) for name in ("execute", "park", "rewind")):
+        problem = f"execution must be an Execution (journal.execution(id)), not {execution!r}"
+    elif isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Sequence):
+        problem = f"tools must be a list of ToolDefinition, not {type(tools).__name__}"
+    elif isinstance(messages, bytes | Mapping) or not isinstance(messages, Sequence):
+        problem = f"messages must be a list of messages, not {type(messages).__name__}"
+    elif compaction is not None and not isinstance(compaction, Compaction):
+        problem = f"compaction must be a Compaction or None, not {type(compaction).__name__}"
+    elif system is not None and not isinstance(system, str | Untrusted):
+        problem = f"system must be a str, an Untrusted str or None, not {type(system).__name__}"
+    if problem is not None:
+        raise AgentError(f"agent_loop: {problem}.", code="invalid_argument")
 
 
 def _messages(messages: Sequence[Message | dict[str, Any]]) -> list[Message]:

@@ -9,6 +9,7 @@ import pytest
 from loom_nb.agent import ToolDefinition, agent_loop
 from loom_nb.capabilities import Capabilities
 from loom_nb.content import LlmRequest, LlmResponse
+from loom_nb.errors import AgentError
 from loom_nb.journal import Journal
 from loom_nb.providers import ScriptedProvider
 from tests.agent.conftest import step_ids
@@ -62,3 +63,32 @@ async def test_retry_on_the_same_execution_object_resumes_from_the_log(journal: 
     replayed = await agent_loop(journal.execution("retry"), ScriptedProvider([]), [tool], messages)
     assert replayed.messages == result.messages
     assert len(ran) == 1
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [
+        ({"tools": None}, "invalid_argument"),
+        ({"tools": ToolDefinition("f", "d", fn=lambda v: v)}, "invalid_argument"),
+        ({"messages": None}, "invalid_argument"),
+        ({"execution": None}, "invalid_argument"),
+        ({"compaction": {"after_messages": 1}}, "invalid_argument"),
+        ({"system": 5}, "invalid_argument"),
+    ],
+)
+async def test_bad_loop_arguments_are_agent_errors(
+    journal: Journal, arguments: dict[str, Any], code: str
+) -> None:
+    """A wrong-typed tools, messages, execution, compaction or system is an AgentError, not a bare error."""
+    provider = ScriptedProvider([{"text": "unused"}])
+    call: dict[str, Any] = {
+        "execution": journal.execution("bad"),
+        "provider": provider,
+        "tools": [],
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    call.update(arguments)
+    with pytest.raises(AgentError) as info:
+        await agent_loop(**call)
+    assert info.value.code == code
+    assert provider.requests == []
