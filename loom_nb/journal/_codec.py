@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from loom_nb.errors import JournalError, StepOutputError
 
-__all__ = ["decode", "dumps", "encode_value"]
+__all__ = ["decode", "dumps", "encode_value", "is_storable_id"]
 
 
 def _default(value: Any) -> Any:
@@ -51,6 +51,19 @@ def _storable(text: str, value: Any) -> str:
     except UnicodeEncodeError:
         return _ASCII_ENCODER.encode(value)
     return text
+
+
+def is_storable_id(value: object) -> bool:
+    """Whether ``value`` is a non-empty string SQLite can store as UTF-8 (an execution or step id)."""
+    if not isinstance(value, str) or not value:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def dumps(value: Any) -> str:

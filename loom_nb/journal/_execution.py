@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from loom_nb.errors import JournalError, ReplayDivergenceError
 from loom_nb.journal._claims import payload_text, unclaim
-from loom_nb.journal._codec import decode, dumps, encode_value
+from loom_nb.journal._codec import decode, dumps, encode_value, is_storable_id
 from loom_nb.journal._timeline import Entry, ExecutionStatus, Timeline
 
 if TYPE_CHECKING:
@@ -132,9 +132,10 @@ class Execution:
         ``divergence="fail"``), ``StepOutputError`` when the input or output is not JSON, and
         whatever ``fn`` raised (after journaling ``step_failed``).
         """
-        if not isinstance(step_id, str) or not step_id:
+        if not is_storable_id(step_id):
             raise JournalError(
-                f"a step id is a non-empty string, not {step_id!r}.", code="invalid_step_id"
+                f"a step id is a non-empty string of valid Unicode, not {step_id!r}.",
+                code="invalid_step_id",
             )
         if not callable(fn):
             raise JournalError(

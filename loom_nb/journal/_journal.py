@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 from loom_nb.errors import JournalError
 from loom_nb.journal._claims import DEFAULT_CLAIM_THRESHOLD, unclaim
-from loom_nb.journal._codec import decode
+from loom_nb.journal._codec import decode, is_storable_id
 from loom_nb.journal._schema import migrate
 from loom_nb.journal._timeline import Event, ExecutionSummary, Timeline
 
@@ -364,9 +364,9 @@ def _json_object(value: dict[str, Any]) -> str:
 
 
 def _check_id(execution_id: object) -> None:
-    if not isinstance(execution_id, str) or not execution_id:
+    if not is_storable_id(execution_id):
         raise JournalError(
-            f"an execution id is a non-empty string, not {execution_id!r}.",
+            f"an execution id is a non-empty string of valid Unicode, not {execution_id!r}.",
             code="invalid_execution_id",
         )
 

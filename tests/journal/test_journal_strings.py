@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from loom_nb.errors import JournalError
 from loom_nb.journal import Journal
 
 
@@ -31,3 +32,16 @@ async def test_lone_surrogates_that_json_parsed_are_journaled_and_replayed(
         await execution.execute("t", fails)
     assert await journal.execution("r").execute("s", never, cut) == {"text": cut}
     assert journal.events("r")[-1].payload["error"]["message"] == cut
+
+
+async def test_ids_that_cannot_be_stored_are_journal_errors() -> None:
+    """A step or execution id holding a lone surrogate is refused as a JournalError before anything is journaled."""
+    journal = Journal()
+    execution = journal.execution("r")
+    with pytest.raises(JournalError) as info:
+        await execution.execute(json.loads('"step\\ud800"'), never)
+    assert info.value.code == "invalid_step_id"
+    assert await execution.execute("s", lambda x: x, 1) == 1
+    with pytest.raises(JournalError) as opened:
+        journal.execution(json.loads('"run\\ud800"'))
+    assert opened.value.code == "invalid_execution_id"
