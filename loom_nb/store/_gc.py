@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from loom_nb.errors import ConfigurationError, LoomError
+from loom_nb.errors import ConfigurationError, LoomError, StoreError
 from loom_nb.store._protocol import ContentStore
 
 __all__ = ["CONTENT_MARKER", "SweepReport", "cited_addresses", "sweep_unpinned_content"]
@@ -134,6 +134,8 @@ def _claimed_payload(store: ContentStore, address: str) -> Any:
         if not store.has(address):
             return None
         return json.loads(store.get(address))
+    except RecursionError as exc:
+        raise _too_deep(f"the claim-checked blob {address}") from exc
     except (LoomError, ValueError):
         return None  # the blob stays pinned by its marker; there is nothing more to mark
 
@@ -154,10 +156,21 @@ def _payloads(log: Any) -> Iterator[Any]:
         if isinstance(payload, str | bytes | bytearray):
             try:
                 yield json.loads(payload)
+            except RecursionError as exc:
+                raise _too_deep("a log payload") from exc
             except ValueError:
                 continue  # text that is not JSON cites nothing
         else:
             yield payload
+
+
+def _too_deep(what: str) -> StoreError:
+    """Fail closed: a payload that cannot be parsed may cite blobs, so nothing may be reclaimed."""
+    return StoreError(
+        f"{what} is JSON nested too deep to parse, so the blobs it cites cannot be known; the "
+        "sweep stopped and nothing was reclaimed. Remove or repair that payload and sweep again.",
+        code="payload_too_deep",
+    )
 
 
 def _mark(payload: Any, cited: set[str], claims: list[str]) -> None:

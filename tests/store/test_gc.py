@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loom_nb.content import ContentRef, ImagePart, Message, RefSource
-from loom_nb.errors import ConfigurationError
+from loom_nb.errors import ConfigurationError, StoreError
 from loom_nb.store import LocalContentStore, sweep_unpinned_content
 
 T0 = datetime(2026, 10, 8, 12, 0, tzinfo=UTC)
@@ -159,3 +159,34 @@ def test_bad_arguments_are_configuration_errors(store: LocalContentStore) -> Non
         sweep_unpinned_content(store, [42], ttl=timedelta(days=1))
     with pytest.raises(ConfigurationError):
         sweep_unpinned_content(store, [{"kind": "ref"}], ttl=timedelta(days=1))
+
+
+def test_a_payload_too_deep_to_parse_aborts_the_sweep_with_nothing_reclaimed(
+    store: LocalContentStore,
+) -> None:
+    """A JSON text payload nested too deep to parse stops the sweep with a StoreError; no blob is reclaimed."""
+    old = store.put(b"maybe cited", "alice")
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(StoreError) as info:
+        sweep_unpinned_content(
+            store,
+            [[deep]],
+            ttl=timedelta(days=7),
+            reclaim_orphans=True,
+            now=T0 + timedelta(days=10),
+        )
+    assert info.value.code == "payload_too_deep"
+    assert store.has(old.address)
+
+
+def test_a_claimed_blob_too_deep_to_parse_aborts_the_sweep(store: LocalContentStore) -> None:
+    """A claim-checked blob nested too deep to parse stops the sweep: what it cites cannot be known."""
+    media = store.put(b"cited only inside the claim", "alice")
+    claim = store.put(("[" * 100_000 + "]" * 100_000).encode(), "journal")
+    log = FakeJournal([{"output": {"__loomContent": claim.address}}])
+    with pytest.raises(StoreError) as info:
+        sweep_unpinned_content(
+            store, [log], ttl=timedelta(days=7), reclaim_orphans=True, now=T0 + timedelta(days=10)
+        )
+    assert info.value.code == "payload_too_deep"
+    assert store.has(media.address)
