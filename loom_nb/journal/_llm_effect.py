@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from loom_nb.capabilities import assert_request_supported
 from loom_nb.content import LlmRequest, LlmResponse, parse_request
-from loom_nb.errors import ConfigurationError
+from loom_nb.errors import ConfigurationError, ContentAccessDeniedError
 from loom_nb.guard import guard_request
 from loom_nb.providers._base import (
     LlmProvider,
@@ -110,7 +110,20 @@ class LlmEffect:
     def _resolve_context(self, execution: Execution, step_id: str) -> ResolveContext:
         """The context for this call: the caller's settings, this execution, step and principal."""
         base = self._context
-        principal = (base.principal if base is not None else None) or execution.principal
+        asked = base.principal if base is not None else None
+        recorded = execution.principal
+        if asked is not None and recorded is not None and asked.tenant != recorded.tenant:
+            # The execution reads as the principal it was started with; a caller's context
+            # cannot widen that to another tenant's blobs (ADR 0120 decision 4: the resolver
+            # checks that the asking execution may read the blob).
+            raise ContentAccessDeniedError(
+                f"execution {execution.execution_id!r} runs for tenant {recorded.tenant!r}, but the "
+                f"resolve context names tenant {asked.tenant!r}. Drop the context's principal (the execution's is used) "
+                "or start the execution with the principal that should read the media.",
+                code="principal_mismatch",
+                execution_id=execution.execution_id,
+            )
+        principal = asked or recorded
         if base is None:
             return ResolveContext(
                 execution_id=execution.execution_id, step_id=step_id, principal=principal
@@ -134,8 +147,10 @@ def create_llm_effect(
 
     ``resolve_content`` (e.g. ``StoreResolver(store)``) turns media refs into bytes for live
     calls; it is needed only when requests carry refs. ``context`` supplies the resolve settings
-    (origin, byte budget, cancel); its execution and step are filled in per call, and its
-    principal defaults to the execution's. With ``stream=True`` the call streams and the
+    (origin, byte budget, cancel); its execution and step are filled in per call. Media is read
+    for the execution's tenant: a context principal of the same tenant (another subject) is used
+    as given, one of another tenant is refused (``ContentAccessDeniedError``, code
+    ``principal_mismatch``), and an execution started without a principal reads as the context's. With ``stream=True`` the call streams and the
     callbacks see its deltas (never journaled).
     """
     return LlmEffect(

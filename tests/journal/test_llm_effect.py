@@ -265,3 +265,20 @@ async def test_tool_reset_reaches_on_tool_reset() -> None:
     assert response.content == "retried"
     assert resets == ["reset"]
     assert journal.events("r")[-1].payload["output"]["content"] == "retried"
+
+
+async def test_a_context_cannot_read_as_another_tenant(store: LocalContentStore) -> None:
+    """A resolve context naming another tenant than the execution's is refused before any fetch."""
+    from loom_nb.errors import ContentAccessDeniedError
+
+    ref = store.put(b"theirs", "globex")
+    resolver = CountingResolver(store)
+    execution = Journal().execution("run-8", principal=Principal("acme"))
+    given = ResolveContext(execution_id=None, step_id=None, principal=Principal("globex"))
+    effect = create_llm_effect(
+        ScriptedProvider([{"text": "never"}]), resolve_content=resolver, context=given
+    )
+    with pytest.raises(ContentAccessDeniedError) as info:
+        await effect(execution, "llm", image_request(ref))
+    assert info.value.code == "principal_mismatch"
+    assert resolver.contexts == []
