@@ -7,10 +7,14 @@ assistant turn ``assistant_message_of(response)`` is pushed, approvals are gathe
 (``#turn:<t>:tool:<call id>``), and ONE user message holding one ``tool_result`` per call, in call
 order, is pushed. Before a turn, ``Compaction`` may fold the transcript (``#turn:<t>:compact``).
 
-Everything the loop decides is a pure function of the journaled step outputs, so calling
-``agent_loop`` again on the same journal and execution id (in this process or another one)
-serves every completed step from the log and continues where the run stopped: after a park for an
-approval, after a crash, or to replay a finished run exactly (``divergence="fail"``).
+Everything the loop decides is a pure function of the journaled step outputs and of the tools'
+and provider's declarations, so calling ``agent_loop`` again on the same journal and execution id
+(in this process or another one) with the same tools and a provider declaring the same
+capabilities serves every completed step from the log and continues where the run stopped: after
+a park for an approval, after a crash, or to replay a finished run exactly (``divergence="fail"``).
+The declarations matter because a tool's media result becomes an error result when the provider
+does not take that media; that verdict is recomputed, not journaled, so replaying on a provider
+with other capabilities can rebuild a different transcript without a divergence being raised.
 """
 
 from __future__ import annotations
