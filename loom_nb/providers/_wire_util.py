@@ -50,6 +50,15 @@ def is_media(part: object) -> bool:
     return isinstance(part, ImagePart | AudioPart | FilePart)
 
 
+def wire_media_type(part: MediaPart) -> str:
+    """The part's media type as vendors expect it: lowercase ``type/subtype``, parameters dropped.
+
+    Media types are case-insensitive and the capability check ignores parameters, so
+    ``image/PNG; name=x`` was accepted; vendors match exact lowercase strings.
+    """
+    return part.media_type.split(";", 1)[0].strip().lower()
+
+
 def inline_data(part: MediaPart, *, vendor: str, where: str) -> str:
     """The part's base64 data; a ref (unresolved claim-check) is refused, never dropped."""
     if isinstance(part.source, DataSource):

@@ -53,6 +53,7 @@ from loom_nb.providers._wire_util import (
     plain_text,
     shape_checked,
     unexpected,
+    wire_media_type,
 )
 
 __all__ = [
@@ -192,8 +193,9 @@ def _media(part: MediaPart, where: str) -> dict[str, Any]:
             where=where,
         )
     data = inline_data(part, vendor=VENDOR, where=where)
+    media_type = wire_media_type(part)
     if isinstance(part, ImagePart):
-        if part.media_type not in ANTHROPIC_IMAGE_TYPES:
+        if media_type not in ANTHROPIC_IMAGE_TYPES:
             raise UnsupportedModalityError(
                 f"{where}: Anthropic takes images as {', '.join(sorted(ANTHROPIC_IMAGE_TYPES))}, "
                 f"not {part.media_type}. Convert the image (e.g. to PNG) first.",
@@ -203,15 +205,15 @@ def _media(part: MediaPart, where: str) -> dict[str, Any]:
             )
         return {
             "type": "image",
-            "source": {"type": "base64", "media_type": part.media_type, "data": data},
+            "source": {"type": "base64", "media_type": media_type, "data": data},
         }
     block: dict[str, Any]
-    if part.media_type == "application/pdf":
+    if media_type == "application/pdf":
         block = {
             "type": "document",
             "source": {"type": "base64", "media_type": "application/pdf", "data": data},
         }
-    elif part.media_type == "text/plain":
+    elif media_type == "text/plain":
         block = {
             "type": "document",
             "source": {

@@ -66,6 +66,7 @@ from loom_nb.providers._wire_util import (
     shape_checked,
     stop_reason_for,
     unexpected,
+    wire_media_type,
 )
 
 __all__ = [
@@ -212,7 +213,7 @@ def _fenced_media(part: MediaPart, where: str, fencer: MediaFencer) -> list[dict
         text=lambda text: {"text": text},
         media=lambda media: {
             "inlineData": {
-                "mimeType": media.media_type,
+                "mimeType": wire_media_type(media),
                 "data": inline_data(media, vendor=VENDOR, where=where),
             }
         },

@@ -59,6 +59,7 @@ from loom_nb.providers._wire_util import (
     shape_checked,
     stop_reason_for,
     unexpected,
+    wire_media_type,
 )
 
 __all__ = [
@@ -252,10 +253,11 @@ def _fenced_media(part: MediaPart, where: str, fencer: MediaFencer) -> list[dict
 
 def _media(part: MediaPart, where: str) -> dict[str, Any]:
     data = inline_data(part, vendor=VENDOR, where=where)
+    media_type = wire_media_type(part)
     if isinstance(part, ImagePart):
-        return {"type": "image_url", "image_url": {"url": f"data:{part.media_type};base64,{data}"}}
+        return {"type": "image_url", "image_url": {"url": f"data:{media_type};base64,{data}"}}
     if isinstance(part, AudioPart):
-        fmt = OPENAI_AUDIO_FORMATS.get(part.media_type.lower())
+        fmt = OPENAI_AUDIO_FORMATS.get(media_type)
         if fmt is None:
             raise UnsupportedModalityError(
                 f"{where}: OpenAI Chat Completions takes inline audio as wav or mp3 only, not "
@@ -269,8 +271,8 @@ def _media(part: MediaPart, where: str) -> dict[str, Any]:
     return {
         "type": "file",
         "file": {
-            "file_data": f"data:{part.media_type};base64,{data}",
-            "filename": name or default_file_name(part.media_type),
+            "file_data": f"data:{media_type};base64,{data}",
+            "filename": name or default_file_name(media_type),
         },
     }
 
