@@ -159,5 +159,8 @@ def test_04_replay(lab: JupyterServer, browser_page: Any) -> None:
     stepper.locator(".loom-next").click()
     stepper.locator(".loom-turn-label", has_text="turn 3 of 4").wait_for(timeout=15_000)
     assert stepper.locator(".loom-step-seen fieldset.loom-fence > legend").count() >= 1
+    pages = stepper.locator(".loom-pdf img.loom-page")
+    assert pages.count() >= 1
+    assert not any(page.is_visible() for page in pages.all())  # no empty image before paging
     page.screenshot(path=str(SCREENSHOTS / "notebook-04-replay-live.png"), full_page=True)
     close_notebook(page)
