@@ -101,3 +101,14 @@ def test_error_carries_code_message_and_details() -> None:
         "rate_limit_error",
         True,
     )
+
+
+def test_every_public_name_is_documented_in_the_readme() -> None:
+    """The README's API reference names every public name, so the two cannot drift apart."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    reference = readme.split("## API reference", 1)[1]
+    missing = [n for n in loom_nb.__all__ if not re.search(rf"`{re.escape(n)}`", reference)]
+    assert missing == [], f"add these to the README's API reference: {missing}"
