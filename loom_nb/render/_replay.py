@@ -71,6 +71,8 @@ def turn_view(record: TurnRecord, count: int, ctx: RenderContext) -> View:
 
 def _usage(record: TurnRecord) -> str:
     tokens_in, tokens_out = record.usage
+    if tokens_in == 0 and tokens_out == 0:
+        return "not reported"  # offline providers report none; "0 in · 0 out" reads like a bug
     return f"{tokens_in} in · {tokens_out} out"
 
 

@@ -240,3 +240,21 @@ def test_tools_in_recording_are_the_declared_ones() -> None:
     """The recording's tools are defined once (the fixture module), so the test tools cannot drift."""
     assert [t.name for t in TOOLS] == ["weather", "web_fetch", "send_note"]
     assert all(isinstance(t, ToolDefinition) for t in TOOLS)
+
+
+def test_a_turn_without_reported_usage_says_so() -> None:
+    """Offline providers report no tokens; the stepper says "not reported" rather than "0 in · 0 out"."""
+    from loom_nb.content import LlmRequest, LlmResponse, Message
+    from loom_nb.render._replay import _usage
+    from loom_nb.render._turns import TurnRecord
+
+    request = LlmRequest(messages=[Message(role="user", content="hi")])
+    silent = TurnRecord(index=0, step_id="#turn:0:model", request=request, response=LlmResponse())
+    assert _usage(silent) == "not reported"
+    counted = TurnRecord(
+        index=0,
+        step_id="#turn:0:model",
+        request=request,
+        response=LlmResponse(usage={"input_tokens": 3, "output_tokens": 0}),  # type: ignore[arg-type]
+    )
+    assert _usage(counted) == "3 in · 0 out"
