@@ -2,9 +2,15 @@
 
 ``guard_request`` is the gate every request passes before a provider sees it. It refuses:
 
-- structure: a ``tool_use`` outside an assistant message, a ``tool_result`` outside a user message
-  or for an id no earlier assistant message declared, media outside a user message, a malformed
-  or mismatched media type, bad base64, a malformed ref (address, declared size);
+- structure: a ``tool_use`` outside an assistant message, a ``tool_result`` outside a user message,
+  media outside a user message, a malformed or mismatched media type, bad base64, a malformed ref
+  (address, declared size);
+- tool pairing, as every vendor pairs them (or answers 400): each ``tool_use`` id is unique in the
+  request (``duplicate_tool_use_id``); a ``tool_result`` answers a call of the assistant message
+  right before its user message (``orphan_tool_result`` when no earlier message made the call,
+  ``stale_tool_result`` when an older one did), once (``duplicate_tool_result``); and that user
+  message answers every call (``unanswered_tool_use``). A request may end on an assistant message
+  whose calls are still open (a parked agent turn);
 - size: an inline part over ``max_inline_bytes`` or a request over ``max_inline_total_bytes``
   (``OversizedInlinePartError``: store the bytes and send a ref);
 - provenance: untrusted text in the system prompt or an assistant message, an untrusted value
@@ -126,6 +132,8 @@ def guard_request(
     if not isinstance(messages, list):
         raise refuse("bad_request", "messages", "messages is not a list", "Pass a list of Message.")
     dirty = [mi for mi, message in enumerate(messages) if walk.check_message(mi, message)]
+    if walk.unanswered is not None:
+        raise walk.unanswered
     if not dirty:
         return req
     nonce = request_nonce(req, walk.input_json) if walk.needs_nonce else ""
@@ -139,16 +147,35 @@ def guard_request(
 
 
 class _Walk:
-    """State of one guard pass: ids declared so far, the inline total, whether a fence is needed.
+    """State of one guard pass: calls declared and answered, the inline total, whether to fence.
 
     Locations travel as indices and become path strings only in a refusal (formatting a path
-    for every part would cost more than the checks themselves).
+    for every part would cost more than the checks themselves). A call left unanswered is
+    refused only after the whole walk (``unanswered``), so a result that sits in the wrong
+    message is reported as that (``stale_tool_result``) rather than as the gap it leaves.
     """
 
-    __slots__ = ("declared", "inline_total", "input_json", "max_inline", "max_total", "needs_nonce")
+    __slots__ = (
+        "answered",
+        "calls",
+        "declared",
+        "expected",
+        "inline_total",
+        "input_json",
+        "matched",
+        "max_inline",
+        "max_total",
+        "needs_nonce",
+        "unanswered",
+    )
 
     def __init__(self, max_inline: int, max_total: int) -> None:
-        self.declared: set[str] = set()
+        self.declared: dict[str, int] = {}  # call id -> index of the message that made the call
+        self.answered: set[str] = set()
+        self.calls: dict[str, int] | None = None  # calls of the message just walked: id -> part
+        self.expected: dict[str, int] | None = None  # the calls the current message must answer
+        self.matched = 0  # results in the current message that answered one of ``expected``
+        self.unanswered: GuardError | None = None  # the first call left unanswered
         self.input_json: dict[int, str] = {}  # id(tool_use part) -> canonical JSON of its input
         self.inline_total = 0
         self.max_inline = max_inline
@@ -178,7 +205,12 @@ class _Walk:
                 "Build messages with Message(role=..., content=...).",
             )
         content = message.content
+        expected = self.calls  # the calls of the message before this one must be answered here
+        if expected is not None:
+            self.calls = None
         if isinstance(content, str):
+            if expected is not None:
+                self._unanswered(expected, mi)
             return False
         if not isinstance(content, list):
             raise refuse(
@@ -188,6 +220,8 @@ class _Walk:
                 "Pass a str or a list of parts.",
             )
         user = message.role == "user"
+        self.expected = expected if user else None
+        self.matched = 0
         dirty = False
         for pi, part in enumerate(content):
             if isinstance(part, TextPart):
@@ -228,7 +262,25 @@ class _Walk:
                     f"{type(part).__name__} is not a content part",
                     "Use TextPart, ImagePart, AudioPart, FilePart, ToolUsePart or ToolResultPart.",
                 )
+        if expected is not None and (not user or self.matched < len(expected)):
+            self._unanswered(expected, mi)
         return dirty
+
+    def _unanswered(self, calls: dict[str, int], mi: int) -> None:
+        """Note (the first) call of messages[mi - 1] that messages[mi] leaves unanswered."""
+        if self.unanswered is not None:
+            return
+        call_id, pi = next((c, p) for c, p in calls.items() if c not in self.answered)
+        self.unanswered = refuse(
+            "unanswered_tool_use",
+            part_path(mi - 1, pi),
+            f"tool_use {call_id!r} is not answered: the next message, messages[{mi}], holds no "
+            "tool_result for it, and every vendor refuses a call without its result right after",
+            "Answer every call of an assistant turn in the user message right after it (a "
+            "tool_result with is_error=True for a call that was not run), or end the request "
+            "on that assistant turn.",
+            tool_use_id=call_id,
+        )
 
     def _untrusted_text(self, part: TextPart, user: bool, mi: int, pi: int) -> bool:
         """A text part with an origin or a non-str text: fence it (user) or refuse it."""
@@ -328,8 +380,52 @@ class _Walk:
         text = check_json_value(tool_input, where, in_tool_use=True)
         if text is not None:
             self.input_json[id(part)] = text
-        if isinstance(call_id, str):  # checked above; narrows for the type checker
-            self.declared.add(call_id)
+        if not isinstance(call_id, str):  # pragma: no cover - refused above; narrows the type
+            return
+        first = self.declared.get(call_id)
+        if first is not None:
+            raise refuse(
+                "duplicate_tool_use_id",
+                f"{part_path(mi, pi)}.id",
+                f"tool_use id {call_id!r} is already the id of an earlier call (in messages[{first}]); "
+                "results are paired with calls by id, so ids must be unique in a request",
+                "Keep the ids the model returned (assistant_message_of); give a call you build "
+                "yourself a fresh id.",
+                tool_use_id=call_id,
+            )
+        self.declared[call_id] = mi
+        calls = self.calls
+        if calls is None:
+            self.calls = {call_id: pi}
+        else:
+            calls[call_id] = pi
+
+    def _pair(self, call_id: str, mi: int, pi: int) -> None:
+        """Pair a result with a call of the message right before its own, once."""
+        if call_id in self.answered:
+            raise refuse(
+                "duplicate_tool_result",
+                part_path(mi, pi),
+                f"a second tool_result for {call_id!r}; a call is answered exactly once",
+                "Keep one result per call (put everything the tool returned in it) and drop the "
+                "other.",
+                tool_use_id=call_id,
+            )
+        expected = self.expected
+        if expected is None or call_id not in expected:
+            made = self.declared[call_id]
+            raise refuse(
+                "stale_tool_result",
+                part_path(mi, pi),
+                f"tool_result for {call_id!r} answers a call of messages[{made}], not of the "
+                "assistant message right before this one; vendors pair results only with the "
+                "calls of the previous turn",
+                f"Move the result into the user message right after messages[{made}] (the turn "
+                "that made the call), or drop it.",
+                tool_use_id=call_id,
+            )
+        self.answered.add(call_id)
+        self.matched += 1
 
     @staticmethod
     def _odd_tool_use(part: ToolUsePart, where: str) -> None:
@@ -375,6 +471,7 @@ class _Walk:
                 "compaction must not cut between them), or drop the result.",
                 tool_use_id=part.tool_use_id,
             )
+        self._pair(part.tool_use_id, mi, pi)
         origin = part.origin
         if origin is not None:
             _check_origin(origin, part_path(mi, pi))

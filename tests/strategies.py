@@ -115,9 +115,13 @@ requests = st.builds(
 
 # ---- guard transcripts: plausible conversations with random untrusted marks -----------------
 # Untrusted strings carry the sentinel "¤" and trusted strings never do, so a property test can
-# check that every "¤" in a guarded request sits inside a fence. ``chaos=True`` also breaks
-# rules now and then (untrusted system prompt or assistant text, media in an assistant turn, a
-# tainted tool call, an orphan result, an untrusted ref), which the guard must refuse.
+# check that every "¤" in a guarded request sits inside a fence. Tool calls are paired as every
+# vendor pairs them: the user message after an assistant turn answers each of its calls once
+# (results in any order, among text and media), and the transcript may end on open calls.
+# ``chaos=True`` also breaks rules now and then (untrusted system prompt or assistant text, media
+# in an assistant turn, a tainted tool call, an orphan, stale, duplicate or missing result, a
+# reused call id, an untrusted ref), which the guard must refuse; ``pairing_chaos=True`` picks
+# one pairing rule (or none) and breaks only that one, often.
 
 SENTINEL = "¤"
 trusted_texts = st.text(
@@ -213,17 +217,34 @@ def _tool_result(draw: st.DrawFn, call_id: str, chaos: bool) -> ToolResultPart:
     )
 
 
+PAIRING_MOVES = ["stale", "skip", "duplicate", "reuse", "orphan", None]
+"""How ``guard_transcripts(pairing_chaos=True)`` breaks the pairing: reuse a call id, leave a call
+unanswered, answer one twice, answer an older turn's open call, answer a call never made."""
+
+
 @st.composite
-def guard_transcripts(draw: st.DrawFn, *, chaos: bool = True) -> LlmRequest:
+def guard_transcripts(
+    draw: st.DrawFn, *, chaos: bool = True, pairing_chaos: bool = False
+) -> LlmRequest:
     """A user/assistant conversation with tool calls, results, media and random untrusted marks."""
 
     def wrong() -> bool:
         return chaos and draw(st.integers(0, 19)) == 0
 
+    move = draw(st.sampled_from(PAIRING_MOVES)) if pairing_chaos else None
+
+    def mispair(kind: str) -> bool:
+        if move is None:
+            return wrong()
+        # a stale answer needs a call an older turn left open
+        return kind in (move, "skip" if move == "stale" else move) and draw(st.integers(0, 2)) == 0
+
     counter = 0
     pending: list[str] = []
+    made: list[str] = []  # every call id so far
+    answered: set[str] = set()
     messages: list[Message] = []
-    for turn in range(draw(st.integers(1, 6))):
+    for turn in range(draw(st.integers(5 if pairing_chaos else 1, 6))):
         parts: list[Any] = []
         if turn % 2:  # assistant
             if draw(st.booleans()):
@@ -233,10 +254,13 @@ def guard_transcripts(draw: st.DrawFn, *, chaos: bool = True) -> LlmRequest:
             if wrong():
                 parts.append(draw(_media_part(untrusted=False, allow_ref=True)))
             pending = []
-            for _ in range(draw(st.integers(0, 3))):
+            for _ in range(draw(st.integers(1 if pairing_chaos else 0, 3))):
                 counter += 1
                 call_id = f"call_{counter}"
+                if made and mispair("reuse"):  # a reused id
+                    call_id = draw(st.sampled_from(made))
                 pending.append(call_id)
+                made.append(call_id)
                 tool_input = draw(st.dictionaries(trusted_texts, guard_json_values, max_size=3))
                 if wrong():
                     tool_input = {"q": [Untrusted(draw(attacker_texts), draw(origins))]}
@@ -255,11 +279,18 @@ def guard_transcripts(draw: st.DrawFn, *, chaos: bool = True) -> LlmRequest:
                 )
             role = "assistant"
         else:  # user
-            parts.extend(
-                draw(_tool_result(call_id, chaos)) for call_id in pending if draw(st.booleans())
-            )
+            for call_id in pending:
+                if not mispair("skip"):  # else left unanswered
+                    parts.append(draw(_tool_result(call_id, chaos)))
+                    answered.add(call_id)
+            done = [call_id for call_id in made if call_id in answered]
+            if done and mispair("duplicate"):  # a second answer (to this turn's or an older call)
+                parts.append(draw(_tool_result(draw(st.sampled_from(done)), chaos)))
+            left_open = [c for c in made if c not in answered and c not in pending]
+            if left_open and mispair("stale"):  # an answer to a call an older turn left open
+                parts.append(draw(_tool_result(draw(st.sampled_from(left_open)), chaos)))
             pending = []
-            if wrong():
+            if mispair("orphan"):
                 parts.append(ToolResultPart(tool_use_id="call_orphan", content="late"))
             for _ in range(draw(st.integers(0, 3))):
                 choice = draw(
@@ -274,8 +305,11 @@ def guard_transcripts(draw: st.DrawFn, *, chaos: bool = True) -> LlmRequest:
                     parts.append(
                         draw(_media_part(untrusted=untrusted, allow_ref=not untrusted or wrong()))
                     )
+            shuffled: list[Any] = draw(st.permutations(parts))  # results need not come first
+            parts = shuffled
             role = "user"
-        content: Any = parts if parts or draw(st.booleans()) else draw(trusted_texts)
+        as_parts: bool = bool(parts) or draw(st.booleans())
+        content: Any = parts if as_parts else draw(trusted_texts)
         messages.append(Message(role=role, content=content))
     system: Any = draw(st.none() | trusted_texts)
     if wrong():

@@ -22,7 +22,7 @@ from loom_nb.content import (
     ToolUsePart,
     canonical_json,
 )
-from loom_nb.errors import LoomError
+from loom_nb.errors import GuardError, LoomError
 from loom_nb.guard import fence_nonce, guard_request, neutralize_fences
 from loom_nb.taint import Untrusted
 from tests.strategies import (
@@ -159,6 +159,77 @@ def test_rule_abiding_transcripts_always_pass_and_are_fenced(request: LlmRequest
     """A transcript that breaks no rule is never refused, and its untrusted text comes back fenced."""
     guarded = guard_request(request)
     assert_untrusted_only_inside_fences(request, guarded)
+
+
+PAIRING_CODES = {
+    "orphan_tool_result",
+    "stale_tool_result",
+    "duplicate_tool_result",
+    "unanswered_tool_use",
+    "duplicate_tool_use_id",
+}
+
+
+def _ids(message: Message, kind: type[ToolUsePart] | type[ToolResultPart]) -> list[str]:
+    if isinstance(message.content, str):
+        return []
+    found: list[str] = []
+    for part in message.content:
+        if kind is ToolUsePart and isinstance(part, ToolUsePart):
+            found.append(part.id.value if isinstance(part.id, Untrusted) else part.id)
+        elif kind is ToolResultPart and isinstance(part, ToolResultPart):
+            found.append(part.tool_use_id)
+    return found
+
+
+def _refusal_code(request: LlmRequest) -> str | None:
+    """The code of the guard's refusal, or None when it accepts the request."""
+    try:
+        guard_request(request)
+    except GuardError as exc:
+        return exc.code
+    return None
+
+
+def pairing_broken(request: LlmRequest) -> bool:
+    """An independent statement of the pairing rules: True when the transcript breaks one."""
+    calls_so_far: list[str] = []
+    previous_calls: list[str] = []
+    for message in request.messages:
+        calls = _ids(message, ToolUsePart) if message.role == "assistant" else []
+        results = _ids(message, ToolResultPart) if message.role == "user" else []
+        if len(set(results)) < len(results) or not set(results) <= set(previous_calls):
+            return True  # a duplicate, or a result for no call of the message just before
+        if previous_calls and set(results) != set(previous_calls):
+            return True  # a call of the message just before left unanswered
+        calls_so_far.extend(calls)
+        previous_calls = calls
+    return len(set(calls_so_far)) < len(calls_so_far)  # a call id used twice
+
+
+@PROPERTY
+@given(guard_transcripts(chaos=False, pairing_chaos=True))
+def test_pairing_is_refused_exactly_when_a_pairing_rule_is_broken(request: LlmRequest) -> None:
+    """A transcript that breaks only pairing rules is refused with a pairing code exactly when it breaks one."""
+    broken = pairing_broken(request)
+    code = _refusal_code(request)
+    assert code is None or code in PAIRING_CODES, code
+    assert (code is not None) == broken, code
+
+
+@PROPERTY
+@given(guard_transcripts(chaos=True))
+def test_a_pairing_refusal_always_means_a_broken_pairing_rule(request: LlmRequest) -> None:
+    """Among all the other broken rules, a pairing code is given only to a transcript that breaks a pairing rule."""
+    code = _refusal_code(request)
+    assert code not in PAIRING_CODES or pairing_broken(request), code
+
+
+@PROPERTY
+@given(guard_transcripts(chaos=False))
+def test_rule_abiding_transcripts_pair_every_call(request: LlmRequest) -> None:
+    """The rule-abiding generator itself keeps the pairing rules (so the property above has both sides)."""
+    assert not pairing_broken(request)
 
 
 @PROPERTY
