@@ -43,6 +43,7 @@ from loom_nb.content import (
     ToolCall,
     ToolResultPart,
     ToolSpec,
+    ToolUsePart,
     assistant_message_of,
     content_error,
 )
@@ -184,7 +185,8 @@ async def agent_loop(
         request = LlmRequest(messages=transcript, tools=menu, system=system)
         response = await effect(execution, f"#turn:{turn}:model", request)
         response, screened = screen_response(response)
-        transcript.append(assistant_message_of(response))
+        shown, renamed = _fresh_ids(response, transcript)
+        transcript.append(assistant_message_of(shown))
         if not response.tool_calls:
             return await _finish(
                 execution,
@@ -215,7 +217,10 @@ async def agent_loop(
             ToolCallRecord(turn=turn, id=p.call.id, name=p.call.name, input=p.call.input, status=s)
             for p, s in zip(plans, [r[1] for r in results], strict=True)
         )
-        answers: list[Part] = [r[0] for r in results]
+        answers: list[Part] = [
+            r[0].model_copy(update={"tool_use_id": renamed[i]}) if i in renamed else r[0]
+            for i, r in enumerate(results)
+        ]
         transcript.append(Message(role="user", content=answers))
     return await _finish(
         execution, "max_turns", transcript, max_turns, response, log, compacted, complete_execution
@@ -249,6 +254,41 @@ def _messages(messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
         except ValidationError as exc:
             raise content_error(exc, f"message {index} given to agent_loop") from exc
     return out
+
+
+def _fresh_ids(
+    response: LlmResponse, transcript: Sequence[Message]
+) -> tuple[LlmResponse, dict[int, str]]:
+    """The response as the transcript shows it: a call id used before gets a fresh suffix.
+
+    Results are paired with calls by id, so the guard refuses a request holding one id twice
+    (every vendor does). A model that repeats an id, in one turn or across turns, has the
+    repeat shown as ``<id>_<n>`` and answered under that id; step ids and the tool-call log keep
+    the id the model gave. Returns the response to show and {call index: shown id}.
+    """
+    used = {
+        part.id
+        for message in transcript
+        if isinstance(message.content, list)
+        for part in message.content
+        if isinstance(part, ToolUsePart) and isinstance(part.id, str)
+    }
+    renamed: dict[int, str] = {}
+    for index, call in enumerate(response.tool_calls):
+        call_id, n = call.id, 1
+        while call_id in used:
+            n += 1
+            call_id = f"{call.id}_{n}"
+        used.add(call_id)
+        if call_id != call.id:
+            renamed[index] = call_id
+    if not renamed:
+        return response, renamed
+    calls = [
+        call.model_copy(update={"id": renamed[i]}) if i in renamed else call
+        for i, call in enumerate(response.tool_calls)
+    ]
+    return response.model_copy(update={"tool_calls": calls}), renamed
 
 
 def _with_seen(calls: Sequence[ToolCall]) -> list[tuple[bool, ToolCall]]:

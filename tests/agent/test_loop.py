@@ -334,6 +334,32 @@ async def test_async_tools_and_duplicate_ids(journal: Journal) -> None:
     first, second = _results(result.messages[2])
     assert first.content == '{"result":"ok","tool":"slow"}'
     assert _error(second)["type"] == "duplicate_call_id"
+    # the repeat is shown under a fresh id, so the next request pairs every call once
+    assert [p.id for p in result.messages[1].content] == ["c1", "c1_2"]  # type: ignore[union-attr]
+    assert [first.tool_use_id, second.tool_use_id] == ["c1", "c1_2"]
+    assert [r.id for r in result.tool_calls] == ["c1", "c1"]  # the log keeps the model's ids
+
+
+async def test_an_id_reused_in_a_later_turn_runs_under_a_fresh_transcript_id(
+    journal: Journal,
+) -> None:
+    """A model that reuses a call id across turns gets both calls run; the transcript stays sendable."""
+    provider = ScriptedProvider(
+        [
+            {"tool_calls": [_call("call_0", "add", {"a": 1, "b": 2})]},
+            {"tool_calls": [_call("call_0", "add", {"a": 3, "b": 4})]},
+            {"text": "done"},
+        ]
+    )
+    result = await agent_loop(
+        journal.execution("run"), provider, [ADD], [{"role": "user", "content": "go"}]
+    )
+    assert result.status == "completed"
+    assert [r.status for r in result.tool_calls] == ["ok", "ok"]
+    (later,) = _results(result.messages[4])
+    assert later.tool_use_id == "call_0_2"
+    assert result.messages[3].content[0].id == "call_0_2"  # type: ignore[union-attr]
+    guard_request(LlmRequest(messages=result.messages))
 
 
 async def test_streaming_passes_deltas_to_the_callbacks(journal: Journal) -> None:
