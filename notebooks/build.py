@@ -270,12 +270,13 @@ TranscriptView([question, Message(role="assistant", content=answer.content)], st
         ),
         (
             "md",
-            """The provider received the bytes inline (`data`), while the journal holds only addresses:""",
+            """The provider received the bytes inline (`data`), while the journaled step holds only the
+address and size of each:""",
         ),
         (
             "code",
-            """recorded = journal.events("media-chat")[-1].payload
-"sha256:" in str(recorded), "base64" in str(recorded)""",
+            """step = next(e for e in journal.events("media-chat") if e.kind == "step_completed")
+step.payload["input"]["messages"][0]["content"][1]["source"]""",
         ),
         (
             "md",
