@@ -172,3 +172,10 @@ def close_notebook(page: Any) -> None:
             button.first.click(timeout=3000)
         except Exception:
             break
+
+
+REPO_ON_PATH = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+"""
+"""A first notebook cell that lets the kernel import this repository's ``tests`` package."""

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.browser.conftest import SCREENSHOTS
 from tests.browser.harness import (
+    REPO_ON_PATH,
     JupyterServer,
     close_notebook,
     current_panel,
@@ -16,13 +16,6 @@ from tests.browser.harness import (
     run_all_cells,
     write_notebook,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-
-SETUP = f"""
-import sys
-sys.path.insert(0, {str(REPO)!r})
-"""
 
 STEPPER = """
 from loom_nb import ReplayStepper
@@ -47,7 +40,7 @@ pad
 def test_stepper_moves_between_turns(jupyter_server: JupyterServer, browser_page: Any) -> None:
     """Clicking next shows the next turn: its label, step id and the longer transcript the model saw."""
     page = browser_page
-    write_notebook(jupyter_server, "stepper.ipynb", [SETUP, STEPPER])
+    write_notebook(jupyter_server, "stepper.ipynb", [REPO_ON_PATH, STEPPER])
     open_notebook(page, jupyter_server, "stepper.ipynb")
     run_all_cells(page)
     panel = current_panel(page)
@@ -88,7 +81,7 @@ def test_prompt_pad_streams_a_scripted_answer(
 ) -> None:
     """Typing and clicking send streams the answer into the live area in several steps, then the transcript."""
     page = browser_page
-    write_notebook(jupyter_server, "pad.ipynb", [SETUP, PAD])
+    write_notebook(jupyter_server, "pad.ipynb", [REPO_ON_PATH, PAD])
     open_notebook(page, jupyter_server, "pad.ipynb")
     run_all_cells(page)
     panel = current_panel(page)

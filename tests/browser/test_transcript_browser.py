@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.browser.conftest import SCREENSHOTS
 from tests.browser.harness import (
+    REPO_ON_PATH,
     JupyterServer,
     close_notebook,
     current_panel,
@@ -16,13 +16,6 @@ from tests.browser.harness import (
     run_all_cells,
     write_notebook,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-
-SETUP = f"""
-import sys
-sys.path.insert(0, {str(REPO)!r})
-"""
 
 DEMO = """
 import base64
@@ -63,7 +56,7 @@ def test_widget_renders_media_fence_and_linked_pair(
 ) -> None:
     """The widget shows an image, an audio player, a PDF thumbnail, a fenced block, and clicking a result highlights its call."""
     page = browser_page
-    write_notebook(jupyter_server, "demo.ipynb", [SETUP, DEMO])
+    write_notebook(jupyter_server, "demo.ipynb", [REPO_ON_PATH, DEMO])
     open_notebook(page, jupyter_server, "demo.ipynb")
     run_all_cells(page)
     panel = current_panel(page)
@@ -116,7 +109,7 @@ def test_hostile_transcript_runs_no_script(
 ) -> None:
     """The hostile transcript, as live static HTML and as the widget, sets no sentinel and opens no dialog."""
     page = browser_page
-    write_notebook(jupyter_server, "hostile.ipynb", [SETUP, HOSTILE])
+    write_notebook(jupyter_server, "hostile.ipynb", [REPO_ON_PATH, HOSTILE])
     open_notebook(page, jupyter_server, "hostile.ipynb")
     run_all_cells(page)
     panel = current_panel(page)
