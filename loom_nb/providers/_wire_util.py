@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from loom_nb._guard_checks import media_essence
 from loom_nb.content import (
     AudioPart,
     DataSource,
@@ -54,9 +55,10 @@ def wire_media_type(part: MediaPart) -> str:
     """The part's media type as vendors expect it: lowercase ``type/subtype``, parameters dropped.
 
     Media types are case-insensitive and the capability check ignores parameters, so
-    ``image/PNG; name=x`` was accepted; vendors match exact lowercase strings.
+    ``image/PNG; name=x`` was accepted; vendors match exact lowercase strings. Uses the guard's
+    own parser, so the wire and the checks agree on what the type is.
     """
-    return part.media_type.split(";", 1)[0].strip().lower()
+    return media_essence(part.media_type) or part.media_type
 
 
 def inline_data(part: MediaPart, *, vendor: str, where: str) -> str:
