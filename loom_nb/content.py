@@ -431,7 +431,6 @@ def content_error(exc: ValidationError, what: str) -> ContentValidationError:
 def _is_branch_label(loc: int | str) -> bool:
     """Pydantic names union branches in error paths ('str', 'list[...]'); they are not fields."""
     return isinstance(loc, str) and (
-        loc
-        in {"str", "Untrusted", "dict[str,any]", "function-after[_restore_marks(), dict[str,any]]"}
+        loc in {"str", "Untrusted", "dict[str,any]"}
         or loc.startswith(("list[", "function-", "tagged-union["))
     )
