@@ -228,10 +228,6 @@ def _journal_flag(root: Path) -> str:
     return "" if root.resolve() == default else f" --journal {root / 'journal.sqlite'}"
 
 
-def _say(out: Callable[[str], None], text: str) -> None:
-    out(text)
-
-
 async def run_demo(
     workdir: str | Path = ".loom",
     *,
@@ -258,10 +254,10 @@ async def run_demo(
     resolver = StoreResolver(store)
     context = ResolveContext(execution_id=execution_id, step_id=None, principal=principal)
     messages = start_messages(store)
-    _say(out, "loom_nb demo: offline (scripted model, local store, SQLite journal; no API key)")
-    _say(out, f"  store    {root / 'store'}")
-    _say(out, f"  journal  {root / 'journal.sqlite'}  (execution {execution_id})")
-    _say(out, "  user     asks for a Q3 briefing, attaches q3-memo.pdf (stored by address)")
+    out("loom_nb demo: offline (scripted model, local store, SQLite journal; no API key)")
+    out(f"  store    {root / 'store'}")
+    out(f"  journal  {root / 'journal.sqlite'}  (execution {execution_id})")
+    out("  user     asks for a Q3 briefing, attaches q3-memo.pdf (stored by address)")
 
     def show_text(chunk: str) -> None:
         if stream is not None:
@@ -294,17 +290,16 @@ async def run_demo(
             f"{d.get('name')}({json.dumps(d.get('input'), ensure_ascii=False)})"
             for d in result.pending_approvals
         )
-        _say(out, f"\n  parked   waiting for approval: {pending}")
+        out(f"\n  parked   waiting for approval: {pending}")
         verdict = "approves" if approve else "declines"
-        _say(
-            out,
+        out(
             f"  resume   the demo user {verdict}; the same execution continues from the journal",
         )
         result = await run(approve)
     for call in result.tool_calls:
-        _say(out, f"  tool     turn {call.turn}: {call.name} -> {call.status}")
+        out(f"  tool     turn {call.turn}: {call.name} -> {call.status}")
     if stream is None:
-        _say(out, f"  answer   {result.text}")
+        out(f"  answer   {result.text}")
     html_path = to_html(
         result.messages,
         root / f"{execution_id}.html",
@@ -313,10 +308,10 @@ async def run_demo(
         title=f"loom_nb demo: {execution_id}",
     )
     steps = sum(1 for e in journal.events(execution_id) if e.kind == "step_completed")
-    _say(out, f"\n  {result.status} after {result.turns} turns; {steps} journaled steps")
-    _say(out, f"  transcript: {html_path}")
-    _say(out, f"  inspect: loom-nb journal show {execution_id}" + _journal_flag(root))
-    _say(out, "  next: open the notebooks with `jupyter lab notebooks/`")
+    out(f"\n  {result.status} after {result.turns} turns; {steps} journaled steps")
+    out(f"  transcript: {html_path}")
+    out(f"  inspect: loom-nb journal show {execution_id}" + _journal_flag(root))
+    out("  next: open the notebooks with `jupyter lab notebooks/`")
     journal.close()
     return DemoRun(
         result=result,

@@ -36,24 +36,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _demo(args: Any) -> int:
     from loom_nb.demo import run_demo
 
-    printed: list[bool] = []
+    # Streamed model text has no newline of its own: end that line before anything else prints.
+    mid_line = False
 
     def out(line: str) -> None:
-        if printed and printed[-1]:
+        nonlocal mid_line
+        if mid_line:
             sys.stdout.write("\n")
-        printed.append(False)
+        mid_line = False
         print(line, flush=True)
 
     def streamed(text: str) -> None:
-        if not printed or not printed[-1]:
+        nonlocal mid_line
+        if not mid_line:
             sys.stdout.write("  model    ")
-        printed.append(True)
+        mid_line = True
         sys.stdout.write(text.replace("\n", " "))
         sys.stdout.flush()
 
     def call(name: str) -> None:
+        nonlocal mid_line
         sys.stdout.write(f"\n  call     {name}\n")
-        printed.append(False)
+        mid_line = False
 
     asyncio.run(
         run_demo(args.dir, approve=not args.decline, out=out, stream=streamed, on_call=call)
