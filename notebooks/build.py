@@ -512,10 +512,9 @@ async def record() -> None:
         media.mkdir()
         store = LocalContentStore(run.store_path)
         for entry in store.list():
-            suffix = ".pdf" if store.get(entry.address).startswith(b"%PDF") else ".png"
-            (media / f"{entry.address.removeprefix('sha256:')[:16]}{suffix}").write_bytes(
-                store.get(entry.address)
-            )
+            blob = store.get(entry.address)  # verified read; once per blob
+            suffix = ".pdf" if blob.startswith(b"%PDF") else ".png"
+            (media / f"{entry.address.removeprefix('sha256:')[:16]}{suffix}").write_bytes(blob)
 
 
 def main(argv: list[str]) -> int:
