@@ -174,6 +174,14 @@ def close_notebook(page: Any) -> None:
             break
 
 
+def run_notebook(page: Any, server: JupyterServer, name: str, cells: list[str]) -> Any:
+    """Save ``cells`` as notebook ``name``, open it, run every cell; the current panel's locator."""
+    write_notebook(server, name, cells)
+    open_notebook(page, server, name)
+    run_all_cells(page)
+    return current_panel(page)
+
+
 REPO_ON_PATH = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})

@@ -11,10 +11,7 @@ from tests.browser.harness import (
     REPO_ON_PATH,
     JupyterServer,
     close_notebook,
-    current_panel,
-    open_notebook,
-    run_all_cells,
-    write_notebook,
+    run_notebook,
 )
 
 STEPPER = """
@@ -40,10 +37,7 @@ pad
 def test_stepper_moves_between_turns(jupyter_server: JupyterServer, browser_page: Any) -> None:
     """Clicking next shows the next turn: its label, step id and the longer transcript the model saw."""
     page = browser_page
-    write_notebook(jupyter_server, "stepper.ipynb", [REPO_ON_PATH, STEPPER])
-    open_notebook(page, jupyter_server, "stepper.ipynb")
-    run_all_cells(page)
-    panel = current_panel(page)
+    panel = run_notebook(page, jupyter_server, "stepper.ipynb", [REPO_ON_PATH, STEPPER])
     stepper = panel.locator(".loom-stepper")
     stepper.wait_for(timeout=30_000)
     label = stepper.locator(".loom-turn-label")
@@ -81,10 +75,7 @@ def test_prompt_pad_streams_a_scripted_answer(
 ) -> None:
     """Typing and clicking send streams the answer into the live area in several steps, then the transcript."""
     page = browser_page
-    write_notebook(jupyter_server, "pad.ipynb", [REPO_ON_PATH, PAD])
-    open_notebook(page, jupyter_server, "pad.ipynb")
-    run_all_cells(page)
-    panel = current_panel(page)
+    panel = run_notebook(page, jupyter_server, "pad.ipynb", [REPO_ON_PATH, PAD])
     pad = panel.locator(".loom-pp")
     pad.wait_for(timeout=30_000)
     pad.locator(".loom-pp-conversation .loom-tv").wait_for(timeout=30_000)  # the child view

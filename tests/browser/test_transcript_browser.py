@@ -11,10 +11,7 @@ from tests.browser.harness import (
     REPO_ON_PATH,
     JupyterServer,
     close_notebook,
-    current_panel,
-    open_notebook,
-    run_all_cells,
-    write_notebook,
+    run_notebook,
 )
 
 DEMO = """
@@ -56,10 +53,7 @@ def test_widget_renders_media_fence_and_linked_pair(
 ) -> None:
     """The widget shows an image, an audio player, a PDF thumbnail, a fenced block, and clicking a result highlights its call."""
     page = browser_page
-    write_notebook(jupyter_server, "demo.ipynb", [REPO_ON_PATH, DEMO])
-    open_notebook(page, jupyter_server, "demo.ipynb")
-    run_all_cells(page)
-    panel = current_panel(page)
+    panel = run_notebook(page, jupyter_server, "demo.ipynb", [REPO_ON_PATH, DEMO])
     tv = panel.locator(".loom-tv")
     tv.wait_for(timeout=30_000)
     image = tv.locator(".loom-image img.loom-thumb")
@@ -109,10 +103,7 @@ def test_hostile_transcript_runs_no_script(
 ) -> None:
     """The hostile transcript, as live static HTML and as the widget, sets no sentinel and opens no dialog."""
     page = browser_page
-    write_notebook(jupyter_server, "hostile.ipynb", [REPO_ON_PATH, HOSTILE])
-    open_notebook(page, jupyter_server, "hostile.ipynb")
-    run_all_cells(page)
-    panel = current_panel(page)
+    panel = run_notebook(page, jupyter_server, "hostile.ipynb", [REPO_ON_PATH, HOSTILE])
     panel.locator(".loom-tv").wait_for(timeout=30_000)
     panel.locator(".loom-transcript").first.wait_for(timeout=30_000)
     # let images/handlers (if any) fire

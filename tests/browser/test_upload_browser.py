@@ -15,10 +15,7 @@ from tests.browser.conftest import SCREENSHOTS
 from tests.browser.harness import (
     JupyterServer,
     close_notebook,
-    current_panel,
-    open_notebook,
-    run_all_cells,
-    write_notebook,
+    run_notebook,
 )
 
 SIZE = 50 * 1024 * 1024
@@ -37,10 +34,7 @@ def test_a_50_mib_pdf_arrives_in_chunks(
         f"upload = MediaUpload(LocalContentStore({str(store_dir)!r}), tenant='me')\n"
         "upload"
     )
-    write_notebook(jupyter_server, "upload.ipynb", [cell])
-    open_notebook(page, jupyter_server, "upload.ipynb")
-    run_all_cells(page)
-    panel = current_panel(page)
+    panel = run_notebook(page, jupyter_server, "upload.ipynb", [cell])
     button = panel.locator(".loom-up .loom-up-drop")
     button.wait_for(timeout=30_000)
     head = memo_pdf()
