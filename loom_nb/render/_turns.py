@@ -34,6 +34,7 @@ from loom_nb.content import (
     TextPart,
     ToolResultPart,
     ToolUsePart,
+    canonical_json,
     content_error,
     to_parts,
 )
@@ -162,7 +163,7 @@ def new_messages(before: list[Message], after: list[Message]) -> tuple[list[Mess
 
 
 def _key(message: Message) -> str:
-    return json.dumps(message.model_dump(mode="json"), sort_keys=True, default=repr)
+    return canonical_json(message)
 
 
 def _same(a: Message, b: Message) -> bool:
