@@ -47,7 +47,7 @@ Turn: TypeAlias = (
 of the (guarded) request returning one of those."""
 
 _TURN_KEYS = frozenset(
-    {"text", "content", "tool_calls", "stop_reason", "usage", "model", "provider_data"}
+    {"text", "content", "tool_calls", "stop_reason", "usage", "model", "provider_data", "reasoning"}
 )
 
 
@@ -152,8 +152,12 @@ class ScriptedProvider:
     async def stream(
         self, request: LlmRequest | Mapping[str, Any]
     ) -> AsyncIterator[LlmStreamChunk]:
-        """The next scripted response as text deltas, tool deltas (id and name, then input JSON), then ``done``."""
+        """The next scripted response as reasoning deltas, text deltas, tool deltas (id and name,
+        then input JSON), then ``done``."""
         response = self._answer(request)
+        for part in response.reasoning:
+            for piece in self._split(part.text):
+                yield LlmStreamChunk(kind="reasoning", text=piece)
         for piece in self._split(response.content):
             yield LlmStreamChunk(kind="text", text=piece)
         for index, call in enumerate(response.tool_calls):
