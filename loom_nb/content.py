@@ -47,6 +47,7 @@ from pydantic import (
 )
 
 from loom_nb.errors import ContentValidationError
+from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted, mark_untrusted_values
 
 __all__ = [
@@ -80,7 +81,7 @@ __all__ = [
     "to_parts",
 ]
 
-ADDRESS_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+ADDRESS_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
 """A content address: the algorithm tag and the lowercase hex digest of the bytes."""
 
 
@@ -118,7 +119,7 @@ class ContentRef(_OmitNone):
     @field_validator("address")
     @classmethod
     def _check_address(cls, value: str) -> str:
-        if not ADDRESS_PATTERN.match(value):
+        if not ADDRESS_PATTERN.fullmatch(value):
             raise ValueError("an address looks like 'sha256:' followed by 64 lowercase hex digits")
         return value
 
@@ -314,8 +315,14 @@ class ToolSpec(_Model):
     """JSON Schema of the tool's input object."""
 
 
-class LlmRequest(_Model):
-    """What is sent to a model: messages, the tool menu and the system prompt."""
+class LlmRequest(_OmitNone):
+    """What is sent to a model: messages, the tool menu, the system prompt, settings, output schema.
+
+    ``settings`` and ``output_schema`` are left out of the serialized form while None, so a
+    request that uses neither serializes (and hashes) exactly as before they existed.
+    """
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"settings", "output_schema"})
 
     messages: list[Message]
     """The conversation so far."""
@@ -323,6 +330,18 @@ class LlmRequest(_Model):
     """The tools the model may call."""
     system: str | Untrusted | None = None
     """The system prompt (never untrusted: the guard refuses an untrusted one)."""
+    settings: ModelSettings | None = None
+    """Generation settings (max tokens, temperature ...); providers merge their own defaults
+    under these and a call's ``settings=`` over them. An empty ``ModelSettings()`` becomes None."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON Schema the answer must match (set from ``output_type=``); providers send it in
+    the vendor's native structured-output mode. Part of the journaled request, so replay is
+    exact and a changed schema diverges."""
+
+    @field_validator("settings", mode="after")
+    @classmethod
+    def _empty_settings_are_none(cls, value: ModelSettings | None) -> ModelSettings | None:
+        return None if value is not None and value.is_empty() else value
 
 
 class ToolCall(_OmitNone):
@@ -378,6 +397,11 @@ class LlmResponse(_Model):
     """The model id the vendor reported."""
     provider_data: dict[str, Any] = Field(default_factory=dict)
     """Vendor fields loom_nb does not model (raw stop reason, ids, thought signatures ...), kept rather than lost."""
+    output: Any = Field(default=None, exclude=True)
+    """The validated structured output (an instance of the ``output_type`` asked for), or None.
+
+    Never serialized: the journal keeps the raw text in ``content`` and a replay validates it
+    again, so the recorded response is the same with or without structured output."""
     reasoning: list[ReasoningPart] = Field(default_factory=list)
     """The model's thinking, one part per vendor block, in order (empty when it showed none)."""
 
