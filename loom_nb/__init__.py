@@ -30,8 +30,11 @@ _EXPORTS: dict[str, str] = {
     "ReplayDivergenceError": "loom_nb.errors",
     "StepOutputError": "loom_nb.errors",
     "StoreError": "loom_nb.errors",
+    "StructuredOutputError": "loom_nb.errors",
     "UnresolvedContentError": "loom_nb.errors",
     "UnsupportedModalityError": "loom_nb.errors",
+    # settings
+    "ModelSettings": "loom_nb.settings",
     # taint
     "Untrusted": "loom_nb.taint",
     # limits
@@ -48,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "LlmResponse": "loom_nb.content",
     "Message": "loom_nb.content",
     "Part": "loom_nb.content",
+    "ReasoningPart": "loom_nb.content",
     "RefSource": "loom_nb.content",
     "TextPart": "loom_nb.content",
     "ToolCall": "loom_nb.content",
@@ -134,6 +138,7 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real definitions
         LlmResponse,
         Message,
         Part,
+        ReasoningPart,
         RefSource,
         TextPart,
         ToolCall,
@@ -162,8 +167,10 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real definitions
         ReplayDivergenceError,
         StepOutputError,
         StoreError,
+        StructuredOutputError,
         UnresolvedContentError,
         UnsupportedModalityError,
     )
     from loom_nb.limits import MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES, MAX_RESOLVED_BYTES
+    from loom_nb.settings import ModelSettings
     from loom_nb.taint import Untrusted

@@ -7,11 +7,22 @@ matching. Code that needs text reads content through ``text_of`` / ``to_parts`` 
 ``has_structured_parts``, never by coercing ``.content`` to ``str`` (a test walks the source to
 enforce this; see "Guard against raw reads" in the ADR).
 
-Decision 3: parts are ``text``, ``image``, ``audio``, ``file``, ``tool_use`` and ``tool_result``,
-one pydantic union discriminated on ``type``. Media carries a ``source``: a ``RefSource`` naming a
-blob in the content store by address (the claim-check, decision 4) or a ``DataSource`` with base64
-bytes. Decision 8: the response keeps ``content`` (text) and ``tool_calls``;
-``assistant_message_of`` builds the assistant turn, text first and then one ``tool_use`` per call.
+Decision 3: parts are ``text``, ``image``, ``audio``, ``file``, ``tool_use``, ``tool_result`` and
+(issue 14) ``reasoning``, one pydantic union discriminated on ``type``. Media carries a
+``source``: a ``RefSource`` naming a blob in the content store by address (the claim-check,
+decision 4) or a ``DataSource`` with base64 bytes. Decision 8: the response keeps ``content``
+(text) and ``tool_calls``; ``assistant_message_of`` builds the assistant turn, text first and then
+one ``tool_use`` per call.
+
+Reasoning (issue 14). A model's thinking comes back as ``LlmResponse.reasoning``: one
+``ReasoningPart`` per vendor block (Anthropic ``thinking`` / ``redacted_thinking``, an
+OpenAI-compatible ``reasoning_content``, Gemini ``thought`` parts, an OpenAI Responses reasoning
+item). Vendors that sign their thinking require it back unchanged, first in the assistant turn,
+or the next call is a 400; so ``assistant_message_of`` puts the reasoning parts first and the
+mappers send them back as they came. A reasoning part belongs to the model's turn only (the
+guard refuses it elsewhere), and it is read only by the mapper of the vendor that wrote it
+(``provider_data["vendor"]``): another vendor's mapper leaves it out of the wire body, since a
+signature means nothing to anyone else.
 
 Optional fields that are unset (``origin``, a file's ``name``, a ref's ``size``, a tool call's
 ``provider_data``) are left out of the serialized form, so adding such a field never changes the
@@ -36,6 +47,7 @@ from pydantic import (
 )
 
 from loom_nb.errors import ContentValidationError
+from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted, mark_untrusted_values
 
 __all__ = [
@@ -51,6 +63,7 @@ __all__ = [
     "Message",
     "MessageContent",
     "Part",
+    "ReasoningPart",
     "RefSource",
     "StopReason",
     "TextPart",
@@ -68,7 +81,7 @@ __all__ = [
     "to_parts",
 ]
 
-ADDRESS_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+ADDRESS_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
 """A content address: the algorithm tag and the lowercase hex digest of the bytes."""
 
 
@@ -106,7 +119,7 @@ class ContentRef(_OmitNone):
     @field_validator("address")
     @classmethod
     def _check_address(cls, value: str) -> str:
-        if not ADDRESS_PATTERN.match(value):
+        if not ADDRESS_PATTERN.fullmatch(value):
             raise ValueError("an address looks like 'sha256:' followed by 64 lowercase hex digits")
         return value
 
@@ -246,8 +259,34 @@ class ToolResultPart(_OmitNone):
     """Set when the whole result is untrusted (e.g. a tool declared untrusted)."""
 
 
+class ReasoningPart(_OmitNone):
+    """The model's thinking (or its summary); appears only in assistant messages, before the answer.
+
+    Vendors that sign their reasoning (Anthropic, Gemini, OpenAI Responses) require the part back
+    byte for byte on the next turn; only the mapper of the vendor that wrote it reads it. Unset
+    optional fields are left out of the serialized form.
+    """
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"signature", "data", "provider_data"})
+
+    type: Literal["reasoning"] = "reasoning"
+    """Discriminator: always ``"reasoning"``."""
+    text: str = ""
+    """The visible thinking or its summary ("" when the vendor shows none, e.g. redacted)."""
+    signature: str | None = None
+    """The vendor's signature over the thinking (Anthropic ``signature``, Gemini ``thoughtSignature``)."""
+    redacted: bool = False
+    """True when the vendor withheld the thinking and sent only an opaque ``data`` payload."""
+    data: str | None = None
+    """An opaque payload sent back unchanged (Anthropic ``redacted_thinking.data``, OpenAI
+    Responses ``encrypted_content``)."""
+    provider_data: dict[str, Any] | None = None
+    """Other vendor metadata, plain JSON: ``vendor`` (who produced it: ``"anthropic"``,
+    ``"openai"``, ``"gemini"``), item ids, the wire field it came in."""
+
+
 Part: TypeAlias = Annotated[
-    TextPart | ImagePart | AudioPart | FilePart | ToolUsePart | ToolResultPart,
+    TextPart | ImagePart | AudioPart | FilePart | ToolUsePart | ToolResultPart | ReasoningPart,
     Field(discriminator="type"),
 ]
 """Any content part, discriminated by ``type``."""
@@ -276,8 +315,14 @@ class ToolSpec(_Model):
     """JSON Schema of the tool's input object."""
 
 
-class LlmRequest(_Model):
-    """What is sent to a model: messages, the tool menu and the system prompt."""
+class LlmRequest(_OmitNone):
+    """What is sent to a model: messages, the tool menu, the system prompt, settings, output schema.
+
+    ``settings`` and ``output_schema`` are left out of the serialized form while None, so a
+    request that uses neither serializes (and hashes) exactly as before they existed.
+    """
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"settings", "output_schema"})
 
     messages: list[Message]
     """The conversation so far."""
@@ -285,6 +330,18 @@ class LlmRequest(_Model):
     """The tools the model may call."""
     system: str | Untrusted | None = None
     """The system prompt (never untrusted: the guard refuses an untrusted one)."""
+    settings: ModelSettings | None = None
+    """Generation settings (max tokens, temperature ...); providers merge their own defaults
+    under these and a call's ``settings=`` over them. An empty ``ModelSettings()`` becomes None."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON Schema the answer must match (set from ``output_type=``); providers send it in
+    the vendor's native structured-output mode. Part of the journaled request, so replay is
+    exact and a changed schema diverges."""
+
+    @field_validator("settings", mode="after")
+    @classmethod
+    def _empty_settings_are_none(cls, value: ModelSettings | None) -> ModelSettings | None:
+        return None if value is not None and value.is_empty() else value
 
 
 class ToolCall(_OmitNone):
@@ -322,7 +379,11 @@ StopReason: TypeAlias = Literal[
 
 
 class LlmResponse(_Model):
-    """A model's answer: its text and its tool calls (decision 8: no derived parts field)."""
+    """A model's answer: its text, its tool calls and its reasoning (decision 8: no derived parts field).
+
+    ``reasoning`` is left out of the serialized form while empty, so responses without thinking
+    keep the bytes (and hashes) they had before the field existed.
+    """
 
     content: str = ""
     """The text the model produced."""
@@ -336,6 +397,20 @@ class LlmResponse(_Model):
     """The model id the vendor reported."""
     provider_data: dict[str, Any] = Field(default_factory=dict)
     """Vendor fields loom_nb does not model (raw stop reason, ids, thought signatures ...), kept rather than lost."""
+    output: Any = Field(default=None, exclude=True)
+    """The validated structured output (an instance of the ``output_type`` asked for), or None.
+
+    Never serialized: the journal keeps the raw text in ``content`` and a replay validates it
+    again, so the recorded response is the same with or without structured output."""
+    reasoning: list[ReasoningPart] = Field(default_factory=list)
+    """The model's thinking, one part per vendor block, in order (empty when it showed none)."""
+
+    @model_serializer(mode="wrap")
+    def _drop_empty_reasoning(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("reasoning", True):
+            del data["reasoning"]
+        return data
 
 
 def text_of(content: MessageContent | ToolResultContent) -> str:
@@ -369,14 +444,16 @@ def has_structured_parts(content: MessageContent | ToolResultContent) -> bool:
 
 
 def assistant_message_of(response: LlmResponse) -> Message:
-    """The assistant turn for a response: its text first, then one ``tool_use`` per call.
+    """The assistant turn for a response: its reasoning, then its text, then one ``tool_use`` per call.
 
-    Text comes first because Anthropic refuses text after a ``tool_use`` in the same turn. A
-    response without tool calls keeps the plain string form.
+    Reasoning comes first because Anthropic requires thinking blocks at the start of the turn
+    (unchanged, with their signatures); text precedes the calls because Anthropic refuses text
+    after a ``tool_use`` in the same turn. A response with neither calls nor reasoning keeps the
+    plain string form.
     """
-    if not response.tool_calls:
+    if not response.tool_calls and not response.reasoning:
         return Message(role="assistant", content=response.content)
-    parts: list[Part] = []
+    parts: list[Part] = list(response.reasoning)
     if response.content:
         parts.append(TextPart(text=response.content))
     parts.extend(
@@ -420,7 +497,8 @@ def content_error(exc: ValidationError, what: str) -> ContentValidationError:
     more = f" (and {count - 1} more problem{'s' if count > 2 else ''})" if count > 1 else ""
     return ContentValidationError(
         f"invalid {what}: field '{where}': {first['msg']}{more}. "
-        "Parts are dicts with a 'type' of text, image, audio, file, tool_use or tool_result; "
+        "Parts are dicts with a 'type' of text, image, audio, file, tool_use, tool_result or "
+        "reasoning; "
         "roles are 'user' or 'assistant'; a media source is {'kind': 'ref', 'ref': {'address': ...}} "
         "or {'kind': 'data', 'data': <base64>}.",
         field=where,

@@ -203,7 +203,8 @@ class S3ContentStore:
                 ),
             )
 
-        self._record_and_ensure(digest, encoded, view.nbytes, upload)
+        md5 = hashlib.md5(view, usedforsecurity=False).hexdigest()
+        self._record_and_ensure(digest, encoded, view.nbytes, upload, md5=md5)
         return ContentRef(address=address, size=view.nbytes)
 
     def put_file(
@@ -218,11 +219,13 @@ class S3ContentStore:
         encoded = _tenant_key(tenant)
         source = Path(path)
         digest_of = hashlib.sha256()
+        md5_of = hashlib.md5(usedforsecurity=False)
         try:
             with source.open("rb") as src:
                 total = os.fstat(src.fileno()).st_size
                 while chunk := src.read(1 << 20):
                     digest_of.update(chunk)
+                    md5_of.update(chunk)
         except OSError as exc:
             raise StoreError(
                 f"cannot read {source}: {exc.strerror}. Pass the path of a readable file.",
@@ -292,7 +295,9 @@ class S3ContentStore:
                     code="file_changed",
                 )
 
-        self._record_and_ensure(digest, encoded, size, upload, large=size > self.chunk_size)
+        self._record_and_ensure(
+            digest, encoded, size, upload, large=size > self.chunk_size, md5=md5_of.hexdigest()
+        )
         return ContentRef(address="sha256:" + digest, size=size)
 
     def _record_and_ensure(
@@ -303,24 +308,33 @@ class S3ContentStore:
         upload: Callable[[bool], None],
         *,
         large: bool = False,
+        md5: str | None = None,
     ) -> None:
-        """Write this put's marker, then make sure the blob is there (see the module docstring)."""
+        """Write this put's marker, then make sure the blob is there (see the module docstring).
+
+        With ``md5`` (the bytes are in hand), a present object whose single-part ETag is another
+        MD5 was damaged in place at the same size, and is rewritten rather than deduped onto.
+        """
         earlier = self._markers(digest)
         now = _micros(self._clock())
         created = min((m.created for m in earlier), default=now)
         marker = f"tenants/{digest}/{encoded_tenant}/{now:016d}-{size}-{created:016d}-{uuid.uuid4().hex[:12]}"
         self._call("put", digest, lambda: obstore.put(self._s3, marker, b""))
-        present = self._blob_size(digest) if (earlier or large) else None
+        present = self._blob_meta(digest) if (earlier or large) else None
+        uploaded = False
         if present is None:
             try:
                 upload(False)
+                uploaded = True
             except _Exists:
-                present = self._blob_size(digest)
-                if present != size:
-                    upload(True)  # damaged (wrong size) copy: rewrite it
-        elif present != size:
-            upload(True)
-        mine = [m.key for m in earlier if m.key != marker and _tenant_of(m.key) == encoded_tenant]
+                present = self._blob_meta(digest)
+        if not uploaded and (present is None or not _sound(present, size, md5)):
+            upload(True)  # vanished, or a damaged copy: rewrite it
+        self._drop_older(earlier, marker, encoded_tenant)
+
+    def _drop_older(self, earlier: builtins.list[_Marker], marker: str, encoded: str) -> None:
+        """Remove the tenant's markers older than the one just written (one marker per tenant)."""
+        mine = [m.key for m in earlier if m.key != marker and _tenant_of(m.key) == encoded]
         if mine:
             self._delete_quietly(mine)
 
@@ -402,7 +416,7 @@ class S3ContentStore:
     def has(self, address: str) -> bool:
         """Whether a blob is stored at ``address`` (some tenant recorded and the object present)."""
         digest = check_address(address)[7:]
-        return bool(self._markers(digest)) and self._blob_size(digest) is not None
+        return bool(self._markers(digest)) and self._blob_meta(digest) is not None
 
     def tenants(self, address: str) -> set[str]:
         """The tenants that stored ``address`` and have not deleted it (empty when none)."""
@@ -466,13 +480,14 @@ class S3ContentStore:
                 self._fail("list", prefix, exc)
             yield from batch
 
-    def _blob_size(self, digest: str) -> int | None:
+    def _blob_meta(self, digest: str) -> ObjectMeta | None:
         try:
-            meta = self._call("head", digest, lambda: obstore.head(self._s3, _blob(digest)))
+            meta: ObjectMeta = self._call(
+                "head", digest, lambda: obstore.head(self._s3, _blob(digest))
+            )
         except ContentNotFoundError:
             return None
-        size: int = meta["size"]
-        return size
+        return meta
 
     def _quarantine(self, digest: str, e_tag: str | None) -> None:
         """Move a corrupted object aside, unless a put replaced it since it was read."""
@@ -538,6 +553,16 @@ def _parse_url(url: object) -> tuple[str, str]:
             code="invalid_store_url",
         )
     return bucket, prefix
+
+
+def _sound(meta: ObjectMeta, size: int, md5: str | None) -> bool:
+    """Whether a present object can stand for ``size`` bytes with this MD5 (as far as S3 tells)."""
+    if meta["size"] != size:
+        return False
+    e_tag = (meta.get("e_tag") or "").strip('"')
+    if md5 is None or "-" in e_tag or len(e_tag) != 32:
+        return True  # a multipart (or encrypted) ETag is no MD5: every read verifies instead
+    return e_tag == md5
 
 
 def _blob(digest: str) -> str:

@@ -111,18 +111,35 @@ def test_corrupted_blob_raises_instead_of_returning_wrong_bytes(
 def test_put_file_repairs_a_blob_damaged_without_changing_size(
     store_backend: StoreBackend, tmp_path: Path
 ) -> None:
-    """A damaged same-size blob is repaired: by put_file's fresh copy, or once a read found it."""
+    """put_file lays down a fresh copy over a damaged same-size blob: it is repaired."""
     store = store_backend.open()
     ref = store.put(b"original", "alice")
     store_backend.damage(store, ref.address, b"0riginal")
-    if store_backend.name == "s3":  # no fresh copy without a read: the read moves it aside
-        with pytest.raises(ContentIntegrityError):
-            store.get(ref.address)
     source = tmp_path / "original.bin"
     source.write_bytes(b"original")
     assert store.put_file(source, "bob") == ref
     assert store.get(ref.address) == b"original"
     assert store.tenants(ref.address) == {"alice", "bob"}
+
+
+def test_put_repairs_a_blob_damaged_without_changing_size(store_backend: StoreBackend) -> None:
+    """put of bytes whose stored copy was damaged in place (same size) repairs it, not dedupes onto it."""
+    store = store_backend.open()
+    ref = store.put(b"original", "alice")
+    store_backend.damage(store, ref.address, b"0riginal")
+    assert store.put(b"original", "bob") == ref
+    assert store.get(ref.address) == b"original"
+    assert store.tenants(ref.address) == {"alice", "bob"}
+
+
+def test_put_of_a_sound_duplicate_keeps_the_existing_file(tmp_path: Path) -> None:
+    """A put of bytes already stored intact writes no second copy (the file keeps its inode)."""
+    store = LocalContentStore(tmp_path / "store")
+    ref = store.put(b"same bytes", "alice")
+    blob = _blob_path(tmp_path / "store", ref.address)
+    inode = blob.stat().st_ino
+    assert store.put(b"same bytes", "bob") == ref
+    assert blob.stat().st_ino == inode
 
 
 def test_stale_temp_files_are_removed_on_open(tmp_path: Path) -> None:
@@ -145,7 +162,8 @@ def test_missing_and_malformed_addresses_are_clear_errors(store: ContentStore) -
         store.get(_address(b"never stored"))
     with pytest.raises(ContentNotFoundError):
         store.stat(_address(b"never stored"))
-    for bad in ["sha256:XYZ", "md5:" + "0" * 32, "../../etc/passwd", 42]:
+    good = _address(b"x")
+    for bad in ["sha256:XYZ", "md5:" + "0" * 32, "../../etc/passwd", 42, good + "\n", " " + good]:
         with pytest.raises(StoreError) as info:
             store.get(bad)  # type: ignore[arg-type]
         assert info.value.code == "invalid_address"
@@ -159,6 +177,20 @@ def test_bad_tenant_and_bad_data_are_refused(store: ContentStore) -> None:
     with pytest.raises(StoreError) as info:
         store.put("text", "alice")  # type: ignore[arg-type]
     assert info.value.code == "invalid_data"
+
+
+@pytest.mark.parametrize("tenant", ["\ud800", "a\x00b", "line\nbreak", "x" * 257, None, 7])
+def test_unencodable_or_unprintable_tenants_are_refused_with_a_code(
+    store: ContentStore, tenant: object
+) -> None:
+    """A tenant with a lone surrogate, a control character, too many characters or no text is StoreError invalid_tenant."""
+    for call in (
+        lambda: store.put(b"x", tenant),  # type: ignore[arg-type]
+        lambda: store.delete(_address(b"x"), tenant),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(StoreError) as info:
+            call()
+        assert info.value.code == "invalid_tenant"
 
 
 def test_put_file_streams_in_chunks_and_matches_put(store: Any, tmp_path: Path) -> None:
