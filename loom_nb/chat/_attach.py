@@ -36,12 +36,12 @@ StoreGetter = Callable[[], ContentStore]
 
 def attachment_part(item: Any, index: int, store: StoreGetter, tenant: str) -> Part:
     """One attachment as a part; bytes over the inline cap are stored through ``store()``."""
-    if isinstance(item, TextPart | ImagePart | AudioPart | FilePart):
-        return item
-    if isinstance(item, ToolUsePart | ToolResultPart):
+    if isinstance(item, TextPart | ImagePart | AudioPart | FilePart | ToolResultPart):
+        return item  # a tool result must answer a call: the guard checks that, with its codes
+    if isinstance(item, ToolUsePart):
         raise ConfigurationError(
-            f"attachment {index} is a {item.type} part; tool calls and results are threaded by "
-            "chat.run(...), not attached.",
+            f"attachment {index} is a tool_use part; only the model makes tool calls (they "
+            "arrive in its replies), so a user message cannot carry one.",
             code="invalid_attachment",
         )
     pil = sys.modules.get("PIL.Image")

@@ -32,6 +32,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import BaseModel
+
 from loom_nb.agent import AgentResult, ToolDefinition, agent_loop
 from loom_nb.agent._decorator import tool as make_tool
 from loom_nb.agent._tools import menu_of
@@ -47,7 +49,8 @@ from loom_nb.content import (
 )
 from loom_nb.errors import ConfigurationError
 from loom_nb.journal import Execution, Journal, create_llm_effect
-from loom_nb.providers._base import TextCallback
+from loom_nb.providers._base import ResetCallback, TextCallback, ToolDeltaCallback
+from loom_nb.settings import ModelSettings
 from loom_nb.store import ContentStore, LocalContentStore, Principal, StoreResolver
 from loom_nb.taint import Untrusted
 
@@ -95,6 +98,7 @@ class _Position:
     step_id: str
     request: LlmRequest
     response: LlmResponse | None  # None: the step failed or was stopped (not completed)
+    output_type: type[BaseModel] | None = None
 
 
 class _Skipped(Exception):
@@ -121,7 +125,7 @@ class Chat:
         tools: Sequence[ToolDefinition | Callable[..., Any]] = (),
         store: ContentStore | None = None,
         journal: Journal | str | None = None,
-        settings: Any = None,
+        settings: ModelSettings | Mapping[str, Any] | None = None,
         id: str | None = None,
         tenant: str = "notebook",
         stream: bool = False,
@@ -175,7 +179,7 @@ class Chat:
         self._store = store
         self._journal_arg = journal
         self._journal: Journal | None = journal if isinstance(journal, Journal) else None
-        self._settings = settings
+        self._settings = _settings_of(settings)
         self._home = Path.cwd() / DEFAULT_HOME
         self.id: str = id if id is not None else f"chat-{uuid.uuid4().hex[:12]}"
         """The chat's execution id in the journal (pass it again to replay)."""
@@ -213,7 +217,7 @@ class Chat:
         return list(self._tools)
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> ModelSettings | None:
         """The model settings sent with every request (None: the provider's defaults)."""
         return self._settings
 
@@ -280,11 +284,18 @@ class Chat:
         *attachments: Any,
         stream: bool | None = None,
         on_text: TextCallback | None = None,
+        output_type: type[BaseModel] | None = None,
+        on_tool_delta: ToolDeltaCallback | None = None,
+        on_tool_reset: ResetCallback | None = None,
     ) -> LlmResponse:
         """Send ``text`` with ``attachments`` (paths, bytes, PIL images, parts); return the reply.
 
         The turn is the journaled step ``#chat:<k>:model``. A refusal (``GuardError``,
-        ``UnsupportedModalityError`` ...) or a provider error leaves the history unchanged.
+        ``UnsupportedModalityError`` ...) or a provider error leaves the history unchanged. With
+        ``output_type=Model`` the model answers in the vendor's JSON-schema mode and
+        ``reply.output`` is the validated ``Model`` (``StructuredOutputError`` otherwise).
+        ``on_tool_delta`` / ``on_tool_reset`` see streamed tool-call fragments (the PromptPad's live
+        area); like ``on_text`` they are never journaled.
         """
         self._check_idle()
         message = user_message(text, attachments, self._history, lambda: self.store, self._tenant)
@@ -298,15 +309,17 @@ class Chat:
             self._provider,
             resolve_content=StoreResolver(self._store) if self._store is not None else None,
             on_text=self._delta(sink) if streaming else None,
-            on_tool_reset=self._reset if streaming else None,
+            on_tool_delta=on_tool_delta if streaming else None,
+            on_tool_reset=self._reset_with(on_tool_reset) if streaming else None,
             stream=streaming,
+            output_type=output_type,
         )
         status: TurnStatus = "completed"
         self._enter()
         try:
             response = await effect(execution, step_id, request)
         except asyncio.CancelledError:
-            self._positions.append(_Position(step_id, request, None))
+            self._positions.append(_Position(step_id, request, None, output_type))
             if not self._stopping:
                 raise
             current = asyncio.current_task()
@@ -315,10 +328,10 @@ class Chat:
             response = LlmResponse(content=self.live_text, stop_reason="other", model=None)
             status = "stopped"
         except BaseException:
-            self._positions.append(_Position(step_id, request, None))
+            self._positions.append(_Position(step_id, request, None, output_type))
             raise
         else:
-            self._positions.append(_Position(step_id, request, response))
+            self._positions.append(_Position(step_id, request, response, output_type))
         finally:
             self._leave()
         start = len(self._history)
@@ -482,7 +495,9 @@ class Chat:
         return self._principal.tenant
 
     def _request(self, messages: list[Message]) -> LlmRequest:
-        return LlmRequest(messages=messages, tools=self._menu, system=self._system)
+        return LlmRequest(
+            messages=messages, tools=self._menu, system=self._system, settings=self._settings
+        )
 
     def _check_idle(self, *, allow_parked: bool = False) -> None:
         if self._caller is not None:
@@ -516,8 +531,15 @@ class Chat:
 
         return on_delta
 
-    def _reset(self) -> None:
-        self.live_text = ""
+    def _reset_with(self, callback: ResetCallback | None) -> ResetCallback:
+        async def reset() -> None:
+            self.live_text = ""
+            if callback is not None:
+                result = callback()
+                if result is not None:
+                    await result
+
+        return reset
 
     async def _ready(self) -> Execution:
         """The chat's execution, opened on first use; a fork first replays its shared prefix."""
@@ -529,16 +551,18 @@ class Chat:
         return self._execution
 
     async def _replay(self, execution: Execution, item: _Position) -> None:
-        """Take one shared position: served from the log, or copied into a new one."""
-        recorded = item.response
+        """Take one shared position: served from the log, or copied into a new one.
 
-        def step(_input: Any) -> Any:
-            if recorded is None:
-                raise _Skipped(item.step_id)
-            return recorded.model_dump(mode="json")
-
+        The step goes through the same effect as the original turn (so its journaled input is
+        exactly the original's), on a provider that answers with the recorded response.
+        """
+        effect = create_llm_effect(
+            _Recorded(self._provider, item.response),
+            resolve_content=StoreResolver(self._store) if self._store is not None else None,
+            output_type=item.output_type,
+        )
         with contextlib.suppress(_Skipped):
-            await execution.execute(item.step_id, step, item.request.model_dump(mode="json"))
+            await effect(execution, item.step_id, item.request)
         self._positions.append(item)
 
     async def _drive(
@@ -653,6 +677,37 @@ class Chat:
             system=self._system,
             **kwargs,
         )
+
+
+class _Recorded:
+    """A provider that answers with a recorded response (a fork's copy of its parent's turn)."""
+
+    def __init__(self, provider: Any, response: LlmResponse | None) -> None:
+        self._provider = provider
+        self._response = response
+        self.capabilities = provider.capabilities
+        self.settings = getattr(provider, "settings", None)
+        self.name = getattr(provider, "name", type(provider).__name__)
+        self.model = getattr(provider, "model", None)
+
+    async def complete(self, request: LlmRequest, **_kwargs: Any) -> LlmResponse:
+        if self._response is None:
+            raise _Skipped("the parent's turn did not complete")
+        return self._response
+
+    def stream(self, request: LlmRequest, **_kwargs: Any) -> Any:
+        raise _Skipped("a fork copies turns without streaming")
+
+
+def _settings_of(settings: Any) -> ModelSettings | None:
+    if settings is None or isinstance(settings, ModelSettings):
+        return settings
+    if isinstance(settings, Mapping):
+        return ModelSettings(**dict(settings))
+    raise ConfigurationError(
+        f"settings is a ModelSettings (or a dict of its fields), not {type(settings).__name__}.",
+        code="invalid_argument",
+    )
 
 
 def _print_delta(delta: str) -> None:

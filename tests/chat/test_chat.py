@@ -431,3 +431,43 @@ def test_display_without_the_notebook_layer(monkeypatch: pytest.MonkeyPatch) -> 
     data, _ = Message(role="user", content="plain")._repr_mimebundle_()
     assert set(data) == {"text/html", "text/plain"}
     assert "plain" in data["text/html"]
+
+
+async def test_settings_travel_on_every_request_and_are_journaled() -> None:
+    """Chat(settings=...) puts the settings on each request; the journal records them."""
+    from loom_nb import ModelSettings
+
+    provider = ScriptedProvider([{"text": "a"}])
+    journal = Journal()
+    chat = Chat(provider, settings={"temperature": 0, "max_tokens": 64}, journal=journal, id="set")
+    assert chat.settings == ModelSettings(temperature=0, max_tokens=64)
+    await chat("hi")
+    assert provider.requests[0].settings == ModelSettings(temperature=0, max_tokens=64)
+    step = next(e for e in journal.events("set") if e.kind == "step_completed")
+    assert step.payload["input"]["settings"] == {"max_tokens": 64, "temperature": 0.0}
+    with pytest.raises(ConfigurationError):
+        Chat(provider, settings="hot")  # type: ignore[arg-type]
+
+
+async def test_structured_output_is_validated_live_and_replayed(tmp_path: Path) -> None:
+    """output_type=Model gives reply.output as a Model instance, live and on replay."""
+    from pydantic import BaseModel
+
+    from loom_nb.errors import StructuredOutputError
+
+    class City(BaseModel):
+        name: str
+        population: int
+
+    journal = Journal(tmp_path / "j.sqlite")
+    provider = ScriptedProvider(
+        [{"text": '{"name": "Lyon", "population": 522000}'}, {"text": "no"}]
+    )
+    chat = Chat(provider, journal=journal, id="so")
+    reply = await chat("a city", output_type=City)
+    assert reply.output == City(name="Lyon", population=522000)
+    assert provider.requests[0].output_schema is not None
+    again = Chat(ScriptedProvider([]), journal=journal, id="so")
+    assert (await again("a city", output_type=City)).output == City(name="Lyon", population=522000)
+    with pytest.raises(StructuredOutputError):
+        await chat("another", output_type=City)
