@@ -194,6 +194,7 @@ class Chat:
         self._runs = 0
         self._forks = 0
         self._parked: tuple[str, list[Message], int, int] | None = None
+        self._decisions: dict[str, dict[str, Any]] = {}
         self._caller: asyncio.Task[Any] | None = None
         self._stopping = False
         self.live_text = ""
@@ -333,6 +334,8 @@ class Chat:
         else:
             self._positions.append(_Position(step_id, request, response, output_type))
         finally:
+            if sink is _print_delta and self.live_text:
+                print(flush=True)  # end the streamed line
             self._leave()
         start = len(self._history)
         if status == "completed" or response.content:
@@ -428,6 +431,32 @@ class Chat:
                 code="invalid_argument",
             )
         return await self._drive(table)
+
+    async def decide(
+        self, call_id: str, approved: bool, *, reason: str | None = None
+    ) -> AgentResult | None:
+        """Decide one pending call (what the view's Approve / Decline buttons call).
+
+        Decisions are collected until every call the parked run waits on has one; then the run
+        resumes with all of them and its result is returned (None until then).
+        """
+        pending = {d["id"] for d in self.pending_approvals}
+        if call_id not in pending:
+            raise ConfigurationError(
+                f"no parked call {call_id!r} awaits a decision (pending: "
+                f"{', '.join(sorted(pending)) or 'none'}).",
+                code="nothing_parked",
+            )
+        if not isinstance(approved, bool) or (reason is not None and not isinstance(reason, str)):
+            raise ConfigurationError(
+                "a decision is approved=True/False with an optional reason string.",
+                code="invalid_argument",
+            )
+        self._decisions[call_id] = {"approved": approved, "reason": reason}
+        if not pending <= set(self._decisions):
+            return None
+        decisions, self._decisions = dict(self._decisions), {}
+        return await self.approve(decisions)
 
     async def decline(self, reason: str | None = None) -> AgentResult:
         """Decline every call the parked run waits on (the model is told, with ``reason``)."""

@@ -292,7 +292,7 @@ async def test_streaming_reaches_on_text_or_the_cell(capsys: pytest.CaptureFixtu
     assert seen == ["stre", "amed", " wor", "ds"]
     assert reply.content == "streamed words"
     await chat("again", stream=True)
-    assert capsys.readouterr().out == "printed"
+    assert capsys.readouterr().out == "printed\n"
 
 
 class _Hanging:
@@ -471,3 +471,27 @@ async def test_structured_output_is_validated_live_and_replayed(tmp_path: Path) 
     assert (await again("a city", output_type=City)).output == City(name="Lyon", population=522000)
     with pytest.raises(StructuredOutputError):
         await chat("another", output_type=City)
+
+
+async def test_decide_collects_one_decision_per_call_then_resumes() -> None:
+    """decide(call, approved) waits for every pending call, then resumes with all decisions."""
+    provider = ScriptedProvider(
+        [
+            {
+                "tool_calls": [
+                    {"id": "a", "name": "send_email", "input": {"to": "1", "body": "x"}},
+                    {"id": "b", "name": "send_email", "input": {"to": "2", "body": "y"}},
+                ]
+            },
+            {"text": "one sent, one declined"},
+        ]
+    )
+    chat = Chat(provider, tools=[send_email], journal=Journal(), id="two")
+    await chat.run("mail both")
+    assert await chat.decide("a", True) is None
+    assert [d["id"] for d in chat.pending_approvals] == ["a", "b"]  # still parked
+    result = await chat.decide("b", False, reason="not him")
+    assert result is not None
+    assert [c.status for c in result.tool_calls] == ["ok", "declined"]
+    with pytest.raises(ConfigurationError):
+        await chat.decide("a", True)
