@@ -514,8 +514,10 @@ class LlmResponse(_Model):
         head = ["response", *([self.model] if self.model else [])]
         head.append(f"{self.usage.input_tokens:,} in · {self.usage.output_tokens:,} out")
         head.append(f"stop: {self.stop_reason}")
+        calls = "".join(f"\ntool call {c.name} ({c.id})" for c in self.tool_calls)
+        plain = f"{' · '.join(head)}\n{self.content}{calls}"
         return transcript_bundle(
-            [assistant_message_of(self)], header=" · ".join(head), plain=repr(self), **kwargs
+            [assistant_message_of(self)], header=" · ".join(head), plain=plain, **kwargs
         )
 
 
