@@ -7,11 +7,22 @@ matching. Code that needs text reads content through ``text_of`` / ``to_parts`` 
 ``has_structured_parts``, never by coercing ``.content`` to ``str`` (a test walks the source to
 enforce this; see "Guard against raw reads" in the ADR).
 
-Decision 3: parts are ``text``, ``image``, ``audio``, ``file``, ``tool_use`` and ``tool_result``,
-one pydantic union discriminated on ``type``. Media carries a ``source``: a ``RefSource`` naming a
-blob in the content store by address (the claim-check, decision 4) or a ``DataSource`` with base64
-bytes. Decision 8: the response keeps ``content`` (text) and ``tool_calls``;
-``assistant_message_of`` builds the assistant turn, text first and then one ``tool_use`` per call.
+Decision 3: parts are ``text``, ``image``, ``audio``, ``file``, ``tool_use``, ``tool_result`` and
+(issue 14) ``reasoning``, one pydantic union discriminated on ``type``. Media carries a
+``source``: a ``RefSource`` naming a blob in the content store by address (the claim-check,
+decision 4) or a ``DataSource`` with base64 bytes. Decision 8: the response keeps ``content``
+(text) and ``tool_calls``; ``assistant_message_of`` builds the assistant turn, text first and then
+one ``tool_use`` per call.
+
+Reasoning (issue 14). A model's thinking comes back as ``LlmResponse.reasoning``: one
+``ReasoningPart`` per vendor block (Anthropic ``thinking`` / ``redacted_thinking``, an
+OpenAI-compatible ``reasoning_content``, Gemini ``thought`` parts, an OpenAI Responses reasoning
+item). Vendors that sign their thinking require it back unchanged, first in the assistant turn,
+or the next call is a 400; so ``assistant_message_of`` puts the reasoning parts first and the
+mappers send them back as they came. A reasoning part belongs to the model's turn only (the
+guard refuses it elsewhere), and it is read only by the mapper of the vendor that wrote it
+(``provider_data["vendor"]``): another vendor's mapper leaves it out of the wire body, since a
+signature means nothing to anyone else.
 
 Optional fields that are unset (``origin``, a file's ``name``, a ref's ``size``, a tool call's
 ``provider_data``) are left out of the serialized form, so adding such a field never changes the
@@ -52,6 +63,7 @@ __all__ = [
     "Message",
     "MessageContent",
     "Part",
+    "ReasoningPart",
     "RefSource",
     "StopReason",
     "TextPart",
@@ -247,8 +259,34 @@ class ToolResultPart(_OmitNone):
     """Set when the whole result is untrusted (e.g. a tool declared untrusted)."""
 
 
+class ReasoningPart(_OmitNone):
+    """The model's thinking (or its summary); appears only in assistant messages, before the answer.
+
+    Vendors that sign their reasoning (Anthropic, Gemini, OpenAI Responses) require the part back
+    byte for byte on the next turn; only the mapper of the vendor that wrote it reads it. Unset
+    optional fields are left out of the serialized form.
+    """
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"signature", "data", "provider_data"})
+
+    type: Literal["reasoning"] = "reasoning"
+    """Discriminator: always ``"reasoning"``."""
+    text: str = ""
+    """The visible thinking or its summary ("" when the vendor shows none, e.g. redacted)."""
+    signature: str | None = None
+    """The vendor's signature over the thinking (Anthropic ``signature``, Gemini ``thoughtSignature``)."""
+    redacted: bool = False
+    """True when the vendor withheld the thinking and sent only an opaque ``data`` payload."""
+    data: str | None = None
+    """An opaque payload sent back unchanged (Anthropic ``redacted_thinking.data``, OpenAI
+    Responses ``encrypted_content``)."""
+    provider_data: dict[str, Any] | None = None
+    """Other vendor metadata, plain JSON: ``vendor`` (who produced it: ``"anthropic"``,
+    ``"openai"``, ``"gemini"``), item ids, the wire field it came in."""
+
+
 Part: TypeAlias = Annotated[
-    TextPart | ImagePart | AudioPart | FilePart | ToolUsePart | ToolResultPart,
+    TextPart | ImagePart | AudioPart | FilePart | ToolUsePart | ToolResultPart | ReasoningPart,
     Field(discriminator="type"),
 ]
 """Any content part, discriminated by ``type``."""
@@ -341,7 +379,11 @@ StopReason: TypeAlias = Literal[
 
 
 class LlmResponse(_Model):
-    """A model's answer: its text and its tool calls (decision 8: no derived parts field)."""
+    """A model's answer: its text, its tool calls and its reasoning (decision 8: no derived parts field).
+
+    ``reasoning`` is left out of the serialized form while empty, so responses without thinking
+    keep the bytes (and hashes) they had before the field existed.
+    """
 
     content: str = ""
     """The text the model produced."""
@@ -360,6 +402,15 @@ class LlmResponse(_Model):
 
     Never serialized: the journal keeps the raw text in ``content`` and a replay validates it
     again, so the recorded response is the same with or without structured output."""
+    reasoning: list[ReasoningPart] = Field(default_factory=list)
+    """The model's thinking, one part per vendor block, in order (empty when it showed none)."""
+
+    @model_serializer(mode="wrap")
+    def _drop_empty_reasoning(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("reasoning", True):
+            del data["reasoning"]
+        return data
 
 
 def text_of(content: MessageContent | ToolResultContent) -> str:
@@ -393,14 +444,16 @@ def has_structured_parts(content: MessageContent | ToolResultContent) -> bool:
 
 
 def assistant_message_of(response: LlmResponse) -> Message:
-    """The assistant turn for a response: its text first, then one ``tool_use`` per call.
+    """The assistant turn for a response: its reasoning, then its text, then one ``tool_use`` per call.
 
-    Text comes first because Anthropic refuses text after a ``tool_use`` in the same turn. A
-    response without tool calls keeps the plain string form.
+    Reasoning comes first because Anthropic requires thinking blocks at the start of the turn
+    (unchanged, with their signatures); text precedes the calls because Anthropic refuses text
+    after a ``tool_use`` in the same turn. A response with neither calls nor reasoning keeps the
+    plain string form.
     """
-    if not response.tool_calls:
+    if not response.tool_calls and not response.reasoning:
         return Message(role="assistant", content=response.content)
-    parts: list[Part] = []
+    parts: list[Part] = list(response.reasoning)
     if response.content:
         parts.append(TextPart(text=response.content))
     parts.extend(
@@ -444,7 +497,8 @@ def content_error(exc: ValidationError, what: str) -> ContentValidationError:
     more = f" (and {count - 1} more problem{'s' if count > 2 else ''})" if count > 1 else ""
     return ContentValidationError(
         f"invalid {what}: field '{where}': {first['msg']}{more}. "
-        "Parts are dicts with a 'type' of text, image, audio, file, tool_use or tool_result; "
+        "Parts are dicts with a 'type' of text, image, audio, file, tool_use, tool_result or "
+        "reasoning; "
         "roles are 'user' or 'assistant'; a media source is {'kind': 'ref', 'ref': {'address': ...}} "
         "or {'kind': 'data', 'data': <base64>}.",
         field=where,
