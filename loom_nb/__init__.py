@@ -26,13 +26,17 @@ _EXPORTS: dict[str, str] = {
     "GuardError": "loom_nb.errors",
     "JournalError": "loom_nb.errors",
     "LoomError": "loom_nb.errors",
+    "MediaError": "loom_nb.errors",
     "OversizedInlinePartError": "loom_nb.errors",
     "ProviderError": "loom_nb.errors",
     "ReplayDivergenceError": "loom_nb.errors",
     "StepOutputError": "loom_nb.errors",
     "StoreError": "loom_nb.errors",
+    "StructuredOutputError": "loom_nb.errors",
     "UnresolvedContentError": "loom_nb.errors",
     "UnsupportedModalityError": "loom_nb.errors",
+    # settings
+    "ModelSettings": "loom_nb.settings",
     # taint
     "Untrusted": "loom_nb.taint",
     # limits
@@ -49,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "LlmResponse": "loom_nb.content",
     "Message": "loom_nb.content",
     "Part": "loom_nb.content",
+    "ReasoningPart": "loom_nb.content",
     "RefSource": "loom_nb.content",
     "TextPart": "loom_nb.content",
     "ToolCall": "loom_nb.content",
@@ -71,7 +76,9 @@ _EXPORTS: dict[str, str] = {
     "LocalContentStore": "loom_nb.store",
     "Principal": "loom_nb.store",
     "ResolveContext": "loom_nb.store",
+    "S3ContentStore": "loom_nb.store",
     "StoreResolver": "loom_nb.store",
+    "open_store": "loom_nb.store",
     "resolve_request_content": "loom_nb.store",
     "sweep_unpinned_content": "loom_nb.store",
     # providers
@@ -94,6 +101,10 @@ _EXPORTS: dict[str, str] = {
     "ToolDefinition": "loom_nb.agent",
     "agent_loop": "loom_nb.agent",
     "media_result": "loom_nb.agent",
+    "tool": "loom_nb.agent",
+    # conversation
+    "Chat": "loom_nb.chat",
+    "ChatTurn": "loom_nb.chat",
     # rendering (pure HTML, no widgets)
     "render_message": "loom_nb.render",
     "render_part": "loom_nb.render",
@@ -133,6 +144,7 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real definitions
         LlmResponse,
         Message,
         Part,
+        ReasoningPart,
         RefSource,
         TextPart,
         ToolCall,
@@ -157,13 +169,16 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real definitions
         GuardError,
         JournalError,
         LoomError,
+        MediaError,
         OversizedInlinePartError,
         ProviderError,
         ReplayDivergenceError,
         StepOutputError,
         StoreError,
+        StructuredOutputError,
         UnresolvedContentError,
         UnsupportedModalityError,
     )
     from loom_nb.limits import MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES, MAX_RESOLVED_BYTES
+    from loom_nb.settings import ModelSettings
     from loom_nb.taint import Untrusted

@@ -25,6 +25,7 @@ from loom_nb.content import (
     ImagePart,
     LlmRequest,
     Message,
+    ReasoningPart,
     RefSource,
     TextPart,
     ToolResultPart,
@@ -37,7 +38,7 @@ from loom_nb.taint import Untrusted
 __all__ = ["canonical_request_json"]
 
 _EXPECTED_FIELDS: dict[type, tuple[str, ...]] = {
-    LlmRequest: ("messages", "tools", "system"),
+    LlmRequest: ("messages", "tools", "system", "settings", "output_schema"),
     Message: ("role", "content"),
     TextPart: ("type", "text", "origin"),
     ImagePart: ("type", "media_type", "source", "origin"),
@@ -45,6 +46,7 @@ _EXPECTED_FIELDS: dict[type, tuple[str, ...]] = {
     FilePart: ("type", "media_type", "source", "name", "origin"),
     ToolUsePart: ("type", "id", "name", "input", "provider_data"),
     ToolResultPart: ("type", "tool_use_id", "content", "is_error", "origin"),
+    ReasoningPart: ("type", "text", "signature", "redacted", "data", "provider_data"),
     RefSource: ("kind", "ref"),
     DataSource: ("kind", "data"),
 }
@@ -112,7 +114,17 @@ def _request(request: LlmRequest, known: Mapping[int, str]) -> str:
     system_text = "null" if system is None else _str(system)
     messages = ",".join([_message(m, known) for m in request.messages])
     tools = ",".join([_tool(t) for t in request.tools])
-    return f'{{"messages":[{messages}],"system":{system_text},"tools":[{tools}]}}'
+    # Sorted keys: messages, output_schema, settings, system, tools; the optional two only when set.
+    schema = request.output_schema
+    schema_text = "" if schema is None else f'"output_schema":{_json(schema)},'
+    settings = request.settings
+    settings_text = (
+        "" if settings is None else f'"settings":{_json(settings.model_dump(mode="json"))},'
+    )
+    return (
+        f'{{"messages":[{messages}],{schema_text}{settings_text}"system":{system_text},'
+        f'"tools":[{tools}]}}'
+    )
 
 
 def _tool(tool: ToolSpec) -> str:
@@ -217,4 +229,27 @@ def _part(part: object, known: Mapping[int, str]) -> str:
             f'{{"content":{body},"is_error":{error},{_origin(part.origin)}'
             f'"tool_use_id":{_str(part.tool_use_id)},"type":"tool_result"}}'
         )
+    if kind is ReasoningPart:
+        assert isinstance(part, ReasoningPart)
+        return _reasoning(part)
     raise _Unusual
+
+
+def _reasoning(part: ReasoningPart) -> str:
+    """A reasoning part; its unset optional fields are left out, as pydantic's dump does."""
+    data = "" if part.data is None else f'"data":{_str(part.data)},'
+    extra = part.provider_data
+    if extra is None:
+        provider = ""
+    elif type(extra) is dict:
+        provider = f'"provider_data":{_json(extra)},'
+    else:
+        raise _Unusual
+    if type(part.redacted) is not bool:
+        raise _Unusual
+    redacted = "true" if part.redacted else "false"
+    signature = "" if part.signature is None else f'"signature":{_str(part.signature)},'
+    return (
+        f'{{{data}{provider}"redacted":{redacted},{signature}'
+        f'"text":{_str(part.text)},"type":"reasoning"}}'
+    )

@@ -10,6 +10,7 @@ ride in ``details``.
     LoomError
     ├── ConfigurationError            bad settings: a missing API key, an unknown option
     ├── ContentValidationError        a part / message / request dict that does not fit the model
+    ├── MediaError                    a file or bytes that cannot become a media part (unknown type, unreadable)
     ├── GuardError                    structure and provenance refusals (ADR 0120 decision 7)
     │   ├── OversizedInlinePartError  inline bytes over MAX_INLINE_BYTES / the request total (decision 5)
     │   └── UnsupportedModalityError  media the provider did not declare (decision 6)
@@ -19,6 +20,7 @@ ride in ``details``.
     │   └── ContentAccessDeniedError  the principal's tenant never stored that blob
     ├── UnresolvedContentError        a ref the application sent could not be resolved (decision 4)
     ├── ProviderError                 a vendor API answered with an error, or could not be reached
+    ├── StructuredOutputError         the model's answer did not validate against the output_type
     ├── JournalError                  the durable log
     │   ├── ExecutionBusyError        another live writer holds the execution (issue 15)
     │   ├── ReplayDivergenceError     replay met another step id, or a step's input changed
@@ -41,11 +43,13 @@ __all__ = [
     "GuardError",
     "JournalError",
     "LoomError",
+    "MediaError",
     "OversizedInlinePartError",
     "ProviderError",
     "ReplayDivergenceError",
     "StepOutputError",
     "StoreError",
+    "StructuredOutputError",
     "UnresolvedContentError",
     "UnsupportedModalityError",
 ]
@@ -80,6 +84,17 @@ class ContentValidationError(LoomError):
     """A part, message or request does not fit the content model; the message names the field."""
 
     default_code = "invalid_content"
+
+
+class MediaError(LoomError):
+    """Bytes or a file could not become a media part: unreadable, of an unknown type, or the wrong kind.
+
+    Codes: ``unreadable_path`` (missing, a folder, no permission), ``unknown_media_type`` (the
+    bytes match no supported format), ``wrong_modality`` (an image helper given audio, ...),
+    ``media_type_mismatch`` (a declared type the bytes contradict), ``invalid_media``.
+    """
+
+    default_code = "media_error"
 
 
 class GuardError(LoomError):
@@ -156,6 +171,22 @@ class ProviderError(LoomError):
         self.status = status
         self.error_type = error_type
         self.retryable = retryable
+
+
+class StructuredOutputError(LoomError):
+    """The model's answer is not JSON matching the requested ``output_type``.
+
+    ``raw_text`` holds the answer exactly as the model gave it, so nothing is lost; ``details``
+    names the first bad field and the stop reason (an answer cut at max tokens is often the cause).
+    """
+
+    default_code = "output_invalid"
+
+    def __init__(
+        self, message: str, *, raw_text: str, code: str | None = None, **details: Any
+    ) -> None:
+        super().__init__(message, code=code, **details)
+        self.raw_text = raw_text
 
 
 class JournalError(LoomError):
