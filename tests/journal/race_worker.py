@@ -106,6 +106,7 @@ async def main(path: str, sent: str, turns: int, kill_at: int) -> None:
 
 if __name__ == "__main__":
     at = int(sys.argv[4]) if len(sys.argv) > 4 else -1
+    open(f"{sys.argv[2]}.ready.{os.getpid()}", "w").close()  # imported; now wait for the others
     while not os.path.exists(sys.argv[2] + ".go"):  # start together with the other racers
         time.sleep(0.005)
     asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), at))

@@ -41,7 +41,9 @@ def race(tmp_path: Path, racers: int, kill_at: int = -1) -> tuple[list[Any], lis
         )
         for _ in range(racers)
     ]
-    time.sleep(0.3)
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("sent.txt.ready.*"))) < racers and time.monotonic() < deadline:
+        time.sleep(0.02)
     (tmp_path / "sent.txt.go").touch()
     reports = []
     for proc in procs:
