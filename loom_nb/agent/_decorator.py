@@ -175,7 +175,7 @@ def _definition(
     def call(value: BaseModel) -> Any:
         return fn(**{names[field]: getattr(value, field) for field in names})
 
-    definition = _FunctionTool(
+    return _FunctionTool(
         fn,
         str(tool_name),
         description if description is not None else summary,
@@ -185,7 +185,6 @@ def _definition(
         untrusted=untrusted,
         requires_approval=requires_approval,
     )
-    return definition
 
 
 class _FunctionTool(ToolDefinition):
