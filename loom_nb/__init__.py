@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "GuardError": "loom_nb.errors",
     "JournalError": "loom_nb.errors",
     "LoomError": "loom_nb.errors",
+    "MediaError": "loom_nb.errors",
     "OversizedInlinePartError": "loom_nb.errors",
     "ProviderError": "loom_nb.errors",
     "ReplayDivergenceError": "loom_nb.errors",
@@ -98,6 +99,10 @@ _EXPORTS: dict[str, str] = {
     "ToolDefinition": "loom_nb.agent",
     "agent_loop": "loom_nb.agent",
     "media_result": "loom_nb.agent",
+    "tool": "loom_nb.agent",
+    # conversation
+    "Chat": "loom_nb.chat",
+    "ChatTurn": "loom_nb.chat",
     # rendering (pure HTML, no widgets)
     "render_message": "loom_nb.render",
     "render_part": "loom_nb.render",
@@ -161,6 +166,7 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real definitions
         GuardError,
         JournalError,
         LoomError,
+        MediaError,
         OversizedInlinePartError,
         ProviderError,
         ReplayDivergenceError,

@@ -32,8 +32,9 @@ bytes (and hashes) of requests that do not use it.
 from __future__ import annotations
 
 import json
+import os
 import re
-from typing import Annotated, Any, ClassVar, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -49,6 +50,9 @@ from pydantic import (
 from loom_nb.errors import ContentValidationError
 from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted, mark_untrusted_values
+
+if TYPE_CHECKING:
+    from loom_nb.store import ContentStore
 
 __all__ = [
     "AudioPart",
@@ -172,6 +176,54 @@ class ImagePart(_OmitNone):
     origin: str | None = None
     """Set when an untrusted party supplied the image; providers then fence it."""
 
+    @classmethod
+    def from_path(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+    ) -> ImagePart:
+        """The image file at ``path``, its type sniffed from the bytes (Pillow), never the name.
+
+        Inline up to ``MAX_INLINE_BYTES``, by ref through ``store`` above it (no store:
+        ``OversizedInlinePartError``). ``MediaError`` for an unreadable path or non-image bytes.
+        """
+        from loom_nb.media import image_from_path
+
+        return image_from_path(path, store=store, tenant=tenant, origin=origin)
+
+    @classmethod
+    def from_bytes(
+        cls,
+        data: bytes,
+        media_type: str | None = None,
+        *,
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+    ) -> ImagePart:
+        """Image bytes as a part; a ``media_type`` given must agree with what the bytes are."""
+        from loom_nb.media import image_from_bytes
+
+        return image_from_bytes(data, media_type, store=store, tenant=tenant, origin=origin)
+
+    @classmethod
+    def from_pil(
+        cls,
+        image: Any,
+        *,
+        format: str = "PNG",
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+    ) -> ImagePart:
+        """A ``PIL.Image.Image`` encoded as ``format`` (PNG by default) and made a part."""
+        from loom_nb.media import image_from_pil
+
+        return image_from_pil(image, format=format, store=store, tenant=tenant, origin=origin)
+
 
 class AudioPart(_OmitNone):
     """An audio clip (``audio/wav``, ``audio/mpeg``, ...)."""
@@ -186,6 +238,23 @@ class AudioPart(_OmitNone):
     """Where the bytes are: a store ref or inline base64."""
     origin: str | None = None
     """Set when an untrusted party supplied the clip; providers then fence it."""
+
+    @classmethod
+    def from_path(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+    ) -> AudioPart:
+        """The audio file at ``path`` (WAV, MP3, AAC, OGG, FLAC, M4A, WebM), type from the bytes.
+
+        Inline up to ``MAX_INLINE_BYTES``, by ref through ``store`` above it.
+        """
+        from loom_nb.media import audio_from_path
+
+        return audio_from_path(path, store=store, tenant=tenant, origin=origin)
 
 
 class FilePart(_OmitNone):
@@ -203,6 +272,24 @@ class FilePart(_OmitNone):
     """A file name shown to the model (dropped by the guard when the part is untrusted)."""
     origin: str | None = None
     """Set when an untrusted party supplied the file; providers then fence it."""
+
+    @classmethod
+    def from_path(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+        name: str | None = None,
+    ) -> FilePart:
+        """The document at ``path`` (PDF, UTF-8 text, ...), type from the bytes, named after it.
+
+        Inline up to ``MAX_INLINE_BYTES``, by ref through ``store`` above it.
+        """
+        from loom_nb.media import file_from_path
+
+        return file_from_path(path, store=store, tenant=tenant, origin=origin, name=name)
 
 
 MediaPart: TypeAlias = ImagePart | AudioPart | FilePart
@@ -302,6 +389,14 @@ class Message(_Model):
     """Who speaks: ``"user"`` (the application, tool results) or ``"assistant"`` (the model)."""
     content: MessageContent
     """A string, or a list of parts."""
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Shown in a notebook as a one-message transcript (widget, static HTML, plain text)."""
+        from loom_nb.render._bundle import transcript_bundle
+
+        return transcript_bundle(
+            [self], header=f"message · {self.role}", plain=repr(self), **kwargs
+        )
 
 
 class ToolSpec(_Model):
@@ -411,6 +506,19 @@ class LlmResponse(_Model):
         if isinstance(data, dict) and not data.get("reasoning", True):
             del data["reasoning"]
         return data
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Shown in a notebook as the assistant turn, headed by model, tokens and stop reason."""
+        from loom_nb.render._bundle import transcript_bundle
+
+        head = ["response", *([self.model] if self.model else [])]
+        head.append(f"{self.usage.input_tokens:,} in · {self.usage.output_tokens:,} out")
+        head.append(f"stop: {self.stop_reason}")
+        calls = "".join(f"\ntool call {c.name} ({c.id})" for c in self.tool_calls)
+        plain = f"{' · '.join(head)}\n{self.content}{calls}"
+        return transcript_bundle(
+            [assistant_message_of(self)], header=" · ".join(head), plain=plain, **kwargs
+        )
 
 
 def text_of(content: MessageContent | ToolResultContent) -> str:
