@@ -21,7 +21,7 @@ import httpx
 
 from loom_nb.capabilities import Capabilities
 from loom_nb.content import LlmRequest, LlmResponse
-from loom_nb.errors import ProviderError
+from loom_nb.errors import ConfigurationError, ProviderError
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import DEFAULT_TIMEOUT, RetryPolicy, Secret, SseEvent, resolve_api_key
 from loom_nb.providers._http_provider import HttpProvider, checked_extra_body
@@ -83,6 +83,15 @@ class OpenAIResponsesProvider(HttpProvider):
         timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigurationError(
+                f"OpenAIResponsesProvider needs a model id string such as 'gpt-5-mini', not {model!r}.",
+                code="invalid_model",
+            )
+        if api_key is not None and not isinstance(api_key, str):
+            raise ConfigurationError(
+                f"api_key must be a string, not {type(api_key).__name__}.", code="invalid_api_key"
+            )
         self._key: Secret | None
         self._official = _is_default(base_url)
         if self._official:

@@ -462,6 +462,13 @@ async def test_settings_the_responses_api_lacks_are_refused_before_io(
     assert sent == []
 
 
+def test_bad_constructor_arguments_are_typed_errors() -> None:
+    """A model or key of the wrong type is a ConfigurationError, not a crash at the first call."""
+    for kwargs in ({"model": 123}, {"model": " "}, {"model": "gpt-4o", "api_key": 5}):
+        with pytest.raises(ConfigurationError):
+            OpenAIResponsesProvider(**kwargs)  # type: ignore[arg-type]
+
+
 def test_reserved_extra_body_keys_are_refused() -> None:
     """extra_body cannot replace what the provider builds from the request (input, store ...)."""
     for key in ("input", "store", "instructions"):
