@@ -114,6 +114,7 @@ class Execution:
         self._ordinal = ordinal
         self._next = 0
         self._live_from: int | None = None
+        self._exact = True
         self.model_base: ModelBase | None = None
         """The last model request seen on this object (``_requests`` journals the next as a delta)."""
 
@@ -214,6 +215,7 @@ class Execution:
         position = self._next
         self._next += 1
         entry = self._recorded(position)
+        self._exact = True
         if entry is not None:
             if entry.kind != "step" or entry.step_id != step_id:
                 self._diverge(position, entry, step_id)
@@ -247,6 +249,7 @@ class Execution:
         """
         expected = recorded.get("input_hash")
         if not isinstance(expected, str) or self._divergence == "ignore_inputs":
+            self._exact = False  # served without knowing that the input is the recorded one
             return False
         try:
             if input_hash is not None:

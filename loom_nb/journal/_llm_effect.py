@@ -2,7 +2,11 @@
 
 The step's input is the request as JSON, ``{messages, tools, system}``, exactly as the caller
 built it: media travel as addresses and untrusted marks stay on (``{"__loomUntrusted": ...}``),
-so the journal grows with the conversation, never with the media. The step's output is the
+so the journal grows with the conversation, never with the media. Its messages are journaled as
+a delta of the execution's previous model step (``_requests``), so a turn costs what it added;
+its input hash covers the whole request and the provider's declared capabilities, so a replay
+with an edited transcript or on a provider declaring other capabilities raises
+``ReplayDivergenceError('input_changed')`` rather than rebuilding a different run. The step's output is the
 response's JSON; the effect returns it as an ``LlmResponse`` whether the call ran or was
 served from the log.
 
@@ -36,6 +40,7 @@ from loom_nb.capabilities import assert_request_supported
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ConfigurationError, ContentAccessDeniedError
 from loom_nb.guard import guard_request
+from loom_nb.journal._requests import model_input
 from loom_nb.providers._base import (
     LlmProvider,
     ResetCallback,
@@ -100,12 +105,25 @@ class LlmEffect:
             None,
             self.output_type,
         )
-        step_input = req.model_dump(mode="json")
 
         async def call(_input: Any) -> LlmResponse:
             return await self._live(execution, step_id, req)
 
-        output = await execution.execute(step_id, call, step_input)
+        execution._check_step(step_id, call)
+        prepared = model_input(
+            req,
+            execution.model_base,
+            execution._next,
+            getattr(self.provider, "capabilities", None),
+        )
+        try:
+            output = await execution._execute(
+                step_id, call, prepared.journaled, lambda: prepared.input_hash
+            )
+        except BaseException:
+            execution.model_base = None  # the next call journals its messages in full
+            raise
+        execution.model_base = prepared.base if execution._exact else None
         response = LlmResponse.model_validate(output)
         if req.output_schema is None:
             return response
