@@ -32,7 +32,7 @@ its text into ``Model`` live and on replay alike, so a replayed step returns a r
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 
@@ -40,7 +40,8 @@ from loom_nb.capabilities import assert_request_supported
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ConfigurationError, ContentAccessDeniedError
 from loom_nb.guard import guard_request
-from loom_nb.journal._requests import model_input
+from loom_nb.journal._execution import Execution
+from loom_nb.journal._requests import ModelStepInput
 from loom_nb.providers._base import (
     LlmProvider,
     ResetCallback,
@@ -51,9 +52,6 @@ from loom_nb.providers._base import (
 from loom_nb.providers._structured import check_output_type, effective_request, validate_output
 from loom_nb.settings import ModelSettings
 from loom_nb.store import ContentResolver, ResolveContext, resolve_request_content
-
-if TYPE_CHECKING:
-    from loom_nb.journal._execution import Execution
 
 __all__ = ["LlmEffect", "create_llm_effect"]
 
@@ -109,21 +107,17 @@ class LlmEffect:
         async def call(_input: Any) -> LlmResponse:
             return await self._live(execution, step_id, req)
 
-        execution._check_step(step_id, call)
-        prepared = model_input(
-            req,
-            execution.model_base,
-            execution._next,
-            getattr(self.provider, "capabilities", None),
-        )
-        try:
-            output = await execution._execute(
-                step_id, call, prepared.journaled, lambda: prepared.input_hash
-            )
-        except BaseException:
-            execution.model_base = None  # the next call journals its messages in full
-            raise
-        execution.model_base = prepared.base if execution._exact else None
+        capabilities = getattr(self.provider, "capabilities", None)
+        if isinstance(cast(object, execution), Execution):
+            output = await execution._model_step(step_id, call, req, capabilities)
+        else:
+            # A stand-in (a wrapper that records or filters steps) gets the plain contract,
+            # execute(step_id, fn, input) with the whole request, which the execution behind it
+            # journals exactly as above.
+            output = await execution.execute(step_id, call, ModelStepInput(req, capabilities))
+        return self._response(req, output)
+
+    def _response(self, req: LlmRequest, output: Any) -> LlmResponse:
         response = LlmResponse.model_validate(output)
         if req.output_schema is None:
             return response

@@ -27,14 +27,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from loom_nb.content import LlmRequest, Message, canonical_json
 from loom_nb.errors import JournalError
-from loom_nb.journal._execution import ModelBase
 
-__all__ = ["DELTA_MARKER", "ModelInput", "expand_messages", "model_input"]
+__all__ = [
+    "DELTA_MARKER",
+    "ModelBase",
+    "ModelInput",
+    "ModelStepInput",
+    "expand_messages",
+    "model_input",
+]
 
 DELTA_MARKER = "__loomMessages"
 """Key of the object that stands for a model step's messages journaled as a delta."""
@@ -44,6 +50,37 @@ _EMPTY_CHAIN = "sha256:" + hashlib.sha256(b"").hexdigest()
 
 def _sha(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass
+class ModelBase:
+    """The last model request an execution journaled or replayed: what the next one is a delta of.
+
+    Kept by the execution (not by one effect object), so every model call on it, live or
+    replayed, in whatever effect, computes its delta against the same predecessor.
+    """
+
+    position: int
+    """The position of the step that carried the request."""
+    messages: list[Any] = field(default_factory=list)
+    """The request's messages (the objects, so an unchanged prefix is found by identity)."""
+    hashes: list[str] = field(default_factory=list)
+    """Each message's content hash."""
+    chain: list[str] = field(default_factory=list)
+    """``chain[i]``: the running hash of messages ``0..i`` (the request hash's message part)."""
+
+
+class ModelStepInput(dict[str, Any]):
+    """The whole request as a dict, for a wrapper around an execution that reads step inputs.
+
+    ``Execution.execute`` recognises it and journals the model step as a delta with the whole
+    request's hash, exactly as when the effect calls the execution directly.
+    """
+
+    def __init__(self, request: LlmRequest, capabilities: Any) -> None:
+        super().__init__(request.model_dump(mode="json"))
+        self.request = request
+        self.capabilities = capabilities
 
 
 @dataclass
