@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +36,7 @@ from loom_nb.journal._timeline import Event, ExecutionSummary, Timeline
 
 if TYPE_CHECKING:
     from loom_nb.journal._execution import Execution
+    from loom_nb.journal._watch import JournalWatch
     from loom_nb.store import ContentStore, Principal
 
 __all__ = ["Journal"]
@@ -54,19 +55,35 @@ _SELECT = (
 )
 
 
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
 def now_iso() -> str:
     """The current UTC time as ISO 8601 with microseconds (how ``created`` is stored)."""
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 class Journal:
-    """An append-only SQLite event log of durable executions.
+    """An append-only event log of durable executions: SQLite by path, PostgreSQL by URL.
+
+    ``Journal("postgresql://user@host/db")`` is the same journal on PostgreSQL (issue 16; see
+    ``loom_nb.journal._postgres``, which also takes ``pool_size``).
 
     ``Journal()`` is in memory; ``Journal("run.sqlite")`` is a file (parent folders are
     created). With ``store``, step inputs and outputs whose JSON is over ``claim_threshold``
     bytes are kept in the content store and journaled as claim-checks. ``synchronous`` is
     SQLite's durability setting (``"NORMAL"`` or ``"FULL"``; see the module docstring).
     """
+
+    def __new__(
+        cls, path: str | os.PathLike[str] = ":memory:", *args: Any, **kwargs: Any
+    ) -> Journal:
+        # Journal("postgresql://...") is the PostgreSQL journal (issue 16); everything else SQLite.
+        if cls is Journal and isinstance(path, str) and path.startswith(_POSTGRES_SCHEMES):
+            from loom_nb.journal._postgres import PostgresJournal
+
+            return super().__new__(PostgresJournal)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -224,6 +241,10 @@ class Journal:
                 "CASE WHEN kind = 'execution_started' THEN payload ELSE '' END, created "
                 "FROM events ORDER BY seq"
             ).fetchall()
+        return self._summaries(rows)
+
+    def _summaries(self, rows: Iterable[tuple[Any, ...]]) -> list[ExecutionSummary]:
+        """Fold (execution_id, kind, step_id, position, started payload, created) rows into summaries."""
         folds: dict[str, tuple[Timeline, list[Any]]] = {}
         for execution_id, kind, step_id, position, payload, created in rows:
             if execution_id not in folds:
@@ -267,6 +288,43 @@ class Journal:
             for seq, text in batch:
                 yield decode(text, where=f"event {seq}")
             last = batch[-1][0]
+
+    def events_after(self, execution_id: str, seq: int) -> list[Event]:
+        """The events of an execution with ``seq`` greater than ``seq``, in order (claims resolved)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
+                "WHERE execution_id = ? AND seq > ? ORDER BY seq",
+                (execution_id, seq),
+            ).fetchall()
+        return [self._event(row, resolve_claims=True) for row in rows]
+
+    def watch(
+        self,
+        execution_id: str,
+        callback: Callable[[Event], object] | None = None,
+        *,
+        after_seq: int = 0,
+        poll: float = 0.25,
+    ) -> JournalWatch:
+        """Follow an execution live: every event appended to it (after ``after_seq``), as it lands.
+
+        A viewer in another process (a ``ReplayStepper`` in a second kernel) sees a running
+        execution's steps as they are journaled. Each new event goes to ``callback`` (called on
+        the watch's own thread) or, without one, is queued for ``watch.get(timeout)``. On
+        PostgreSQL the watch waits on ``LISTEN/NOTIFY``; on SQLite it looks every ``poll``
+        seconds. Stop it with ``watch.stop()`` (or use it as a context manager).
+        """
+        from loom_nb.journal._watch import JournalWatch
+
+        _check_id(execution_id)
+        return JournalWatch(self, execution_id, callback, after_seq=after_seq, poll=poll)
+
+    def _listen(self) -> Any:
+        """What a watch waits on between looks: SQLite has no notifications, so it sleeps."""
+        from loom_nb.journal._watch import PollListener
+
+        return PollListener()
 
     # -- recordings -----------------------------------------------------------------------
 
