@@ -19,7 +19,7 @@ notification is only delivered once the rows are visible). ``journal.watch(execu
 LISTENs on a connection of its own and reads what was appended since it last looked.
 
 Durability. ``synchronous="NORMAL"`` (the default, as for SQLite) sets ``synchronous_commit=off``
-for the journal's sessions: a commit is atomic and crash-safe, and a server crash may lose the
+for the journal's connections: a commit is atomic and crash-safe, and a server crash may lose the
 last few commits, never corrupt the log. ``"FULL"`` waits for the WAL flush on every commit.
 """
 
