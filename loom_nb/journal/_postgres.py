@@ -1,14 +1,14 @@
 """The journal on PostgreSQL (issue 16): ``Journal("postgresql://...")``, through psycopg 3 and a pool.
 
 Only the storage differs from the SQLite journal: ``PostgresJournal`` subclasses ``Journal`` and
-replaces the methods that talk SQL (opening, reading rows, appending, transactions), so events,
-replay, divergence, claim checks, recordings and GC scanning are the same code on both. The SQL
-is the same shape too (one ``events`` table, same columns, same ``created`` text), with the few
-dialect differences kept here: ``%s`` placeholders, an identity column for ``seq``, a trigger
-function for append-only, and advisory locks where SQLite takes its one write lock.
+replaces its connection (``_connect``) and error classes, so events, replay, divergence, claim
+checks, leases, ordinals, forks, recordings and GC scanning are the same code, running the same
+portable SQL, on both. The dialect differences are kept here: ``%s`` placeholders, an identity
+column for ``seq``, a trigger function for append-only, and an advisory lock where SQLite takes
+its one write lock (``BEGIN IMMEDIATE``).
 
-Migrations are the same ordered list of named steps as SQLite's (``m001_events``,
-``m002_append_only``) plus the PostgreSQL-only ``m003_notify``, recorded in
+Migrations are the same ordered list of named steps as SQLite's (``m001_events`` ...
+``m004_leases``, each the same shape) plus the PostgreSQL-only ``pg001_notify``, recorded in
 ``loom_journal_migrations`` and checked at open under an advisory lock, so two processes opening a
 new database at once do not both create it; a database with a migration this code does not know
 (a newer loom_nb wrote it) is refused (``journal_too_new``).
@@ -26,34 +26,22 @@ last few commits, never corrupt the log. ``"FULL"`` waits for the WAL flush on e
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, ClassVar
+
+import psycopg
 
 from loom_nb.errors import ConfigurationError, JournalError
-from loom_nb.journal._claims import DEFAULT_CLAIM_THRESHOLD
-from loom_nb.journal._codec import decode
-from loom_nb.journal._journal import Journal, Row, now_iso
-
-if TYPE_CHECKING:
-    import psycopg
-    from psycopg_pool import ConnectionPool
-
-    from loom_nb.store import ContentStore
+from loom_nb.journal._journal import Journal
 
 __all__ = ["NOTIFY_CHANNEL", "PG_MIGRATIONS", "PostgresJournal", "is_postgres_url"]
 
 NOTIFY_CHANNEL = "loom_journal"
 """The LISTEN/NOTIFY channel an append announces its execution id on."""
 
-_FROM = "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events"
-_INSERT = (
-    "INSERT INTO events (execution_id, kind, step_id, position, payload, created) "
-    "VALUES (%s, %s, %s, %s, %s, %s)"
-)
-_SELECT = _FROM + " WHERE execution_id = %s ORDER BY seq"
 _MIGRATION_LOCK = 0x6C6F6F6D  # "loom": the advisory lock migrations run under
+_WRITE_LOCK = 0x6C6F6F6D_7772  # the journal's write lock (SQLite's BEGIN IMMEDIATE)
 
 
 def is_postgres_url(target: object) -> bool:
@@ -91,7 +79,33 @@ def _m002_append_only(cur: psycopg.Cursor[Any]) -> None:
     )
 
 
-def _m003_notify(cur: psycopg.Cursor[Any]) -> None:
+def _m003_event_ordinal(cur: psycopg.Cursor[Any]) -> None:
+    cur.execute("ALTER TABLE events ADD COLUMN ordinal INTEGER")
+    cur.execute("ALTER TABLE events DISABLE TRIGGER events_no_change")
+    cur.execute(
+        "UPDATE events SET ordinal = (SELECT COUNT(*) FROM events AS earlier "
+        "WHERE earlier.execution_id = events.execution_id AND earlier.seq < events.seq)"
+    )
+    cur.execute("ALTER TABLE events ENABLE TRIGGER events_no_change")
+    cur.execute("CREATE UNIQUE INDEX events_by_ordinal ON events (execution_id, ordinal)")
+
+
+def _m004_leases(cur: psycopg.Cursor[Any]) -> None:
+    cur.execute(
+        """
+        CREATE TABLE leases (
+            execution_id TEXT PRIMARY KEY,
+            token TEXT NOT NULL,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            expires DOUBLE PRECISION NOT NULL,
+            acquired TEXT NOT NULL
+        )
+        """
+    )
+
+
+def _pg001_notify(cur: psycopg.Cursor[Any]) -> None:
     cur.execute(
         f"""
         CREATE FUNCTION loom_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -107,7 +121,9 @@ def _m003_notify(cur: psycopg.Cursor[Any]) -> None:
 PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("m001_events", _m001_events),
     ("m002_append_only", _m002_append_only),
-    ("m003_notify", _m003_notify),
+    ("m003_event_ordinal", _m003_event_ordinal),
+    ("m004_leases", _m004_leases),
+    ("pg001_notify", _pg001_notify),
 ]
 """The PostgreSQL schema, oldest first; names shared with the SQLite list mean the same shape."""
 
@@ -115,244 +131,106 @@ PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
 class PostgresJournal(Journal):
     """The append-only journal on PostgreSQL; ``Journal("postgresql://...")`` returns one.
 
-    ``url`` is a libpq connection URL (``postgresql://user@host:5432/db``; add
-    ``?options=-csearch_path%3Dschema`` to use a schema other than the default). ``pool_size``
-    connections are shared by the threads of the process. Everything else is as ``Journal``.
+    ``path`` is a libpq connection URL (``postgresql://user@host:5432/db``; add
+    ``?options=-csearch_path%3Dschema`` to use a schema other than the default). Like the SQLite
+    journal, one ``Journal`` object has one connection, shared by its threads under a lock;
+    writers in other processes (or other ``Journal`` objects) have their own, and the server
+    runs them side by side. Every argument is as for ``Journal``.
     """
 
-    def __init__(
-        self,
-        path: str,
-        *,
-        store: ContentStore | None = None,
-        claim_threshold: int = DEFAULT_CLAIM_THRESHOLD,
-        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
-        timeout: float = 30.0,
-        pool_size: int = 4,
-    ) -> None:
-        if not is_postgres_url(path):
-            raise ConfigurationError(
-                f"a PostgreSQL journal takes a postgresql:// URL, not {path!r}.",
-                code="invalid_journal_url",
-            )
-        if synchronous not in ("NORMAL", "FULL"):
-            raise JournalError(
-                f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}.",
-                code="invalid_argument",
-            )
-        if (
-            isinstance(claim_threshold, bool)
-            or not isinstance(claim_threshold, int)
-            or claim_threshold < 0
-        ):
-            raise JournalError(
-                f"claim_threshold must be a non-negative int of bytes, not {claim_threshold!r}.",
-                code="invalid_argument",
-            )
-        if (
-            isinstance(pool_size, bool)
-            or not isinstance(pool_size, int)
-            or not 1 <= pool_size <= 64
-        ):
-            raise JournalError(
-                f"pool_size must be an int from 1 to 64, not {pool_size!r}.",
-                code="invalid_argument",
-            )
-        try:
-            import psycopg
-            from psycopg_pool import ConnectionPool
-        except ImportError as exc:  # pragma: no cover - the optional dependency is missing
-            raise ConfigurationError(
-                "a PostgreSQL journal needs psycopg and psycopg-pool: pip install 'loom_nb[postgres]'.",
-                code="backend_not_installed",
-            ) from exc
-        self._path = path
-        self.store = store
-        self.claim_threshold = claim_threshold
-        self.synchronous = synchronous
-        self._lock = threading.Lock()  # kept for the base class; the pool serializes nothing
-        self._local = threading.local()
-        self._psycopg = psycopg
-        commit = "on" if synchronous == "FULL" else "off"
-
-        def configure(conn: psycopg.Connection[Any]) -> None:
-            conn.execute(f"SET synchronous_commit = {commit}")
-
-        self._pool: ConnectionPool[Any] = ConnectionPool(
-            path,
-            min_size=1,
-            max_size=pool_size,
-            kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
-            configure=configure,
-            timeout=timeout,
-            open=False,
-            name="loom_nb-journal",
-        )
-        try:
-            self._pool.open(wait=True, timeout=timeout)
-            with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                _migrate(cur)
-        except Exception as exc:
-            with contextlib.suppress(Exception):
-                self._pool.close()
-            if isinstance(exc, JournalError):
-                raise
-            raise JournalError(
-                f"cannot open the journal at {_redact(path)}: {_first_line(exc)}. Check that the "
-                "server is up, the database exists and the user may create tables in it.",
-                code="journal_unavailable",
-                path=_redact(path),
-            ) from exc
+    _Error: ClassVar[type[Exception]] = psycopg.Error
+    _IntegrityError: ClassVar[type[Exception]] = psycopg.IntegrityError
+    _BEGIN_WRITE: ClassVar[str] = "BEGIN"
 
     def __repr__(self) -> str:
         return f"Journal({_redact(self._path)!r})"
 
-    # -- storage: the methods of Journal that talk SQL ------------------------------------
-
-    def _open_rows(self, execution_id: str, principal: dict[str, Any] | None) -> list[Row]:
-        cur = self._local.cursor
-        # Two processes opening the same new execution: one inserts execution_started.
-        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (execution_id,))
-        cur.execute(_SELECT, (execution_id,))
-        rows: list[Row] = cur.fetchall()
-        if not rows:
-            from loom_nb.journal._codec import dumps
-
-            payload = dumps({"principal": principal})
-            cur.execute(
-                _INSERT, (execution_id, "execution_started", None, None, payload, now_iso())
+    def _connect(self, synchronous: str, timeout: float) -> Any:
+        """Connect in autocommit mode, set the durability, and apply the migrations."""
+        if not is_postgres_url(self._path):
+            raise ConfigurationError(
+                f"a PostgreSQL journal takes a postgresql:// URL, not {self._path!r}.",
+                code="invalid_journal_url",
             )
-            cur.execute(_SELECT, (execution_id,))
-            rows = cur.fetchall()
-        if rows[0][2] != "execution_started":
-            raise JournalError(
-                f"execution {execution_id!r}: its first event is {rows[0][2]!r}, not "
-                "execution_started; the journal is damaged.",
-                code="journal_corrupt",
-            )
-        return rows
-
-    def events(self, execution_id: str, *, resolve_claims: bool = True) -> list[Any]:
-        """Every event of an execution, in order, with payloads decoded (see ``Journal.events``)."""
-        rows = self._query(_SELECT, (execution_id,))
-        return [self._event(row, resolve_claims=resolve_claims) for row in rows]
-
-    def _summary_rows(self) -> list[Any]:
-        return self._query(
-            "SELECT execution_id, kind, step_id, position, "
-            "CASE WHEN kind = 'execution_started' THEN payload ELSE '' END, created "
-            "FROM events ORDER BY seq"
-        )
-
-    def executions(self) -> list[Any]:
-        """A summary of every execution in the journal, oldest first."""
-        return self._summaries(self._summary_rows())
-
-    def iter_payloads(self) -> Iterator[Any]:
-        """Every event's JSON payload as stored (what content GC scans)."""
-        last = 0
-        while True:
-            batch = self._query(
-                "SELECT seq, payload FROM events WHERE seq > %s ORDER BY seq LIMIT 500", (last,)
-            )
-            if not batch:
-                return
-            for seq, text in batch:
-                yield decode(text, where=f"event {seq}")
-            last = batch[-1][0]
-
-    def events_after(self, execution_id: str, seq: int) -> list[Any]:
-        """The events of an execution with ``seq`` greater than the given one, in order."""
-        rows = self._query(
-            _FROM + " WHERE execution_id = %s AND seq > %s ORDER BY seq",
-            (execution_id, seq),
-        )
-        return [self._event(row, resolve_claims=True) for row in rows]
-
-    def _append(
-        self, execution_id: str, kind: str, step_id: str | None, position: int | None, payload: str
-    ) -> None:
-        self._write(_INSERT, [(execution_id, kind, step_id, position, payload, now_iso())])
-
-    def _append_pair(
-        self,
-        execution_id: str,
-        first: tuple[str, str | None, int | None, str],
-        second: tuple[str, str | None, int | None, str],
-    ) -> None:
-        created = now_iso()
-        self._write(
-            _INSERT + ", (%s, %s, %s, %s, %s, %s)",
-            [(execution_id, *first, created, execution_id, *second, created)],
-        )
-
-    def _append_rows(
-        self, rows: Iterable[tuple[str, str, str | None, int | None, str, str]]
-    ) -> None:
-        self._write(_INSERT, list(rows), many=True)
-
-    def _transaction(self, body: Any, *, what: str) -> Any:
+        commit = "on" if synchronous == "FULL" else "off"
         try:
-            with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                self._local.cursor = cur
-                try:
-                    return body()
-                finally:
-                    self._local.cursor = None
-        except self._psycopg.Error as exc:
-            raise self._error(exc, "written") from exc
-
-    def close(self) -> None:
-        """Close the pool's connections (the journal cannot be used afterwards)."""
-        self._pool.close()
-
-    # -- live viewers ---------------------------------------------------------------------
+            conn = psycopg.connect(
+                self._path, autocommit=True, connect_timeout=max(1, round(timeout))
+            )
+        except psycopg.Error as exc:
+            raise JournalError(
+                f"cannot open the journal at {_redact(self._path)}: {_first_line(exc)}. Check "
+                "that the server is up and the database exists.",
+                code="journal_unavailable",
+                path=_redact(self._path),
+            ) from exc
+        try:
+            conn.execute(f"SET synchronous_commit = {commit}")
+            with conn.transaction(), conn.cursor() as cur:
+                _migrate(cur)
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, psycopg.Error):
+                raise JournalError(
+                    f"cannot open the journal at {_redact(self._path)}: {_first_line(exc)}. Check "
+                    "that the user may create tables in the database (or its search_path schema).",
+                    code="journal_unavailable",
+                    path=_redact(self._path),
+                ) from exc
+            raise
+        return _Connection(conn)
 
     def _listen(self) -> _Listener:
         return _Listener(self)
 
-    # -- internals ------------------------------------------------------------------------
 
-    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        try:
-            with self._pool.connection() as conn, conn.cursor() as cur:
-                cur.execute(sql, params)
-                rows: list[Any] = cur.fetchall()
-                return rows
-        except self._psycopg.Error as exc:
-            raise self._error(exc, "read") from exc
+class _Connection:
+    """A psycopg connection speaking the journal's SQL: ``?`` placeholders, ``BEGIN`` as the write lock.
 
-    def _write(self, sql: str, rows: list[tuple[Any, ...]], *, many: bool = False) -> None:
-        try:
-            with self._pool.connection() as conn:
-                if many:
-                    with conn.transaction(), conn.cursor() as cur:
-                        cur.executemany(sql, rows)
-                else:
-                    conn.execute(sql, rows[0])
-        except self._psycopg.Error as exc:
-            raise self._error(exc, "written") from exc
+    SQLite's ``BEGIN IMMEDIATE`` takes the database's one write lock before a read-then-write
+    transaction (taking a lease, opening a new execution, a fork); here the same transactions
+    take one transaction-scoped advisory lock, so they serialize exactly as they do on SQLite.
+    Plain appends (one INSERT, one commit) take no lock: the (execution_id, ordinal) uniqueness
+    orders them, as on SQLite.
+    """
 
-    def _error(self, exc: BaseException, how: str) -> JournalError:
-        return JournalError(
-            f"the journal at {_redact(self._path)} could not be {how} ({_first_line(exc)}). "
-            "Check that the server is up and reachable, then retry.",
-            code="journal_write_failed" if how == "written" else "journal_unavailable",
-        )
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+        self._sql: dict[str, str] = {}
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        if sql == "BEGIN":
+            self._conn.execute("BEGIN")
+            return self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
+        return self._conn.execute(self._translate(sql), params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self._conn.cursor() as cur:
+            cur.executemany(self._translate(sql), rows)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def _translate(self, sql: str) -> str:
+        translated = self._sql.get(sql)
+        if translated is None:
+            # The journal's statements hold no literal '?' or '%': placeholders only.
+            translated = self._sql[sql] = sql.replace("?", "%s")
+        return translated
 
 
 class _Listener:
     """A connection of its own that LISTENs for appends (the watch thread waits on it)."""
 
     def __init__(self, journal: PostgresJournal) -> None:
-        import psycopg
-
-        self._psycopg = psycopg
         try:
-            self._conn = psycopg.connect(journal._path, autocommit=True)
+            self._conn = psycopg.connect(journal.path, autocommit=True)
             self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
         except psycopg.Error as exc:
-            raise journal._error(exc, "read") from exc
+            raise JournalError(
+                f"cannot follow the journal at {_redact(journal.path)}: {_first_line(exc)}.",
+                code="journal_unavailable",
+            ) from exc
 
     def wait(self, execution_id: str, timeout: float) -> bool:
         """Block until an append to ``execution_id`` is announced (True) or ``timeout`` passes."""
@@ -360,7 +238,7 @@ class _Listener:
             for note in self._conn.notifies(timeout=timeout, stop_after=1):
                 if note.payload == execution_id:
                     return True
-        except self._psycopg.Error:
+        except psycopg.Error:
             return False
         return False
 
