@@ -1,4 +1,4 @@
-"""The journal on PostgreSQL (issue 16): ``Journal("postgresql://...")``, through psycopg 3 and a pool.
+"""The journal on PostgreSQL (issue 16): ``Journal("postgresql://...")``, through psycopg 3.
 
 Only the storage differs from the SQLite journal: ``PostgresJournal`` subclasses ``Journal`` and
 replaces its connection (``_connect``) and error classes, so events, replay, divergence, claim
@@ -38,7 +38,7 @@ from loom_nb.journal._journal import Journal
 __all__ = ["NOTIFY_CHANNEL", "PG_MIGRATIONS", "PostgresJournal", "is_postgres_url"]
 
 NOTIFY_CHANNEL = "loom_journal"
-"""The LISTEN/NOTIFY channel an append announces its execution id on."""
+"""The LISTEN/NOTIFY channel an append announces its execution id on (written out in pg001_notify)."""
 
 _MIGRATION_LOCK = 0x6C6F6F6D  # "loom": the advisory lock migrations run under
 _WRITE_LOCK = 0x6C6F6F6D_7772  # the journal's write lock (SQLite's BEGIN IMMEDIATE)
@@ -106,15 +106,21 @@ def _m004_leases(cur: psycopg.Cursor[Any]) -> None:
 
 
 def _pg001_notify(cur: psycopg.Cursor[Any]) -> None:
+    # One notification per execution per INSERT statement (not per row): a step's pair of
+    # events and a whole import announce themselves once.
     cur.execute(
-        f"""
+        """
         CREATE FUNCTION loom_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN PERFORM pg_notify('{NOTIFY_CHANNEL}', NEW.execution_id); RETURN NULL; END $$
+        BEGIN
+            PERFORM pg_notify('loom_journal', ids.execution_id)
+            FROM (SELECT DISTINCT execution_id FROM inserted) AS ids;
+            RETURN NULL;
+        END $$
         """
     )
     cur.execute(
-        "CREATE TRIGGER events_notify AFTER INSERT ON events "
-        "FOR EACH ROW EXECUTE FUNCTION loom_events_notify()"
+        "CREATE TRIGGER events_notify AFTER INSERT ON events REFERENCING NEW TABLE AS inserted "
+        "FOR EACH STATEMENT EXECUTE FUNCTION loom_events_notify()"
     )
 
 
