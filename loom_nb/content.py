@@ -402,7 +402,7 @@ def assistant_message_of(response: LlmResponse) -> Message:
         return Message(role="assistant", content=response.content)
     parts: list[Part] = []
     if response.content:
-        parts.append(TextPart(text=response.content))
+        parts.append(TextPart(text=response.content))  # raw-content: LlmResponse.content is str
     parts.extend(
         ToolUsePart(id=c.id, name=c.name, input=c.input, provider_data=c.provider_data)
         for c in response.tool_calls

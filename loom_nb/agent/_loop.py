@@ -100,7 +100,9 @@ class AgentResult(BaseModel):
     @property
     def text(self) -> str:
         """The last response's text ("" when there is none)."""
-        return self.response.content if self.response is not None else ""
+        if self.response is None:
+            return ""
+        return self.response.content  # raw-content: LlmResponse.content is str
 
 
 class _Plan:

@@ -174,7 +174,7 @@ def validate_output(
     fit ``output_type``, raises ``StructuredOutputError`` (code ``output_invalid``) carrying the
     raw text in ``raw_text``; so does an empty answer (a refusal, or output cut at max tokens).
     """
-    raw = response.content
+    raw = response.content  # raw-content: LlmResponse.content is str
     where = f"{vendor} answered"
     if not raw.strip():
         raise StructuredOutputError(

@@ -185,7 +185,7 @@ class ScriptedProvider:
     ) -> AsyncIterator[LlmStreamChunk]:
         """The next scripted response as text deltas, tool deltas (id and name, then input JSON), then ``done``."""
         response = self._answer(request, settings, output_type)
-        for piece in self._split(response.content):
+        for piece in self._split(response.content):  # raw-content: LlmResponse.content is str
             yield LlmStreamChunk(kind="text", text=piece)
         for index, call in enumerate(response.tool_calls):
             first = ToolDelta(index=index, id=call.id, name=call.name)
