@@ -41,6 +41,7 @@ STYLE: dict[str, str] = {
     "fence_legend": "color:#b45309;font-weight:bold;font-size:12px;padding:0 4px",
     "tool": "border:1px solid #7a8ca5;border-radius:4px;margin:4px 0;padding:4px 8px",
     "tool_error": "border:2px solid #b91c1c;border-radius:4px;margin:4px 0;padding:4px 8px",
+    "reasoning": "border:1px dotted #a3a3a3;border-radius:4px;margin:4px 0;padding:2px 8px",
     "tool_label": "font-size:12px;font-weight:bold;color:#334",
     "error_label": "font-size:12px;font-weight:bold;color:#b91c1c",
     "code": "white-space:pre-wrap;word-break:break-word;font-family:monospace;font-size:12px;"
