@@ -154,6 +154,8 @@ class _Checker(ast.NodeVisitor):
             return "a dict value"
         if isinstance(parent, ast.Compare):
             return None
+        if isinstance(parent, ast.BoolOp) and self._tested(parent):
+            return None  # "if a or m.content:" tests its truth
         if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
             return None
         if isinstance(parent, ast.If | ast.While | ast.IfExp | ast.Assert) and parent.test is node:
@@ -166,6 +168,19 @@ class _Checker(ast.NodeVisitor):
                 return None
             return "unpacked by assignment"
         return _describe(parent)
+
+    def _tested(self, node: ast.AST) -> bool:
+        """Whether ``node``'s value is only tested for truth (through and / or / not)."""
+        parent = self.parents.get(node)
+        while isinstance(parent, ast.BoolOp) or (
+            isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)
+        ):
+            node, parent = parent, self.parents.get(parent)
+        if isinstance(parent, ast.UnaryOp):
+            return False
+        return isinstance(parent, ast.If | ast.While | ast.IfExp | ast.Assert) and (
+            parent.test is node
+        )
 
     def _check(self, node: ast.AST) -> None:
         if not self._is_read(node) or self._narrowed(node):

@@ -70,6 +70,7 @@ CLEAN = {
     "a content key": "def f(m):\n    return {'role': m.role, 'content': m.content}\n",
     "compared": "def f(a, b):\n    return a.content == b.content\n",
     "truth test": "def f(m):\n    if m.content:\n        return 1\n    return 0\n",
+    "truth test in a condition": "def f(s, m):\n    if s == 'ok' or not m.content:\n        return 1\n    return 0\n",
     "copied to a content target": "def f(out, m):\n    out['content'] = m.content\n",
     "explicit allowance": "def f(r):\n    return r.content.strip()  # raw-content: LlmResponse.content is str\n",
 }
