@@ -86,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "LlmProvider": "loom_nb.providers",
     "LlmStreamChunk": "loom_nb.providers",
     "OpenAIProvider": "loom_nb.providers",
+    "OpenAIResponsesProvider": "loom_nb.providers",
     "ScriptedProvider": "loom_nb.providers",
     "collect_stream": "loom_nb.providers",
     "run_llm_provider_conformance": "loom_nb.providers",
