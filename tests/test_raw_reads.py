@@ -104,5 +104,6 @@ def test_every_allowance_in_loom_nb_is_a_reviewed_one() -> None:
         for line, reason in allowances(file.read_text(encoding="utf-8")).items()
     }
     assert all(found.values())
-    assert set(found.values()) <= {"LlmResponse.content is str"}, found
-    assert len(found) <= 8, found
+    reviewed = {"LlmResponse.content is str", "httpx.Response.content is bytes"}
+    assert set(found.values()) <= reviewed, found
+    assert len(found) <= 12, found
