@@ -267,8 +267,8 @@ class HttpProvider(ABC):
                 http_timeout=self._timeout,
             )
             try:
-                body = response.content  # raw-content: httpx.Response.content is bytes
-                data = decode_json(body, provider=self._VENDOR, what="a body")
+                raw = response.content  # raw-content: httpx.Response.content is bytes
+                data = decode_json(raw, provider=self._VENDOR, what="a body")
             except ProviderError as exc:
                 if "not JSON" not in exc.message:
                     raise  # nested too deep: the message says so
