@@ -119,3 +119,12 @@ def test_workflow_validates_against_the_github_workflow_schema() -> None:
         timeout=120,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_every_loom_variable_the_job_sets_is_read_by_ci_run() -> None:
+    """A LOOM_* variable the workflow passes is one .ci/run honours, so the service is really used."""
+    ci_run = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    passed = [name for name in _job()["env"] if name.startswith("LOOM_")]
+    assert passed, "the job passes the PostgreSQL service's URL"
+    for name in passed:
+        assert f"${{{name}:-" in ci_run or f'["{name}"]' in ci_run, f".ci/run ignores {name}"
