@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom_nb.render._html import STYLE, data_url, esc, human_size
+from loom_nb.render._html import STYLE, data_url, esc, human_size, theme
+from loom_nb.render._markdown import BLOCK_TAGS, HL_CLASSES, INLINE_TAGS, safe_href
 
 __all__ = ["html_of_items", "html_of_message", "html_of_view"]
 
@@ -66,7 +67,10 @@ def _text(view: View) -> str:
         if view.get("omitted")
         else ""
     )
-    body = f'<div class="loom-text" style="{STYLE["text"]}">{esc(text)}</div>'
+    if isinstance(view.get("md"), list):
+        body = f'<div class="loom-text loom-md" style="{STYLE["md"]}">{html_of_markdown(view["md"])}</div>'
+    else:
+        body = f'<div class="loom-text" style="{STYLE["text"]}">{esc(text)}</div>'
     if not view.get("collapsed"):
         return body + cut
     head = text[:_SUMMARY_CHARS].replace("\n", " ")
@@ -179,3 +183,104 @@ def _file(view: View) -> str:
             f'<pre style="{STYLE["code"]}">{esc(view["preview"])}{more}</pre></details>'
         )
     return f'<div class="loom-file" style="{STYLE["media"]}">📄{_meta(view)}{preview}</div>'
+
+
+# -- markdown ------------------------------------------------------------------------------------
+
+_HL_STYLE: dict[str, str] = {
+    "k": f"color:{theme('mirror-editor-keyword-color', '#007020')};font-weight:bold",
+    "nb": f"color:{theme('mirror-editor-builtin-color', '#007020')}",
+    "nf": f"color:{theme('mirror-editor-def-color', '#0b47b8')}",
+    "nt": f"color:{theme('mirror-editor-tag-color', '#007020')}",
+    "na": f"color:{theme('mirror-editor-attribute-color', '#4b5f00')}",
+    "nd": f"color:{theme('mirror-editor-meta-color', '#7a2cb8')}",
+    "s": f"color:{theme('mirror-editor-string-color', '#a11b1b')}",
+    "m": f"color:{theme('mirror-editor-number-color', '#116611')}",
+    "c": f"color:{theme('mirror-editor-comment-color', '#3d6b6b')};font-style:italic",
+    "o": f"color:{theme('mirror-editor-operator-color', '#7a2cb8')}",
+    "p": f"color:{theme('mirror-editor-punctuation-color', '#1f4f8a')}",
+    "e": f"color:{theme('mirror-editor-error-color', '#b00020')}",
+}
+"""Inline styles of highlighted code runs, from JupyterLab's editor colours (theme-aware)."""
+
+_TAG_STYLE: dict[str, str] = {
+    "p": "margin:4px 0",
+    "h1": "font-size:1.5em;margin:8px 0 4px 0",
+    "h2": "font-size:1.3em;margin:8px 0 4px 0",
+    "h3": "font-size:1.15em;margin:6px 0 4px 0",
+    "h4": "font-size:1em;margin:6px 0 4px 0",
+    "h5": "font-size:1em;margin:4px 0",
+    "h6": "font-size:1em;margin:4px 0",
+    "ul": "margin:4px 0;padding-left:1.6em",
+    "ol": "margin:4px 0;padding-left:1.6em",
+    "table": "border-collapse:collapse;margin:4px 0",
+    "th": STYLE["cell"],
+    "td": STYLE["cell"],
+    "blockquote": STYLE["quote"],
+    "code": STYLE["code_inline"],
+}
+
+
+def html_of_markdown(nodes: list[Any]) -> str:
+    """A markdown tree (``_markdown.markdown_tree``) as HTML: tags from fixed sets, text escaped."""
+    return "".join(_md_node(node) for node in nodes)
+
+
+def _md_node(node: Any) -> str:
+    if isinstance(node, str):
+        return esc(node)
+    if not isinstance(node, dict):
+        return ""
+    tag = node.get("tag")
+    if tag not in BLOCK_TAGS and tag not in INLINE_TAGS:
+        return ""
+    if tag == "br":
+        return "<br>"
+    if tag == "hr":
+        return f'<hr style="{STYLE["quote"]}">'
+    if tag == "pre":
+        return _md_code(node)
+    if tag == "img":
+        return _md_image(node)
+    inner = html_of_markdown(node.get("children") or [])
+    if tag == "a":
+        href = safe_href(str(node.get("href", "")))
+        if href is None:
+            return inner
+        return (
+            f'<a href="{esc(href)}" rel="noopener noreferrer nofollow" target="_blank" '
+            f'style="{STYLE["link"]}">{inner}</a>'
+        )
+    style = _TAG_STYLE.get(str(tag), "")
+    if tag in {"th", "td"} and node.get("align") in {"left", "right", "center"}:
+        style = style.replace("text-align:left", f"text-align:{node['align']}")
+    start = node.get("start")
+    extra = f' start="{start}"' if tag == "ol" and isinstance(start, int) and start >= 0 else ""
+    attr = f' style="{style}"' if style else ""
+    return f"<{tag}{attr}{extra}>{inner}</{tag}>"
+
+
+def _md_code(node: dict[str, Any]) -> str:
+    runs = node.get("hl")
+    if isinstance(runs, list):
+        body = "".join(
+            f'<span style="{_HL_STYLE[cls]}">{esc(text)}</span>' if cls in HL_CLASSES else esc(text)
+            for cls, text in runs
+        )
+    else:
+        body = esc(str(node.get("code", "")))
+    lang = str(node.get("lang") or "")
+    legend = f'<div style="{STYLE["meta"]}">{esc(lang)}</div>' if lang else ""
+    return f'<div class="loom-codeblock">{legend}<pre style="{STYLE["code"]}"><code>{body}</code></pre></div>'
+
+
+def _md_image(node: dict[str, Any]) -> str:
+    alt = esc(str(node.get("alt") or "no description"))
+    href = safe_href(str(node.get("href", "")))
+    where = (
+        f' · not loaded: <a href="{esc(href)}" rel="noopener noreferrer nofollow" target="_blank" '
+        f'style="{STYLE["link"]}">{esc(href)}</a>'
+        if href
+        else " · not loaded"
+    )
+    return f'<span class="loom-md-img" style="{STYLE["meta"]}">[image: {alt}]{where}</span>'
