@@ -30,8 +30,11 @@ _EXPORTS: dict[str, str] = {
     "ReplayDivergenceError": "loom_nb.errors",
     "StepOutputError": "loom_nb.errors",
     "StoreError": "loom_nb.errors",
+    "StructuredOutputError": "loom_nb.errors",
     "UnresolvedContentError": "loom_nb.errors",
     "UnsupportedModalityError": "loom_nb.errors",
+    # settings
+    "ModelSettings": "loom_nb.settings",
     # taint
     "Untrusted": "loom_nb.taint",
     # limits
@@ -160,8 +163,10 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real definitions
         ReplayDivergenceError,
         StepOutputError,
         StoreError,
+        StructuredOutputError,
         UnresolvedContentError,
         UnsupportedModalityError,
     )
     from loom_nb.limits import MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES, MAX_RESOLVED_BYTES
+    from loom_nb.settings import ModelSettings
     from loom_nb.taint import Untrusted

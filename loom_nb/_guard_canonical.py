@@ -37,7 +37,7 @@ from loom_nb.taint import Untrusted
 __all__ = ["canonical_request_json"]
 
 _EXPECTED_FIELDS: dict[type, tuple[str, ...]] = {
-    LlmRequest: ("messages", "tools", "system"),
+    LlmRequest: ("messages", "tools", "system", "settings", "output_schema"),
     Message: ("role", "content"),
     TextPart: ("type", "text", "origin"),
     ImagePart: ("type", "media_type", "source", "origin"),
@@ -112,7 +112,17 @@ def _request(request: LlmRequest, known: Mapping[int, str]) -> str:
     system_text = "null" if system is None else _str(system)
     messages = ",".join([_message(m, known) for m in request.messages])
     tools = ",".join([_tool(t) for t in request.tools])
-    return f'{{"messages":[{messages}],"system":{system_text},"tools":[{tools}]}}'
+    # Sorted keys: messages, output_schema, settings, system, tools; the optional two only when set.
+    schema = request.output_schema
+    schema_text = "" if schema is None else f'"output_schema":{_json(schema)},'
+    settings = request.settings
+    settings_text = (
+        "" if settings is None else f'"settings":{_json(settings.model_dump(mode="json"))},'
+    )
+    return (
+        f'{{"messages":[{messages}],{schema_text}{settings_text}"system":{system_text},'
+        f'"tools":[{tools}]}}'
+    )
 
 
 def _tool(tool: ToolSpec) -> str:

@@ -36,6 +36,7 @@ from pydantic import (
 )
 
 from loom_nb.errors import ContentValidationError
+from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted, mark_untrusted_values
 
 __all__ = [
@@ -276,8 +277,14 @@ class ToolSpec(_Model):
     """JSON Schema of the tool's input object."""
 
 
-class LlmRequest(_Model):
-    """What is sent to a model: messages, the tool menu and the system prompt."""
+class LlmRequest(_OmitNone):
+    """What is sent to a model: messages, the tool menu, the system prompt, settings, output schema.
+
+    ``settings`` and ``output_schema`` are left out of the serialized form while None, so a
+    request that uses neither serializes (and hashes) exactly as before they existed.
+    """
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"settings", "output_schema"})
 
     messages: list[Message]
     """The conversation so far."""
@@ -285,6 +292,18 @@ class LlmRequest(_Model):
     """The tools the model may call."""
     system: str | Untrusted | None = None
     """The system prompt (never untrusted: the guard refuses an untrusted one)."""
+    settings: ModelSettings | None = None
+    """Generation settings (max tokens, temperature ...); providers merge their own defaults
+    under these and a call's ``settings=`` over them. An empty ``ModelSettings()`` becomes None."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON Schema the answer must match (set from ``output_type=``); providers send it in
+    the vendor's native structured-output mode. Part of the journaled request, so replay is
+    exact and a changed schema diverges."""
+
+    @field_validator("settings", mode="after")
+    @classmethod
+    def _empty_settings_are_none(cls, value: ModelSettings | None) -> ModelSettings | None:
+        return None if value is not None and value.is_empty() else value
 
 
 class ToolCall(_OmitNone):
@@ -336,6 +355,11 @@ class LlmResponse(_Model):
     """The model id the vendor reported."""
     provider_data: dict[str, Any] = Field(default_factory=dict)
     """Vendor fields loom_nb does not model (raw stop reason, ids, thought signatures ...), kept rather than lost."""
+    output: Any = Field(default=None, exclude=True)
+    """The validated structured output (an instance of the ``output_type`` asked for), or None.
+
+    Never serialized: the journal keeps the raw text in ``content`` and a replay validates it
+    again, so the recorded response is the same with or without structured output."""
 
 
 def text_of(content: MessageContent | ToolResultContent) -> str:

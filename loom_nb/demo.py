@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shlex
+import sys
+import sysconfig
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -223,9 +227,52 @@ def _open_workdir(root: Path) -> tuple[Path, LocalContentStore, Journal]:
     return root, store, Journal(root / "journal.sqlite", store=store)
 
 
-def _journal_flag(root: Path) -> str:
-    default = Path(".loom").resolve()
-    return "" if root.resolve() == default else f" --journal {root / 'journal.sqlite'}"
+PROJECT_NOTEBOOKS = "https://github.com/loom-nb/loom_nb/tree/main/notebooks"
+"""Where the example notebooks live when the package was installed without a checkout."""
+
+
+def _shown(path: Path) -> str:
+    """``path`` as typed at a prompt here: relative below the working directory, else absolute."""
+    absolute = path.absolute()
+    try:
+        relative = absolute.relative_to(Path.cwd())
+    except ValueError:
+        return str(absolute)
+    # A bare name would be looked up on PATH instead of run from here.
+    return str(relative) if len(relative.parts) > 1 else str(absolute)
+
+
+def _script(name: str) -> Path | None:
+    """The console script ``name`` installed beside the running interpreter, if there is one."""
+    suffix = ".exe" if os.name == "nt" else ""
+    script = Path(sysconfig.get_path("scripts")) / f"{name}{suffix}"
+    return script if script.is_file() else None
+
+
+def _pasteable_command(*args: str) -> str:
+    """A ``loom-nb`` command line that runs as pasted, whether or not a virtual env is activated.
+
+    It names this interpreter's own ``loom-nb`` script by path (``.venv/bin/loom-nb`` from the
+    project folder), or ``python -m loom_nb`` with this interpreter when no script is installed
+    beside it, so a bare ``loom-nb`` that is not on ``PATH`` is never printed.
+    """
+    script = _script("loom-nb")
+    prefix = [_shown(script)] if script is not None else [sys.executable, "-m", "loom_nb"]
+    return shlex.join([*prefix, *args])
+
+
+def _inspect_command(root: Path, execution_id: str) -> str:
+    args = ["journal", "show", execution_id]
+    if root.resolve() != Path(".loom").resolve():
+        args += ["--journal", _shown(root / "journal.sqlite")]
+    return _pasteable_command(*args)
+
+
+def _notebooks_hint() -> str:
+    jupyter = _script("jupyter")
+    if Path("notebooks").is_dir() and jupyter is not None:
+        return f"  next: open the notebooks with `{shlex.join([_shown(jupyter), 'lab', 'notebooks/'])}`"
+    return f"  next: the example notebooks are at {PROJECT_NOTEBOOKS}"
 
 
 async def run_demo(
@@ -309,9 +356,9 @@ async def run_demo(
     )
     steps = sum(1 for e in journal.events(execution_id) if e.kind == "step_completed")
     out(f"\n  {result.status} after {result.turns} turns; {steps} journaled steps")
-    out(f"  transcript: {html_path}")
-    out(f"  inspect: loom-nb journal show {execution_id}" + _journal_flag(root))
-    out("  next: open the notebooks with `jupyter lab notebooks/`")
+    out(f"  transcript: {html_path.resolve().as_uri()}")
+    out(f"  inspect: {_inspect_command(root, execution_id)}")
+    out(_notebooks_hint())
     journal.close()
     return DemoRun(
         result=result,

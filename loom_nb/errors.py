@@ -19,6 +19,7 @@ ride in ``details``.
     │   └── ContentAccessDeniedError  the principal's tenant never stored that blob
     ├── UnresolvedContentError        a ref the application sent could not be resolved (decision 4)
     ├── ProviderError                 a vendor API answered with an error, or could not be reached
+    ├── StructuredOutputError         the model's answer did not validate against the output_type
     ├── JournalError                  the durable log
     │   ├── ReplayDivergenceError     replay met a different step id than the log holds
     │   └── StepOutputError           a step produced a value the journal cannot hold
@@ -44,6 +45,7 @@ __all__ = [
     "ReplayDivergenceError",
     "StepOutputError",
     "StoreError",
+    "StructuredOutputError",
     "UnresolvedContentError",
     "UnsupportedModalityError",
 ]
@@ -154,6 +156,22 @@ class ProviderError(LoomError):
         self.status = status
         self.error_type = error_type
         self.retryable = retryable
+
+
+class StructuredOutputError(LoomError):
+    """The model's answer is not JSON matching the requested ``output_type``.
+
+    ``raw_text`` holds the answer exactly as the model gave it, so nothing is lost; ``details``
+    names the first bad field and the stop reason (an answer cut at max tokens is often the cause).
+    """
+
+    default_code = "output_invalid"
+
+    def __init__(
+        self, message: str, *, raw_text: str, code: str | None = None, **details: Any
+    ) -> None:
+        super().__init__(message, code=code, **details)
+        self.raw_text = raw_text
 
 
 class JournalError(LoomError):

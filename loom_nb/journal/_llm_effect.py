@@ -15,6 +15,14 @@ needs neither the blobs nor the resolver nor an API key.
 
 Streaming callbacks (``on_text``, ``on_tool_delta``, ``on_tool_reset``) are transient: they see
 deltas of a live call as they arrive and are never journaled; only the assembled response is.
+
+Settings and structured output are part of the step input: the provider's construction
+``settings`` are merged under the request's before it is recorded (so the journal holds the
+effective settings and a replay with other settings diverges), and an effect made with
+``output_type=Model`` records the model's JSON Schema as the request's ``output_schema`` (a
+changed schema diverges too). The recorded output is the plain response; the effect validates
+its text into ``Model`` live and on replay alike, so a replayed step returns a response whose
+``output`` is a fresh instance.
 """
 
 from __future__ import annotations
@@ -22,8 +30,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from loom_nb.capabilities import assert_request_supported
-from loom_nb.content import LlmRequest, LlmResponse, parse_request
+from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ConfigurationError, ContentAccessDeniedError
 from loom_nb.guard import guard_request
 from loom_nb.providers._base import (
@@ -33,6 +43,8 @@ from loom_nb.providers._base import (
     ToolDeltaCallback,
     collect_stream,
 )
+from loom_nb.providers._structured import check_output_type, effective_request, validate_output
+from loom_nb.settings import ModelSettings
 from loom_nb.store import ContentResolver, ResolveContext, resolve_request_content
 
 if TYPE_CHECKING:
@@ -54,6 +66,7 @@ class LlmEffect:
         on_tool_delta: ToolDeltaCallback | None = None,
         on_tool_reset: ResetCallback | None = None,
         stream: bool = False,
+        output_type: type[BaseModel] | None = None,
     ) -> None:
         if not callable(getattr(provider, "complete", None)):
             raise ConfigurationError(
@@ -65,6 +78,8 @@ class LlmEffect:
         """The provider live calls go to."""
         self.stream = stream
         """Whether live calls stream (callbacks see deltas) or complete in one response."""
+        self.output_type = check_output_type(output_type)
+        """The pydantic model every answer is validated into (``response.output``), or None."""
         self._resolver = resolve_content
         self._context = context
         self._on_text = on_text
@@ -78,14 +93,23 @@ class LlmEffect:
         self, execution: Execution, step_id: str, request: LlmRequest | dict[str, Any]
     ) -> LlmResponse:
         """Make the call as step ``step_id`` of ``execution`` (or serve it from the log)."""
-        req = parse_request(request)
+        defaults = getattr(self.provider, "settings", None)
+        req = effective_request(
+            request,
+            defaults if isinstance(defaults, ModelSettings) else None,
+            None,
+            self.output_type,
+        )
         step_input = req.model_dump(mode="json")
 
         async def call(_input: Any) -> LlmResponse:
             return await self._live(execution, step_id, req)
 
         output = await execution.execute(step_id, call, step_input)
-        return LlmResponse.model_validate(output)
+        response = LlmResponse.model_validate(output)
+        if req.output_schema is None:
+            return response
+        return validate_output(response, self.output_type, vendor=_name_of(self.provider))
 
     async def _live(self, execution: Execution, step_id: str, request: LlmRequest) -> LlmResponse:
         guarded = guard_request(request)
@@ -98,10 +122,15 @@ class LlmEffect:
         resolved = await resolve_request_content(
             guarded, self._resolver, self._resolve_context(execution, step_id)
         )
+        # The schema travels on the request; output_type is passed only when set, so a provider
+        # written before structured output existed still takes the call.
+        extra: dict[str, Any] = (
+            {} if self.output_type is None else {"output_type": self.output_type}
+        )
         if not self.stream:
-            return await self.provider.complete(resolved)
+            return await self.provider.complete(resolved, **extra)
         return await collect_stream(
-            self.provider.stream(resolved),
+            self.provider.stream(resolved, **extra),
             on_text=self._on_text,
             on_tool_delta=self._on_tool_delta,
             on_tool_reset=self._on_tool_reset,
@@ -142,6 +171,7 @@ def create_llm_effect(
     on_tool_delta: ToolDeltaCallback | None = None,
     on_tool_reset: ResetCallback | None = None,
     stream: bool = False,
+    output_type: type[BaseModel] | None = None,
 ) -> LlmEffect:
     """A journaled model call on ``provider``: ``await effect(execution, step_id, request)``.
 
@@ -151,7 +181,9 @@ def create_llm_effect(
     for the execution's tenant: a context principal of the same tenant (another subject) is used
     as given, one of another tenant is refused (``ContentAccessDeniedError``, code
     ``principal_mismatch``), and an execution started without a principal reads as the context's. With ``stream=True`` the call streams and the
-    callbacks see its deltas (never journaled).
+    callbacks see its deltas (never journaled). With ``output_type=Model`` every answer comes
+    back with ``response.output`` a validated ``Model`` (``StructuredOutputError`` otherwise), live
+    and on replay; the schema is part of the journaled request.
     """
     return LlmEffect(
         provider,
@@ -161,6 +193,7 @@ def create_llm_effect(
         on_tool_delta=on_tool_delta,
         on_tool_reset=on_tool_reset,
         stream=stream,
+        output_type=output_type,
     )
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from loom_nb.capabilities import Capabilities
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ProviderError
+from loom_nb.settings import ModelSettings
 
 __all__ = ["LlmProvider", "LlmStreamChunk", "ToolDelta", "collect_stream"]
 
@@ -65,11 +66,27 @@ class LlmProvider(Protocol):
         """The media types this provider accepts; anything else is refused before any I/O."""
         ...
 
-    async def complete(self, request: LlmRequest) -> LlmResponse:
-        """Send the request and return the whole response."""
+    async def complete(
+        self,
+        request: LlmRequest,
+        *,
+        settings: ModelSettings | None = None,
+        output_type: type[BaseModel] | None = None,
+    ) -> LlmResponse:
+        """Send the request and return the whole response.
+
+        ``settings`` override the request's (and the provider's defaults) field by field;
+        ``output_type`` asks for structured output and sets ``response.output``.
+        """
         ...
 
-    def stream(self, request: LlmRequest) -> AsyncIterator[LlmStreamChunk]:
+    def stream(
+        self,
+        request: LlmRequest,
+        *,
+        settings: ModelSettings | None = None,
+        output_type: type[BaseModel] | None = None,
+    ) -> AsyncIterator[LlmStreamChunk]:
         """Send the request and yield chunks as they arrive; the last one is ``done``."""
         ...
 

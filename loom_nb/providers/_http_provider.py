@@ -7,10 +7,16 @@ or borrows an ``httpx.AsyncClient``, declares its capabilities, and on every cal
    (decision 6, for direct callers too), and guards it (decision 7: a caller who skipped
    ``guard_request`` still never gets untrusted content onto the wire unfenced; guarding a
    guarded request changes nothing);
-2. maps it to the vendor's body, merges ``extra_body`` on top, and sends it through
+2. merges the settings field by field (the call's ``settings=`` over the request's over the
+   provider's construction defaults) and sets ``output_schema`` from ``output_type=``, so the
+   effective values travel on the request;
+3. maps it to the vendor's body, lays the settings and structured-output fields and then
+   ``extra_body`` over it (``merge_body``: a setting the vendor or model cannot take, or an
+   ``extra_body`` value contradicting one, is refused here, before any I/O), and sends it through
    ``_http.send_json`` / ``_http.stream_json`` (retries, backoff, streamed resets);
-3. reads the answer: a non-JSON body is ``ProviderError(code="malformed_response")``, and so is a
-   JSON value that is not an object where the vendor needs one.
+4. reads the answer: a non-JSON body is ``ProviderError(code="malformed_response")``, and so is a
+   JSON value that is not an object where the vendor needs one; with an output schema the text is
+   validated (``StructuredOutputError`` on a mismatch) and ``response.output`` set.
 
 ``HttpProvider`` holds that once; a subclass supplies the vendor name, the URLs, the headers, the
 body mapping, the response and error parsers and the stream decoder.
@@ -23,6 +29,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar, Self
 
 import httpx
+from pydantic import BaseModel
 
 from loom_nb.capabilities import Capabilities, assert_request_supported, default_capabilities
 from loom_nb.content import LlmRequest, LlmResponse, parse_request
@@ -31,6 +38,9 @@ from loom_nb.guard import guard_request
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import RetryPolicy, SseEvent, send_json, stream_json
+from loom_nb.providers._settings_wire import merge_body
+from loom_nb.providers._structured import check_output_type, effective_request, validate_output
+from loom_nb.settings import ModelSettings, merge_settings
 
 __all__ = ["HttpProvider", "checked_extra_body", "error_body"]
 
@@ -87,9 +97,11 @@ class HttpProvider(ABC):
         max_retries: int,
         timeout: httpx.Timeout | float | None,
         retry_policy: RetryPolicy | None,
+        settings: ModelSettings | None = None,
     ) -> None:
         # Subclasses call this last, after anything that may refuse the arguments, so a refused
         # construction never leaves an unclosed client behind.
+        self._settings = merge_settings(settings)
         self.model = model
         self.base_url = base_url
         self._url = url
@@ -118,6 +130,22 @@ class HttpProvider(ABC):
     def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
         """The vendor body for a checked, guarded request (before ``extra_body``)."""
 
+    def _settings_fields(self, request: LlmRequest) -> dict[str, Any]:
+        """The body fields ``request.settings`` produce; refuses what the vendor cannot take."""
+        if request.settings is not None:
+            raise ConfigurationError(
+                f"{self._VENDOR} does not map ModelSettings. Nothing was sent.",
+                code="unsupported_setting",
+            )
+        return {}
+
+    def _output_fields(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The body fields asking for JSON matching ``schema`` in the vendor's native mode."""
+        raise ConfigurationError(
+            f"{self._VENDOR} has no structured-output mode in loom_nb. Nothing was sent.",
+            code="unsupported_output_type",
+        )
+
     @abstractmethod
     def _parse_response(self, data: Any) -> LlmResponse:
         """The ``LlmResponse`` for a decoded JSON answer."""
@@ -137,6 +165,11 @@ class HttpProvider(ABC):
         """The media this provider accepts; anything else is refused before any I/O."""
         return self._capabilities
 
+    @property
+    def settings(self) -> ModelSettings | None:
+        """The construction defaults, under the request's and each call's settings (None: none)."""
+        return self._settings
+
     async def aclose(self) -> None:
         """Close the HTTP client if the provider created it (an injected one is the caller's)."""
         if self._owns_client:
@@ -148,14 +181,33 @@ class HttpProvider(ABC):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def wire_body(self, request: LlmRequest | Mapping[str, Any]) -> dict[str, Any]:
-        """The exact JSON body ``complete`` / ``stream`` would send, after the checks and the guard."""
-        return self._wire_body(request, stream=False)
-
-    def _wire_body(
-        self, request: LlmRequest | Mapping[str, Any], *, stream: bool
+    def wire_body(
+        self,
+        request: LlmRequest | Mapping[str, Any],
+        *,
+        stream: bool = False,
+        settings: ModelSettings | None = None,
+        output_type: type[BaseModel] | None = None,
     ) -> dict[str, Any]:
-        return {**self._body(self._prepare(request), stream=stream), **self._extra}
+        """The exact JSON body ``complete`` (or ``stream``) would send, after the checks and the guard."""
+        prepared = self._call_request(request, settings, output_type)
+        return self._assemble(prepared, stream=stream)
+
+    def _call_request(
+        self,
+        request: LlmRequest | Mapping[str, Any],
+        settings: ModelSettings | None,
+        output_type: type[BaseModel] | None,
+    ) -> LlmRequest:
+        """The checked, guarded request of one call, effective settings and schema on it."""
+        checked_type = check_output_type(output_type)
+        return self._prepare(effective_request(request, self._settings, settings, checked_type))
+
+    def _assemble(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
+        managed = self._settings_fields(request)
+        if request.output_schema is not None:
+            managed = merge_body(managed, self._output_fields(request.output_schema), {})
+        return merge_body(self._body(request, stream=stream), managed, self._extra)
 
     def _prepare(self, request: LlmRequest | Mapping[str, Any]) -> LlmRequest:
         parsed = parse_request(request)
@@ -168,9 +220,21 @@ class HttpProvider(ABC):
             parsed, max_inline_bytes=MAX_RESOLVED_BYTES, max_inline_total_bytes=MAX_RESOLVED_BYTES
         )
 
-    async def complete(self, request: LlmRequest | Mapping[str, Any]) -> LlmResponse:
-        """Send the request and return the whole response."""
-        body = self.wire_body(request)
+    async def complete(
+        self,
+        request: LlmRequest | Mapping[str, Any],
+        *,
+        settings: ModelSettings | None = None,
+        output_type: type[BaseModel] | None = None,
+    ) -> LlmResponse:
+        """Send the request and return the whole response.
+
+        ``settings`` override the request's and the provider's field by field; ``output_type``
+        (a pydantic model class) asks for JSON in the vendor's native structured-output mode and
+        sets ``response.output`` to the validated instance (``StructuredOutputError`` otherwise).
+        """
+        prepared = self._call_request(request, settings, output_type)
+        body = self._assemble(prepared, stream=False)
         response = await send_json(
             self._client,
             self._url,
@@ -197,16 +261,29 @@ class HttpProvider(ABC):
                 code="malformed_response",
                 provider=self._VENDOR,
             )
-        return self._parse_response(data)
+        return self._finish(self._parse_response(data), prepared, output_type)
+
+    def _finish(
+        self, response: LlmResponse, request: LlmRequest, output_type: type[BaseModel] | None
+    ) -> LlmResponse:
+        if request.output_schema is None:
+            return response
+        return validate_output(response, output_type, vendor=self._VENDOR)
 
     async def stream(
-        self, request: LlmRequest | Mapping[str, Any]
+        self,
+        request: LlmRequest | Mapping[str, Any],
+        *,
+        settings: ModelSettings | None = None,
+        output_type: type[BaseModel] | None = None,
     ) -> AsyncIterator[LlmStreamChunk]:
         """Send the request as a streamed call; yield text and tool deltas, then ``done``.
 
-        A retried attempt after partial output first yields a ``reset`` chunk.
+        A retried attempt after partial output first yields a ``reset`` chunk. ``settings`` and
+        ``output_type`` as for ``complete``; the ``done`` chunk carries the validated output.
         """
-        body = self._wire_body(request, stream=True)
+        prepared = self._call_request(request, settings, output_type)
+        body = self._assemble(prepared, stream=True)
         headers = {**self._headers(), "accept": "text/event-stream"}
         async for chunk in stream_json(
             self._client,
@@ -219,4 +296,8 @@ class HttpProvider(ABC):
             policy=self._policy,
             http_timeout=self._timeout,
         ):
+            if chunk.kind == "done" and chunk.response is not None:
+                finished = self._finish(chunk.response, prepared, output_type)
+                if finished is not chunk.response:
+                    chunk = chunk.model_copy(update={"response": finished})
             yield chunk

@@ -27,7 +27,9 @@ from loom_nb.providers._http import (
     http_error,
     resolve_api_key,
 )
-from loom_nb.providers._http_provider import HttpProvider, error_body
+from loom_nb.providers._http_provider import HttpProvider, checked_extra_body, error_body
+from loom_nb.providers._settings_wire import anthropic_settings_fields
+from loom_nb.providers._structured import anthropic_schema
 from loom_nb.providers.anthropic_wire import (
     RETRYABLE_ERROR_TYPES,
     AnthropicStreamAssembler,
@@ -35,6 +37,7 @@ from loom_nb.providers.anthropic_wire import (
     anthropic_request_body,
     anthropic_response,
 )
+from loom_nb.settings import ModelSettings
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_BASE_URL", "AnthropicProvider"]
 
@@ -46,6 +49,8 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 VENDOR = "Anthropic"
 
+_RESERVED = frozenset({"model", "messages", "system", "tools", "stream"})
+
 
 class AnthropicProvider(HttpProvider):
     """Claude models through the Anthropic Messages API.
@@ -55,7 +60,11 @@ class AnthropicProvider(HttpProvider):
     (images and PDF for claude-3 and later on the default endpoint, nothing elsewhere).
     ``http_client`` lets a caller inject an ``httpx.AsyncClient`` (tests use
     ``httpx.MockTransport``); otherwise the provider owns one, closed by ``aclose()``.
-    ``stream`` sends the body with ``stream: true``.
+    ``stream`` sends the body with ``stream: true``. ``settings`` (a ``ModelSettings``) are the
+    defaults under each request's and call's; ``max_tokens`` is the one used when no settings
+    give one (the Messages API requires it). ``extra_body`` is merged into every body (``top_k``,
+    ``tool_choice``, ``metadata``); it may not contradict a setting. ``output_type=`` uses the
+    Messages API's native structured outputs (``output_config.format``).
     """
 
     _VENDOR = VENDOR
@@ -70,6 +79,8 @@ class AnthropicProvider(HttpProvider):
         base_url: str | None = None,
         capabilities: Capabilities | None = None,
         http_client: httpx.AsyncClient | None = None,
+        settings: ModelSettings | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         max_tokens: int = 4096,
         max_retries: int = 3,
         timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
@@ -77,27 +88,38 @@ class AnthropicProvider(HttpProvider):
     ) -> None:
         self.max_tokens = max_tokens
         self._key = resolve_api_key(api_key, "ANTHROPIC_API_KEY", VENDOR)
+        extra = checked_extra_body(
+            extra_body,
+            _RESERVED,
+            hint="Put top_k, metadata, tool_choice, service_tier or output_config there.",
+        )
         super().__init__(
             model,
             base_url=base_url,
             url=(base_url or DEFAULT_BASE_URL).rstrip("/") + "/v1/messages",
             capabilities=capabilities,
             http_client=http_client,
+            extra_body=extra,
+            settings=settings,
             max_retries=max_retries,
             timeout=timeout,
             retry_policy=retry_policy,
         )
 
-    def wire_body(
-        self, request: LlmRequest | Mapping[str, Any], *, stream: bool = False
-    ) -> dict[str, Any]:
-        """The exact JSON body ``complete`` (or ``stream``) would send, after the checks and the guard."""
-        return self._wire_body(request, stream=stream)
-
     def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
         return anthropic_request_body(
             request, model=self.model, max_tokens=self.max_tokens, stream=stream
         )
+
+    def _settings_fields(self, request: LlmRequest) -> dict[str, Any]:
+        return anthropic_settings_fields(
+            request.settings, model=self.model, default_max_tokens=self.max_tokens
+        )
+
+    def _output_fields(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "output_config": {"format": {"type": "json_schema", "schema": anthropic_schema(schema)}}
+        }
 
     def _headers(self) -> dict[str, str]:
         return {

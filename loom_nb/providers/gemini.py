@@ -30,12 +30,14 @@ from loom_nb.providers._http import (
     resolve_api_key,
 )
 from loom_nb.providers._http_provider import HttpProvider, checked_extra_body, error_body
+from loom_nb.providers._settings_wire import gemini_settings_fields
 from loom_nb.providers.gemini_wire import (
     GeminiStreamAssembler,
     gemini_error_fields,
     gemini_request_body,
     gemini_response,
 )
+from loom_nb.settings import ModelSettings
 
 __all__ = ["DEFAULT_BASE_URL", "GeminiProvider", "decode_gemini_events", "parse_gemini_error"]
 
@@ -52,8 +54,11 @@ class GeminiProvider(HttpProvider):
 
     ``GeminiProvider("gemini-2.5-flash")`` reads ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``); pass
     ``api_key=`` to give one. ``capabilities`` defaults to ``default_capabilities("gemini", model,
-    base_url)``. ``extra_body`` is merged into every body (``generationConfig``, ``toolConfig``,
-    ``safetySettings``). ``http_client`` injects an ``httpx.AsyncClient``; otherwise the provider
+    base_url)``. ``settings`` (a ``ModelSettings``) are the defaults under each request's and
+    call's, mapped into ``generationConfig``. ``extra_body`` is merged into every body
+    (``generationConfig`` keys combine with the settings', ``toolConfig``, ``safetySettings``); it
+    may not contradict a setting. ``output_type=`` uses ``responseMimeType: application/json``
+    with ``responseJsonSchema``. ``http_client`` injects an ``httpx.AsyncClient``; otherwise the provider
     owns one, closed by ``aclose()``. ``complete`` calls ``:generateContent``, ``stream`` calls
     ``:streamGenerateContent?alt=sse``; both send the same body.
     """
@@ -70,6 +75,7 @@ class GeminiProvider(HttpProvider):
         capabilities: Capabilities | None = None,
         http_client: httpx.AsyncClient | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        settings: ModelSettings | None = None,
         max_retries: int = 3,
         timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
         retry_policy: RetryPolicy | None = None,
@@ -91,6 +97,7 @@ class GeminiProvider(HttpProvider):
             capabilities=capabilities,
             http_client=http_client,
             extra_body=extra,
+            settings=settings,
             max_retries=max_retries,
             timeout=timeout,
             retry_policy=retry_policy,
@@ -98,6 +105,17 @@ class GeminiProvider(HttpProvider):
 
     def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
         return gemini_request_body(request)  # the model and the streaming go in the URL
+
+    def _settings_fields(self, request: LlmRequest) -> dict[str, Any]:
+        return gemini_settings_fields(request.settings, model=self.model)
+
+    def _output_fields(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "generationConfig": {
+                "responseMimeType": "application/json",
+                "responseJsonSchema": schema,
+            }
+        }
 
     def _headers(self) -> dict[str, str]:
         return {"x-goog-api-key": self._key.reveal(), "accept": "application/json"}

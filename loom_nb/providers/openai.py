@@ -35,6 +35,8 @@ from loom_nb.providers._http import (
     resolve_api_key,
 )
 from loom_nb.providers._http_provider import HttpProvider, checked_extra_body, error_body
+from loom_nb.providers._settings_wire import openai_chat_settings_fields
+from loom_nb.providers._structured import schema_name, strict_openai_schema
 from loom_nb.providers.openai_wire import (
     OpenAIStreamAssembler,
     openai_error_fields,
@@ -42,6 +44,7 @@ from loom_nb.providers.openai_wire import (
     openai_request_body,
     openai_response,
 )
+from loom_nb.settings import ModelSettings
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIProvider", "decode_openai_events", "parse_openai_error"]
 
@@ -87,6 +90,7 @@ class OpenAIProvider(HttpProvider):
         capabilities: Capabilities | None = None,
         http_client: httpx.AsyncClient | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        settings: ModelSettings | None = None,
         organization: str | None = None,
         project: str | None = None,
         max_retries: int = 3,
@@ -94,7 +98,8 @@ class OpenAIProvider(HttpProvider):
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         self._key: Secret | None
-        if _is_default(base_url):
+        self._official = _is_default(base_url)
+        if self._official:
             self._key = resolve_api_key(api_key, "OPENAI_API_KEY", VENDOR)
         else:
             self._key = Secret(api_key) if api_key else None
@@ -115,19 +120,32 @@ class OpenAIProvider(HttpProvider):
             capabilities=capabilities,
             http_client=http_client,
             extra_body=extra,
+            settings=settings,
             max_retries=max_retries,
             timeout=timeout,
             retry_policy=retry_policy,
         )
 
-    def wire_body(
-        self, request: LlmRequest | Mapping[str, Any], *, stream: bool = False
-    ) -> dict[str, Any]:
-        """The exact JSON body ``complete`` (or ``stream``) would send, after the checks and the guard."""
-        return self._wire_body(request, stream=stream)
-
     def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
         return openai_request_body(request, model=self.model, stream=stream)
+
+    def _settings_fields(self, request: LlmRequest) -> dict[str, Any]:
+        return openai_chat_settings_fields(
+            request.settings, model=self.model, official=self._official
+        )
+
+    def _output_fields(self, schema: dict[str, Any]) -> dict[str, Any]:
+        strict_schema, strict = strict_openai_schema(schema)
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": schema_name(schema),
+                    "schema": strict_schema,
+                    "strict": strict,
+                },
+            }
+        }
 
     def _headers(self) -> dict[str, str]:
         headers = {"accept": "application/json", **self._org_headers}

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from loom_nb._walk import iter_media
 from loom_nb.capabilities import Capabilities, assert_request_supported
@@ -25,13 +25,14 @@ from loom_nb.content import (
     LlmResponse,
     canonical_json,
     content_error,
-    parse_request,
 )
 from loom_nb.errors import ContentValidationError, ProviderError
 from loom_nb.guard import guard_request
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk, ToolDelta
+from loom_nb.providers._structured import check_output_type, effective_request, validate_output
 from loom_nb.providers._wire_util import inline_data
+from loom_nb.settings import ModelSettings, merge_settings
 
 __all__ = ["SCRIPTED_CAPABILITIES", "ScriptedProvider", "Turn"]
 
@@ -92,6 +93,7 @@ class ScriptedProvider:
         *,
         capabilities: Capabilities | None = None,
         chunk_size: int | None = None,
+        settings: ModelSettings | None = None,
     ) -> None:
         if chunk_size is not None and chunk_size < 1:
             raise ContentValidationError(
@@ -101,6 +103,7 @@ class ScriptedProvider:
         self._turns: list[LlmResponse | Callable[[LlmRequest], Any]] = []
         for i, turn in enumerate(turns):
             self._turns.append(turn if callable(turn) else _response_of(turn, f"turns[{i}]"))
+        self._settings = merge_settings(settings)
         self._capabilities = capabilities if capabilities is not None else SCRIPTED_CAPABILITIES
         self._chunk_size = chunk_size
         self._played = 0
@@ -116,12 +119,23 @@ class ScriptedProvider:
         return self._capabilities
 
     @property
+    def settings(self) -> ModelSettings | None:
+        """The construction defaults, merged under each request's and call's settings."""
+        return self._settings
+
+    @property
     def remaining(self) -> int:
         """How many scripted turns are left."""
         return len(self._turns) - self._played
 
-    def _answer(self, request: LlmRequest | Mapping[str, Any]) -> LlmResponse:
-        parsed = parse_request(request)
+    def _answer(
+        self,
+        request: LlmRequest | Mapping[str, Any],
+        settings: ModelSettings | None,
+        output_type: type[BaseModel] | None,
+    ) -> LlmResponse:
+        checked_type = check_output_type(output_type)
+        parsed = effective_request(request, self._settings, settings, checked_type)
         assert_request_supported(parsed, self._capabilities, provider="scripted")
         # As on a shipped provider: structure and provenance, with the resolve budget as the cap
         # (the inline caps bound the journaled request, before refs are resolved).
@@ -142,18 +156,35 @@ class ScriptedProvider:
         turn = self._turns[self._played]
         self._played += 1
         if callable(turn):
-            return _response_of(turn(guarded), f"turns[{self._played - 1}] (returned)")
+            turn = _response_of(turn(guarded), f"turns[{self._played - 1}] (returned)")
+        if guarded.output_schema is not None:
+            return validate_output(turn, checked_type, vendor="scripted")
         return turn
 
-    async def complete(self, request: LlmRequest | Mapping[str, Any]) -> LlmResponse:
-        """The next scripted response."""
-        return self._answer(request)
+    async def complete(
+        self,
+        request: LlmRequest | Mapping[str, Any],
+        *,
+        settings: ModelSettings | None = None,
+        output_type: type[BaseModel] | None = None,
+    ) -> LlmResponse:
+        """The next scripted response.
+
+        ``settings`` are merged over the request's and the construction defaults and recorded on
+        the request in ``requests`` (a script plays the same whatever they say). With
+        ``output_type`` the scripted text is validated into it as a vendor's answer would be.
+        """
+        return self._answer(request, settings, output_type)
 
     async def stream(
-        self, request: LlmRequest | Mapping[str, Any]
+        self,
+        request: LlmRequest | Mapping[str, Any],
+        *,
+        settings: ModelSettings | None = None,
+        output_type: type[BaseModel] | None = None,
     ) -> AsyncIterator[LlmStreamChunk]:
         """The next scripted response as text deltas, tool deltas (id and name, then input JSON), then ``done``."""
-        response = self._answer(request)
+        response = self._answer(request, settings, output_type)
         for piece in self._split(response.content):
             yield LlmStreamChunk(kind="text", text=piece)
         for index, call in enumerate(response.tool_calls):

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import io
+import os
+import shlex
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import pypdfium2
 from PIL import Image
@@ -13,6 +18,9 @@ from PIL import Image
 from loom_nb.content import ToolResultPart, text_of, to_parts
 from loom_nb.demo import INJECTION, chart_png, memo_pdf, run_demo
 from loom_nb.journal import Journal
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = Path(sysconfig.get_path("scripts"))
 
 
 async def test_demo_parks_resumes_and_completes(tmp_path: Path) -> None:
@@ -81,6 +89,7 @@ def test_cli_demo_prints_progress_and_the_html_path(tmp_path: Path) -> None:
     """`loom-nb demo` streams the model's text, reports the park and prints the transcript path."""
     out = subprocess.run(
         [sys.executable, "-m", "loom_nb", "demo", "--dir", str(tmp_path / "d")],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
@@ -89,7 +98,7 @@ def test_cli_demo_prints_progress_and_the_html_path(tmp_path: Path) -> None:
     assert "call     chart" in out.stdout
     assert "parked   waiting for approval: send_email" in out.stdout
     assert "Briefing sent to the board." in out.stdout
-    assert f"transcript: {tmp_path / 'd' / 'demo-1.html'}" in out.stdout
+    assert f"transcript: {(tmp_path / 'd' / 'demo-1.html').as_uri()}" in out.stdout
     assert (
         f"loom-nb journal show demo-1 --journal {tmp_path / 'd' / 'journal.sqlite'}" in out.stdout
     )
@@ -144,3 +153,94 @@ def test_journal_html_renders_a_recorded_run_with_its_media(tmp_path: Path) -> N
     other = stranger.read_text(encoding="utf-8")
     assert "unavailable" in other
     assert "data:image/png;base64," not in other
+
+
+def _shell_env(*, activated: bool) -> dict[str, str]:
+    """The environment of a shell with this interpreter's venv activated, or with it off PATH."""
+    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONHOME"}}
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p) != SCRIPTS]
+    if activated:
+        env["VIRTUAL_ENV"] = sys.prefix
+        path.insert(0, str(SCRIPTS))
+    env["PATH"] = os.pathsep.join(path)
+    return env
+
+
+def _printed(stdout: str, label: str) -> str:
+    (line,) = [line for line in stdout.splitlines() if line.strip().startswith(f"{label}: ")]
+    return line.split(f"{label}: ", 1)[1]
+
+
+def _demo_and_inspect(cwd: Path, *demo_args: str) -> tuple[str, list[str]]:
+    """Run the demo in ``cwd``; paste its ``inspect`` line into bash, venv off and on PATH."""
+    demo = subprocess.run(
+        [sys.executable, "-m", "loom_nb", "demo", *demo_args],
+        cwd=cwd,
+        env=_shell_env(activated=False),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    command = _printed(demo.stdout, "inspect")
+    shown = []
+    for activated in (False, True):
+        pasted = subprocess.run(
+            ["bash", "-c", command],
+            cwd=cwd,
+            env=_shell_env(activated=activated),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert pasted.returncode == 0, (command, activated, pasted.stderr)
+        shown.append(pasted.stdout)
+    return demo.stdout, [command, *shown]
+
+
+def test_printed_inspect_command_runs_as_pasted_with_or_without_the_venv_activated(
+    tmp_path: Path,
+) -> None:
+    """Outside the project the demo names this venv's loom-nb by absolute path; it runs either way."""
+    stdout, (command, plain, activated) = _demo_and_inspect(tmp_path)
+    script = shlex.split(command)[0]
+    assert Path(script).is_absolute()
+    assert Path(script).parent == SCRIPTS
+    assert shlex.split(command)[1:] == ["journal", "show", "demo-1"]
+    assert plain == activated
+    assert "completed" in plain
+    assert "parked" in plain
+    assert "next: the example notebooks are at https://github.com/" in stdout
+
+
+def test_printed_inspect_command_from_the_project_folder_is_the_readme_form(
+    tmp_path: Path,
+) -> None:
+    """From the checkout the command is `.venv/bin/loom-nb journal show ...`, as the README says."""
+    _stdout, (command, plain, activated) = _demo_and_inspect(ROOT, "--dir", str(tmp_path / "d"))
+    script = Path(shlex.split(command)[0])
+    try:
+        expected = str((SCRIPTS / "loom-nb").relative_to(ROOT))  # .venv/bin/loom-nb under CI
+    except ValueError:
+        expected = str(SCRIPTS / "loom-nb")  # a venv outside the checkout is named in full
+    assert str(script) == expected
+    assert shlex.split(command)[1:] == [
+        "journal",
+        "show",
+        "demo-1",
+        "--journal",
+        str(tmp_path / "d" / "journal.sqlite"),
+    ]
+    assert plain == activated
+    assert "completed" in plain
+
+
+def test_printed_transcript_is_an_absolute_file_url_of_the_html_page(tmp_path: Path) -> None:
+    """The transcript line is a file:// URL a browser opens from anywhere: absolute, and it exists."""
+    stdout, _ = _demo_and_inspect(tmp_path)
+    url = urlsplit(_printed(stdout, "transcript"))
+    assert url.scheme == "file"
+    page = Path(url2pathname(url.path))
+    assert page.is_absolute()
+    assert page == (tmp_path / ".loom" / "demo-1.html").resolve()
+    assert "<html" in page.read_text(encoding="utf-8").lower()

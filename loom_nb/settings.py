@@ -1,0 +1,152 @@
+"""``ModelSettings``: one typed set of generation settings that every provider maps to its vendor.
+
+A caller says ``ModelSettings(max_tokens=512, temperature=0)`` once and gets the same meaning on
+Anthropic, OpenAI (Chat Completions and Responses), Gemini and compatible servers; each provider's
+wire module maps the fields to the vendor's names (``max_completion_tokens``,
+``generationConfig.maxOutputTokens`` ...). A setting a vendor or model cannot honour is refused
+before any I/O with ``ConfigurationError(code="unsupported_setting")``, never dropped: a silently
+ignored ``seed`` or ``temperature`` would make a run look reproducible when it is not.
+
+Settings come from three places, merged field by field (``merged``): the provider's construction
+defaults, the request's own ``settings``, and the ``settings=`` of one ``complete`` / ``stream``
+call, the later winning. The effective settings travel on ``LlmRequest.settings``, so the journal
+records them and a replay with different settings diverges. Unset fields are left out of the
+serialized form, so a request without settings hashes exactly as it did before settings existed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
+
+from loom_nb.errors import ConfigurationError
+
+__all__ = ["ModelSettings", "ReasoningEffort", "merge_settings"]
+
+ReasoningEffort: TypeAlias = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+"""How hard a reasoning model thinks, in OpenAI's vocabulary (Gemini 3 maps it to a thinking level)."""
+
+_FIELDS = (
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "stop_sequences",
+    "thinking_budget",
+    "reasoning_effort",
+    "seed",
+)
+
+
+class ModelSettings(BaseModel):
+    """Generation settings mapped to every vendor; a field left None is not sent at all.
+
+    ``ModelSettings(max_tokens=1024, temperature=0.2, stop_sequences=["END"])``. A value out of
+    range raises ``ConfigurationError(code="invalid_setting")`` naming the field; a setting the
+    chosen vendor or model does not take is refused by the provider before any I/O
+    (``code="unsupported_setting"``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    """The most tokens the model may generate (Anthropic ``max_tokens``, OpenAI
+    ``max_completion_tokens``, Gemini ``maxOutputTokens``)."""
+    temperature: Annotated[float, Field(ge=0, le=2, allow_inf_nan=False)] | None = None
+    """Sampling temperature (0 = most deterministic)."""
+    top_p: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    """Nucleus sampling: only the tokens in the top ``top_p`` probability mass are considered."""
+    stop_sequences: tuple[str, ...] | None = None
+    """Strings that end generation when the model produces one (not included in the output)."""
+    thinking_budget: Annotated[StrictInt, Field(ge=0)] | None = None
+    """Tokens the model may spend thinking before it answers (Anthropic extended thinking
+    ``budget_tokens``, Gemini ``thinkingBudget``; 0 turns Gemini 2.5 thinking off)."""
+    reasoning_effort: ReasoningEffort | None = None
+    """How hard a reasoning model thinks (OpenAI ``reasoning_effort`` / ``reasoning.effort``,
+    Gemini 3 ``thinkingLevel``)."""
+    seed: StrictInt | None = None
+    """A sampling seed, where the vendor supports one (OpenAI, Gemini; not Anthropic)."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _settings_error(exc) from exc
+
+    @field_validator("stop_sequences", mode="before")
+    @classmethod
+    def _check_stops(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, str) or not isinstance(value, list | tuple):
+            raise ValueError("stop_sequences is a list of strings, not a single string")
+        if not value or any(not isinstance(s, str) or not s for s in value):
+            raise ValueError("stop_sequences is a non-empty list of non-empty strings")
+        return tuple(value)
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+    def merged(self, override: ModelSettings | None) -> ModelSettings:
+        """These settings with every field ``override`` sets replacing this one's."""
+        if override is None:
+            return self
+        changes = {name: getattr(override, name) for name in override.set_fields()}
+        return self.model_copy(update=changes) if changes else self
+
+    def set_fields(self) -> list[str]:
+        """The names of the fields that are not None, in declaration order."""
+        return [name for name in _FIELDS if getattr(self, name) is not None]
+
+    def is_empty(self) -> bool:
+        """Whether no field is set."""
+        return not self.set_fields()
+
+
+def merge_settings(*layers: ModelSettings | None) -> ModelSettings | None:
+    """Merge settings field by field, later layers winning; None when nothing is set at all.
+
+    Providers call it as ``merge_settings(construction, request.settings, call)``. Each layer
+    must be a ``ModelSettings`` or None (anything else is ``ConfigurationError``).
+    """
+    result: ModelSettings | None = None
+    for index, layer in enumerate(layers):
+        if layer is None:
+            continue
+        if not isinstance(layer, ModelSettings):
+            raise ConfigurationError(
+                f"settings must be a ModelSettings (or None), not {type(layer).__name__} "
+                f"(layer {index}). Build one with ModelSettings(max_tokens=..., temperature=...).",
+                code="invalid_setting",
+                field="settings",
+            )
+        result = layer if result is None else result.merged(layer)
+    if result is None or result.is_empty():
+        return None
+    return result
+
+
+def _settings_error(exc: ValidationError) -> ConfigurationError:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(root)"
+    return ConfigurationError(
+        f"invalid ModelSettings: field '{where}': {first['msg']}. Fields: max_tokens (int >= 1), "
+        "temperature (0..2), top_p (0..1), stop_sequences (list of strings), thinking_budget "
+        "(int >= 0), reasoning_effort (none, minimal, low, medium, high, xhigh), seed (int).",
+        code="invalid_setting",
+        field=where,
+    )
