@@ -144,7 +144,11 @@ def test_contrast_in_light_and_dark_themes(
     """Text, tool JSON and fence legends keep >= 4.5:1 in both themes: widget, live and saved HTML."""
     page = browser_page
     saved = nbformat.v4.new_notebook()
-    saved.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    saved.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     cell = nbformat.v4.new_code_cell("view", execution_count=1)
     cell.outputs = [
         nbformat.v4.new_output(
@@ -225,7 +229,9 @@ def test_hostile_markdown_runs_nothing_and_loads_nothing(
     assert [d for d in page.loom_dialogs if not d.startswith("beforeunload")] == []
     roots = ".loom-tv .loom-md, .loom-transcript .loom-md"
     assert panel.locator(f":is({roots}) :is(img, script, svg, iframe, object, embed)").count() == 0
-    hrefs = panel.locator(f":is({roots}) a").evaluate_all("(as) => as.map((a) => a.getAttribute('href'))")
+    hrefs = panel.locator(f":is({roots}) a").evaluate_all(
+        "(as) => as.map((a) => a.getAttribute('href'))"
+    )
     assert hrefs
     assert all(h.startswith("https://") for h in hrefs), hrefs
     assert not [url for url in requests if "evil.example" in url]
