@@ -127,7 +127,7 @@ def check_ref(ref: object, where: Where) -> None:
             "Build it as RefSource(ref=ContentRef(address=...)).",
         )
     address = ref.address
-    if not isinstance(address, str) or not ADDRESS_PATTERN.match(address):
+    if not isinstance(address, str) or not ADDRESS_PATTERN.fullmatch(address):
         raise refuse(
             "bad_ref_address",
             where,

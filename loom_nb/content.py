@@ -69,7 +69,7 @@ __all__ = [
     "to_parts",
 ]
 
-ADDRESS_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+ADDRESS_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
 """A content address: the algorithm tag and the lowercase hex digest of the bytes."""
 
 
@@ -107,7 +107,7 @@ class ContentRef(_OmitNone):
     @field_validator("address")
     @classmethod
     def _check_address(cls, value: str) -> str:
-        if not ADDRESS_PATTERN.match(value):
+        if not ADDRESS_PATTERN.fullmatch(value):
             raise ValueError("an address looks like 'sha256:' followed by 64 lowercase hex digits")
         return value
 

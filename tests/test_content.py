@@ -219,6 +219,28 @@ def test_ref_size_must_be_a_non_negative_int_or_absent(size: object) -> None:
     assert ContentRef(address=ADDR).size is None
 
 
+@pytest.mark.parametrize("suffix", ["\n", "\r\n", " ", "0"])
+def test_an_address_with_anything_after_the_digest_is_refused(suffix: str) -> None:
+    """The whole address must match (fullmatch): ``sha256:<hex>\\n`` is not an address."""
+    with pytest.raises(ContentValidationError):
+        parse_request(
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "image",
+                                "media_type": "image/png",
+                                "source": {"kind": "ref", "ref": {"address": ADDR + suffix}},
+                            }
+                        ],
+                    }
+                ]
+            }
+        )
+
+
 def test_text_of_reads_both_forms() -> None:
     """text_of returns a string as is and joins text parts, skipping media and tools."""
     image = ImagePart(media_type="image/png", source=DataSource(data="AAAA"))

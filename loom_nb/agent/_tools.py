@@ -25,7 +25,7 @@ __all__ = ["MEDIA_RESULT_MARKER", "MediaResult", "ToolDefinition", "media_result
 MEDIA_RESULT_MARKER = "__loomMediaResult"
 """Key of the JSON object a ``MediaResult`` serializes to (the form the tool step journals)."""
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 _PARTS = TypeAdapter(list[ResultPart])
 
@@ -93,7 +93,7 @@ class ToolDefinition:
         untrusted: bool = False,
         requires_approval: bool = False,
     ) -> None:
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ConfigurationError(
                 f"tool name {name!r} is not accepted by the providers; use 1-64 letters, digits, "
                 "'_' or '-'.",

@@ -13,7 +13,12 @@ that returns what reached the wire so far (the HTTP request bodies seen by an
 - ``text_parts_not_coerced``: a message of text parts arrives as text, not as a Python or JSON
   rendering of the parts (the "Guard against raw reads" of the ADR);
 - ``tool_round_trip_paired``: a ``tool_use`` / ``tool_result`` transcript reaches the wire with the
-  call's id on both sides, its input and its result intact.
+  call's id on both sides, its input and its result intact;
+- ``settings_honoured_or_refused``: each ``ModelSettings`` field given per call either reaches the
+  wire (its distinctive value is in the body) or is refused with
+  ``ConfigurationError(code="unsupported_setting")`` before any I/O: never silently dropped;
+- ``output_schema_on_wire``: ``complete(request, output_type=Model)`` puts the model's schema on
+  the wire (a validation failure of the canned answer is fine), or refuses before any I/O.
 
 Use it from pytest (asyncio)::
 
@@ -29,6 +34,8 @@ import base64
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
+from pydantic import BaseModel
+
 from loom_nb.capabilities import Capabilities
 from loom_nb.content import (
     DataSource,
@@ -40,8 +47,9 @@ from loom_nb.content import (
     ToolSpec,
     ToolUsePart,
 )
-from loom_nb.errors import UnsupportedModalityError
+from loom_nb.errors import ConfigurationError, StructuredOutputError, UnsupportedModalityError
 from loom_nb.providers._base import LlmProvider
+from loom_nb.settings import ModelSettings
 
 __all__ = ["CONFORMANCE_PNG", "ProviderUnderTest", "run_llm_provider_conformance"]
 
@@ -191,11 +199,67 @@ async def _case_tool_round_trip(factory: Factory) -> list[str]:
     return problems
 
 
+# Each setting with a value distinctive enough to be found in a wire body.
+_SETTINGS_PROBES: tuple[tuple[str, ModelSettings, str], ...] = (
+    ("max_tokens", ModelSettings(max_tokens=3217), "3217"),
+    ("temperature", ModelSettings(temperature=0.37), "0.37"),
+    ("top_p", ModelSettings(top_p=0.83), "0.83"),
+    ("stop_sequences", ModelSettings(stop_sequences=["STOP-k9"]), "STOP-k9"),
+    ("thinking_budget", ModelSettings(thinking_budget=2111), "2111"),
+    ("reasoning_effort", ModelSettings(reasoning_effort="medium"), "medium"),
+    ("seed", ModelSettings(seed=8861), "8861"),
+)
+
+
+async def _case_settings(factory: Factory) -> list[str]:
+    problems: list[str] = []
+    for name, settings, needle in _SETTINGS_PROBES:
+        target = await _make(factory, Capabilities())
+        try:
+            await target.provider.complete(_text_parts_request(), settings=settings)
+        except ConfigurationError as exc:
+            if exc.code != "unsupported_setting":
+                problems.append(
+                    f"{name}: refused with code {exc.code!r}, not 'unsupported_setting'"
+                )
+            elif target.wire():
+                problems.append(f"{name}: refused, but only after something reached the wire")
+            continue
+        if needle not in _wire_text(target):
+            problems.append(f"{name}: accepted, but its value {needle} never reached the wire")
+    return problems
+
+
+class _KitAnswer(BaseModel):
+    """The structured answer the output case asks for (a field name no prompt contains)."""
+
+    kit_answer_q7: int
+
+
+async def _case_output_schema(factory: Factory) -> list[str]:
+    target = await _make(factory, Capabilities())
+    try:
+        response = await target.provider.complete(_text_parts_request(), output_type=_KitAnswer)
+    except StructuredOutputError:
+        response = None  # the canned answer is not this model's JSON: expected
+    except ConfigurationError as exc:
+        if exc.code in {"unsupported_output_type", "unsupported_setting"} and not target.wire():
+            return []
+        return [f"refused with {exc.code!r} after something reached the wire, or with a wrong code"]
+    if "kit_answer_q7" not in _wire_text(target):
+        return ["output_type was accepted but its schema never reached the wire"]
+    if response is not None and not isinstance(response.output, _KitAnswer):
+        return ["complete(output_type=) returned a response whose output is not the model"]
+    return []
+
+
 _CASES: dict[str, Callable[[Factory], Awaitable[list[str]]]] = {
     "undeclared_image_refused": _case_undeclared,
     "declared_image_on_wire": _case_declared,
     "text_parts_not_coerced": _case_text_parts,
     "tool_round_trip_paired": _case_tool_round_trip,
+    "settings_honoured_or_refused": _case_settings,
+    "output_schema_on_wire": _case_output_schema,
 }
 
 

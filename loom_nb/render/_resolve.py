@@ -4,9 +4,13 @@ The renderer reads the content store through a two-method protocol, ``ContentRea
 and ``tenants``), which ``loom_nb.store.LocalContentStore`` satisfies. A ref is shown only when
 the viewer's tenant is among the tenants that stored the blob (the rule of ``StoreResolver``,
 "Authorizing under dedupe"). Anything else is an ``Unavailable`` with a reason that is shown in
-place of the media: no store, no principal, not authorized, missing, corrupted, size mismatch,
-too large, bad base64. Fetch failures are display facts, not exceptions: a transcript with one
-broken ref still renders.
+place of the media: no store, no principal, not available to this viewer, corrupted, size
+mismatch, too large, bad base64. Fetch failures are display facts, not exceptions: a transcript
+with one broken ref still renders.
+
+Another tenant's blob and an absent blob read exactly alike (``NOT_AVAILABLE``, no tenant named),
+as they do in ``StoreResolver``: a viewer must not learn from a transcript which blobs other
+tenants hold. Reasons that need the bytes (corruption, size) are given only after that check.
 """
 
 from __future__ import annotations
@@ -19,10 +23,20 @@ from typing import Protocol
 from loom_nb.content import DataSource, MediaSource, RefSource
 from loom_nb.errors import ContentAccessDeniedError, ContentNotFoundError, LoomError
 
-__all__ = ["MAX_RENDER_BYTES", "ContentReader", "Unavailable", "Viewer", "fetch_bytes"]
+__all__ = [
+    "MAX_RENDER_BYTES",
+    "NOT_AVAILABLE",
+    "ContentReader",
+    "Unavailable",
+    "Viewer",
+    "fetch_bytes",
+]
 
 MAX_RENDER_BYTES = 64 * 1024 * 1024
 """Largest blob the renderer reads to display (a 50 MiB PDF fits)."""
+
+NOT_AVAILABLE = "not available to this viewer (absent, or not stored for this viewer)"
+"""The one reason for an absent blob and for another tenant's blob: the two must look alike."""
 
 
 class ContentReader(Protocol):
@@ -51,7 +65,7 @@ class Unavailable:
     """Why media cannot be shown, and which address (if any) it named."""
 
     reason: str
-    """Short reason for people: ``not authorized``, ``missing`` ..."""
+    """Short reason for people: ``NOT_AVAILABLE``, ``size mismatch`` ..."""
     address: str | None = None
     """The ref's address, shown next to the reason."""
 
@@ -81,19 +95,15 @@ def fetch_bytes(
         tenants = store.tenants(address)
     except LoomError as exc:
         return Unavailable(f"store error ({exc.code})", address)
-    if not tenants:
-        return Unavailable("missing from the store", address)
-    if principal.tenant not in tenants:
-        return Unavailable(f"not authorized for tenant {principal.tenant}", address)
+    if principal.tenant not in tenants:  # absent and foreign look alike
+        return Unavailable(NOT_AVAILABLE, address)
     size = source.ref.size
     if size is not None and size > MAX_RENDER_BYTES:
         return Unavailable(f"too large to display ({size} bytes)", address)
     try:
         data = store.get(address)
-    except ContentNotFoundError:
-        return Unavailable("missing from the store", address)
-    except ContentAccessDeniedError:
-        return Unavailable(f"not authorized for tenant {principal.tenant}", address)
+    except (ContentNotFoundError, ContentAccessDeniedError):
+        return Unavailable(NOT_AVAILABLE, address)
     except LoomError as exc:
         return Unavailable(f"store error ({exc.code})", address)
     if size is not None and len(data) != size:

@@ -14,7 +14,8 @@ set of blob files happens inside a write transaction, two processes sharing the 
 interleave a put and the last delete of the same address into "row without blob". Reads need no
 lock: a blob file is immutable once renamed, and every read re-hashes it, so a corrupted file
 raises ``ContentIntegrityError`` instead of returning wrong bytes (and is moved aside, so storing
-the original bytes again repairs it).
+the original bytes again repairs it). A ``put`` of bytes already present compares them with the
+stored copy before taking the dedupe path, so it repairs a copy damaged in place (same size) too.
 """
 
 from __future__ import annotations
@@ -133,9 +134,10 @@ class LocalContentStore:
             )
         view = memoryview(data)
         address = "sha256:" + hashlib.sha256(view).hexdigest()
-        if _size_of(self._blob(address)) == view.nbytes:  # dedupe: no second copy
+        if _holds(self._blob(address), view):  # dedupe: a sound copy is there already
             with contextlib.suppress(_BlobVanished):
                 return self._commit(address, view.nbytes, tenant, None)
+        # Absent, or damaged on disk (even at the same size): the fresh copy replaces it.
         tmp = self._write_temp(lambda out: out.write(view))
         return self._commit(address, view.nbytes, tenant, tmp)
 
@@ -382,6 +384,26 @@ class LocalContentStore:
 
 class _BlobVanished(Exception):
     """Internal: a blob seen before the lock was deleted by the time the lock was held."""
+
+
+def _holds(path: Path, data: memoryview) -> bool:
+    """Whether the file at ``path`` holds exactly ``data`` (compared chunk by chunk, not hashed).
+
+    Comparing the bytes the caller already has is what lets a put repair a copy damaged in place:
+    a size check alone would take a same-size corruption for a sound duplicate.
+    """
+    try:
+        with path.open("rb") as blob:
+            if os.fstat(blob.fileno()).st_size != data.nbytes:
+                return False
+            offset = 0
+            while chunk := blob.read(_CHUNK):
+                if data[offset : offset + len(chunk)] != chunk:
+                    return False
+                offset += len(chunk)
+            return offset == data.nbytes
+    except FileNotFoundError:
+        return False
 
 
 def _size_of(path: Path) -> int | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,7 +26,9 @@ from loom_nb.errors import StoreError
 
 __all__ = ["ContentStore", "Progress", "StoreEntry", "check_address", "check_tenant"]
 
-_ADDRESS = re.compile(r"^sha256:[0-9a-f]{64}$")
+_ADDRESS = re.compile(r"sha256:[0-9a-f]{64}")
+
+_TENANT_MAX = 256
 
 Progress = Callable[[int, int | None], None]
 """A progress callback: ``(bytes_done, bytes_total_or_None)``, called as a long put advances."""
@@ -90,7 +93,7 @@ class ContentStore(Protocol):
 
 def check_address(address: object) -> str:
     """Return ``address`` if it is a well-formed content address, else raise ``StoreError``."""
-    if isinstance(address, str) and _ADDRESS.match(address):
+    if isinstance(address, str) and _ADDRESS.fullmatch(address):
         return address
     raise StoreError(
         f"invalid content address {address!r}: an address is 'sha256:' followed by 64 lowercase "
@@ -101,11 +104,27 @@ def check_address(address: object) -> str:
 
 
 def check_tenant(tenant: object) -> str:
-    """Return ``tenant`` if it is a non-empty string, else raise ``StoreError``."""
-    if isinstance(tenant, str) and tenant.strip():
-        return tenant
+    """Return ``tenant`` if it is a usable tenant name, else raise ``StoreError`` (code ``invalid_tenant``).
+
+    A tenant is a non-empty string of at most 256 characters that encodes as UTF-8 (no lone
+    surrogates) and holds no control characters: it is written to an index and shown in audit
+    trails, so a name that cannot be stored or printed faithfully is refused up front.
+    """
+    if isinstance(tenant, str) and tenant.strip() and len(tenant) <= _TENANT_MAX:
+        try:
+            tenant.encode("utf-8")
+        except UnicodeEncodeError:
+            problem = "it cannot be encoded as UTF-8 (it holds a lone surrogate)"
+        else:
+            if not any(unicodedata.category(c) == "Cc" for c in tenant):
+                return tenant
+            problem = "it holds a control character"
+    elif isinstance(tenant, str) and len(tenant) > _TENANT_MAX:
+        problem = f"it is longer than {_TENANT_MAX} characters"
+    else:
+        problem = "a tenant is a non-empty string"
     raise StoreError(
-        f"invalid tenant {tenant!r}: a tenant is a non-empty string naming who stores the bytes "
-        "(for example a user or workspace id).",
+        f"invalid tenant {tenant!r}: {problem}. A tenant names who stores the bytes (for "
+        "example a user or workspace id); use printable text.",
         code="invalid_tenant",
     )

@@ -23,7 +23,7 @@ from loom_nb.errors import (
     StoreError,
 )
 from loom_nb.limits import MAX_RESOLVED_BYTES
-from loom_nb.store._protocol import ContentStore, StoreEntry, check_address
+from loom_nb.store._protocol import ContentStore, StoreEntry, check_address, check_tenant
 
 __all__ = [
     "ContentResolver",
@@ -41,6 +41,14 @@ class Principal:
     """The tenant; a read is allowed when this tenant stored the blob."""
     subject: str | None = None
     """The user or service inside the tenant, for audit; not used to authorize."""
+
+    def __post_init__(self) -> None:
+        check_tenant(self.tenant)
+        if self.subject is not None and not isinstance(self.subject, str):
+            raise ConfigurationError(
+                f"Principal.subject must be a string or None, not {type(self.subject).__name__}.",
+                code="invalid_principal",
+            )
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,19 @@ class ResolveContext:
     """Set when the fetch is no longer wanted (another fetch spent the budget)."""
 
     def __post_init__(self) -> None:
+        for name in ("execution_id", "step_id"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ConfigurationError(
+                    f"ResolveContext.{name} must be a string or None, not {type(value).__name__}.",
+                    code="invalid_resolve_context",
+                )
+        if self.principal is not None and not isinstance(self.principal, Principal):
+            raise ConfigurationError(
+                "ResolveContext.principal must be a Principal or None, not "
+                f"{type(self.principal).__name__}.",
+                code="invalid_resolve_context",
+            )
         if self.origin not in ("app", "tool"):
             raise ConfigurationError(
                 f"ResolveContext.origin must be 'app' or 'tool', not {self.origin!r}.",

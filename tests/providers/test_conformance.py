@@ -67,6 +67,8 @@ async def test_shipped_providers_conform(factory: Any) -> None:
         "declared_image_on_wire",
         "text_parts_not_coerced",
         "tool_round_trip_paired",
+        "settings_honoured_or_refused",
+        "output_schema_on_wire",
     ]
 
 
@@ -138,3 +140,38 @@ async def test_kit_fails_a_provider_that_drops_declared_media() -> None:
     assert "tool_round_trip_paired" in report
     assert "undeclared_image_refused" not in report
     assert "text_parts_not_coerced" not in report
+
+
+class DropsSettings:
+    """Well behaved on media and tools, but accepts settings and output_type and sends neither."""
+
+    def __init__(self, capabilities: Capabilities) -> None:
+        self.inner = ScriptedProvider([{"text": "ok"}] * 4, capabilities=capabilities)
+        self.capabilities = capabilities
+
+    async def complete(self, request: LlmRequest, **_ignored: Any) -> LlmResponse:
+        return await self.inner.complete(request)
+
+    async def stream(self, request: LlmRequest, **_ignored: Any) -> AsyncIterator[LlmStreamChunk]:
+        async for chunk in self.inner.stream(request):
+            yield chunk
+
+
+async def test_kit_fails_a_provider_that_drops_settings_and_schema() -> None:
+    """Accepting a setting or an output_type and not sending it is caught, setting by setting."""
+
+    def make(capabilities: Capabilities) -> ProviderUnderTest:
+        provider = DropsSettings(capabilities)
+        return ProviderUnderTest(
+            provider, lambda: [canonical_json(r).encode() for r in provider.inner.requests]
+        )
+
+    with pytest.raises(AssertionError) as info:
+        await run_llm_provider_conformance(make)
+    report = str(info.value)
+    assert (
+        "settings_honoured_or_refused: seed: accepted, but its value 8861 never reached" in report
+    )
+    assert "settings_honoured_or_refused: max_tokens: accepted" in report
+    assert "output_schema_on_wire: output_type was accepted but its schema never reached" in report
+    assert "tool_round_trip_paired" not in report

@@ -46,4 +46,6 @@ async def test_gemini_provider_conforms() -> None:
         "declared_image_on_wire",
         "text_parts_not_coerced",
         "tool_round_trip_paired",
+        "settings_honoured_or_refused",
+        "output_schema_on_wire",
     ]

@@ -58,4 +58,6 @@ async def test_openai_provider_conforms(base_url: str | None) -> None:
         "declared_image_on_wire",
         "text_parts_not_coerced",
         "tool_round_trip_paired",
+        "settings_honoured_or_refused",
+        "output_schema_on_wire",
     ]

@@ -23,6 +23,7 @@ from loom_nb.content import (
 )
 from loom_nb.errors import ContentValidationError
 from loom_nb.render import render_message, render_part, render_transcript, to_html
+from loom_nb.render._resolve import NOT_AVAILABLE
 from loom_nb.taint import Untrusted
 from tests.render import media
 from tests.render.conftest import FakeStore, Viewer
@@ -379,11 +380,13 @@ def test_ref_shown_to_its_tenant(store: FakeStore) -> None:
 
 
 def test_ref_of_another_tenant_is_unavailable_never_bytes(store: FakeStore) -> None:
-    """Another tenant's blob shows 'unavailable: not authorized' with the address and no image."""
+    """Another tenant's blob shows 'unavailable: not available to this viewer' with the address and no image."""
     address = store.put(media.png(), "acme")
     html = render_part(ref_part(address), store=store, principal=Viewer("evil"))
-    assert f"unavailable: not authorized for tenant evil {address}" in html
+    assert f"unavailable: {NOT_AVAILABLE} {address}" in html
     assert "data:image" not in html
+    assert "acme" not in html
+    assert "evil" not in html
 
 
 @pytest.mark.parametrize(
@@ -408,10 +411,10 @@ def test_ref_without_store_or_principal_is_unavailable(
 
 
 def test_missing_ref_is_unavailable(store: FakeStore) -> None:
-    """A ref to nothing shows 'missing from the store'."""
+    """A ref to nothing shows the same reason as another tenant's blob."""
     address = "sha256:" + "0" * 64
     html = render_part(ref_part(address), store=store, principal=Viewer("acme"))
-    assert f"unavailable: missing from the store {address}" in html
+    assert f"unavailable: {NOT_AVAILABLE} {address}" in html
 
 
 def test_ref_size_mismatch_is_unavailable(store: FakeStore) -> None:
@@ -433,11 +436,35 @@ def test_real_local_store_authorizes_by_tenant(tmp_path: object) -> None:
         part = ref_part(ref.address, ref.size)
         assert "data:image/png" in render_part(part, store=real, principal=Principal("acme"))
         denied = render_part(part, store=real, principal=Principal("other", subject="eve"))
-        assert "not authorized for tenant other" in denied
+        assert NOT_AVAILABLE in denied
         assert "data:image" not in denied
         real.delete(ref.address, "acme")
         gone = render_part(part, store=real, principal=Principal("acme"))
-        assert "unavailable: missing from the store" in gone
+        assert gone == denied  # absent and foreign are indistinguishable
+
+
+def test_foreign_and_absent_blobs_render_identically(tmp_path: object) -> None:
+    """render_transcript of another tenant's blob and of the same address once erased are the same bytes."""
+    from pathlib import Path
+
+    from loom_nb.store import LocalContentStore, Principal
+
+    with LocalContentStore(Path(str(tmp_path)) / "store") as real:
+        refs = [real.put(media.png((40 + n, 30)), "tenant-holding-it") for n in range(5)]
+        msgs = [
+            Message(
+                role="user",
+                content=[ImagePart(media_type="image/png", source=RefSource(ref=r)) for r in refs],
+            )
+        ]
+        foreign = render_transcript(msgs, store=real, principal=Principal("prober"))
+        for ref in refs:
+            real.delete(ref.address, "tenant-holding-it")
+        absent = render_transcript(msgs, store=real, principal=Principal("prober"))
+        assert foreign == absent
+        assert "tenant-holding-it" not in foreign
+        assert "prober" not in foreign
+        assert foreign.count(NOT_AVAILABLE) == 5
 
 
 def test_to_html_writes_a_standalone_page_with_a_script_free_policy(tmp_path: object) -> None:
@@ -473,5 +500,6 @@ def test_many_store_images_render_through_the_threaded_prefetch(tmp_path: object
             == 6
         )
         denied = render_transcript(msgs, store=real, principal=Principal("zed"))
-        assert denied.count("not authorized for tenant zed") == 6
+        assert denied.count(NOT_AVAILABLE) == 6
+        assert "zed" not in denied
         assert "data:image" not in denied

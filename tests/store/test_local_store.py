@@ -116,6 +116,30 @@ def test_put_file_repairs_a_blob_damaged_without_changing_size(
     assert store.tenants(ref.address) == {"alice", "bob"}
 
 
+def test_put_repairs_a_blob_damaged_without_changing_size(
+    store: LocalContentStore, tmp_path: Path
+) -> None:
+    """put of bytes whose stored copy was damaged in place (same size) repairs it, not dedupes onto it."""
+    ref = store.put(b"original", "alice")
+    blob = _blob_path(tmp_path / "store", ref.address)
+    blob.write_bytes(b"0riginal")
+    assert store.put(b"original", "bob") == ref
+    assert blob.read_bytes() == b"original"
+    assert store.get(ref.address) == b"original"
+    assert store.tenants(ref.address) == {"alice", "bob"}
+
+
+def test_put_of_a_sound_duplicate_keeps_the_existing_file(
+    store: LocalContentStore, tmp_path: Path
+) -> None:
+    """A put of bytes already stored intact writes no second copy (the file keeps its inode)."""
+    ref = store.put(b"same bytes", "alice")
+    blob = _blob_path(tmp_path / "store", ref.address)
+    inode = blob.stat().st_ino
+    assert store.put(b"same bytes", "bob") == ref
+    assert blob.stat().st_ino == inode
+
+
 def test_stale_temp_files_are_removed_on_open(tmp_path: Path) -> None:
     """A temp file a crashed put left a day ago is deleted when the store is next opened; a fresh one stays."""
     LocalContentStore(tmp_path / "s").close()
@@ -136,7 +160,8 @@ def test_missing_and_malformed_addresses_are_clear_errors(store: LocalContentSto
         store.get(_address(b"never stored"))
     with pytest.raises(ContentNotFoundError):
         store.stat(_address(b"never stored"))
-    for bad in ["sha256:XYZ", "md5:" + "0" * 32, "../../etc/passwd", 42]:
+    good = _address(b"x")
+    for bad in ["sha256:XYZ", "md5:" + "0" * 32, "../../etc/passwd", 42, good + "\n", " " + good]:
         with pytest.raises(StoreError) as info:
             store.get(bad)  # type: ignore[arg-type]
         assert info.value.code == "invalid_address"
@@ -150,6 +175,20 @@ def test_bad_tenant_and_bad_data_are_refused(store: LocalContentStore) -> None:
     with pytest.raises(StoreError) as info:
         store.put("text", "alice")  # type: ignore[arg-type]
     assert info.value.code == "invalid_data"
+
+
+@pytest.mark.parametrize("tenant", ["\ud800", "a\x00b", "line\nbreak", "x" * 257, None, 7])
+def test_unencodable_or_unprintable_tenants_are_refused_with_a_code(
+    store: LocalContentStore, tenant: object
+) -> None:
+    """A tenant with a lone surrogate, a control character, too many characters or no text is StoreError invalid_tenant."""
+    for call in (
+        lambda: store.put(b"x", tenant),  # type: ignore[arg-type]
+        lambda: store.delete(_address(b"x"), tenant),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(StoreError) as info:
+            call()
+        assert info.value.code == "invalid_tenant"
 
 
 def test_put_file_streams_in_chunks_and_matches_put(

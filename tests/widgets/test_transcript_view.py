@@ -24,6 +24,7 @@ from loom_nb.content import (
 )
 from loom_nb.errors import ContentValidationError
 from loom_nb.render import AUDIO_TYPES
+from loom_nb.render._resolve import NOT_AVAILABLE
 from loom_nb.store import LocalContentStore, Principal
 from tests.fixtures import hostile
 from tests.render import media
@@ -154,7 +155,26 @@ def test_full_size_image_on_demand(tmp_path: Path) -> None:
         other = TranscriptView([msg], store=store, principal=Principal("evil"))
         denied = other.answer({"type": "full", "key": key, "ticket": "2"})
         assert "data" not in denied
-        assert "not authorized" in denied["unavailable"]
+        assert denied["unavailable"] == f"unavailable: {NOT_AVAILABLE} {ref.address}"
+
+
+def test_view_of_a_foreign_blob_equals_the_view_of_an_absent_one(tmp_path: Path) -> None:
+    """TranscriptView's data and its on-demand replies do not tell another tenant's blob from no blob."""
+    with LocalContentStore(tmp_path / "s") as store:
+        ref = store.put(media.png((90, 50)), "holder")
+        msg = Message(
+            role="user", content=[ImagePart(media_type="image/png", source=RefSource(ref=ref))]
+        )
+        foreign = TranscriptView([msg], store=store, principal=Principal("prober"))
+        key = foreign.messages[0]["items"][0]["key"]
+        foreign_reply = foreign.answer({"type": "full", "key": key, "ticket": "1"})
+        store.delete(ref.address, "holder")
+        absent = TranscriptView([msg], store=store, principal=Principal("prober"))
+        assert absent.messages == foreign.messages
+        assert absent.answer({"type": "full", "key": key, "ticket": "1"}) == foreign_reply
+        assert "holder" not in repr(foreign.messages) + repr(foreign_reply)
+        html_of = lambda view: view._repr_mimebundle_()[0]["text/html"]  # noqa: E731
+        assert html_of(absent) == html_of(foreign)
 
 
 def test_pdf_page_on_demand() -> None:
