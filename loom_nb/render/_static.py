@@ -3,21 +3,75 @@
 Every string from a view is escaped with ``esc``; attributes are constants or checked values
 (``data_url`` accepts only base64 and a type from a fixed pattern). No ``id``, no ``<style>``,
 no script, no iframe/embed/object; long text and full-size media sit in ``<details>``. A tool
-call and its result both show the call id in words ("call t1"), since anchors need ids.
+call and its result both show the call id in words ("result of chart · call_1"). Where the page
+keeps ids (exported pages, ``anchored``), calls and results also get ids of the form
+``loom-call-<n>`` / ``loom-result-<n>`` (numbers, never content) and link to each other.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from loom_nb.render._html import STYLE, data_url, esc, human_size, theme
 from loom_nb.render._markdown import BLOCK_TAGS, HL_CLASSES, INLINE_TAGS, safe_href
 
-__all__ = ["html_of_items", "html_of_message", "html_of_view"]
+__all__ = [
+    "Anchors",
+    "anchored",
+    "html_of_items",
+    "html_of_markdown",
+    "html_of_message",
+    "html_of_view",
+]
 
 View = dict[str, Any]
 
 _SUMMARY_CHARS = 240
+
+
+@dataclass
+class Anchors:
+    """Numbers for the tool calls and results of one page, so they can link by ``#loom-call-<n>``."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    """Call id -> number, for every tool call on the page."""
+    results: set[str] = field(default_factory=set)
+    """Call ids that have a result on the page."""
+    placed: set[str] = field(default_factory=set)
+    """Call ids whose first result already carries its id (later duplicates get none)."""
+
+    def number(self, call_id: str) -> int:
+        """The call's number (calls first, then ids only results name)."""
+        return self.calls.setdefault(call_id, len(self.calls) + 1)
+
+
+_ANCHORS: ContextVar[Anchors | None] = ContextVar("loom_anchors", default=None)
+
+
+def _walk(views: list[View], anchors: Anchors) -> None:
+    for view in views:
+        kind = view.get("kind")
+        if kind == "tool_use":
+            anchors.number(str(view["id"]))
+        elif kind == "tool_result":
+            anchors.results.add(str(view["tool_use_id"]))
+        _walk(list(view.get("items") or []), anchors)
+
+
+@contextmanager
+def anchored(views: list[View]) -> Iterator[Anchors]:
+    """Within this block, calls and results of ``views`` (message views) are rendered with ids and links."""
+    anchors = Anchors()
+    _walk(views, anchors)
+    token = _ANCHORS.set(anchors)
+    try:
+        yield anchors
+    finally:
+        _ANCHORS.reset(token)
 
 
 def html_of_message(view: View) -> str:
@@ -82,9 +136,17 @@ def _text(view: View) -> str:
 
 def _tool_use(view: View) -> str:
     cut = f" … {view['omitted']} more characters" if view.get("omitted") else ""
+    anchors = _ANCHORS.get()
+    ident = link = ""
+    if anchors is not None:
+        call_id = str(view["id"])
+        number = anchors.number(call_id)
+        ident = f' id="loom-call-{number}"'
+        if call_id in anchors.results:
+            link = f' · <a href="#loom-result-{number}" style="{STYLE["link"]}">its result</a>'
     return (
-        f'<div class="loom-tool-use" style="{STYLE["tool"]}">'
-        f'<div style="{STYLE["tool_label"]}">tool call · {esc(view["name"])} · call {esc(view["id"])}</div>'
+        f'<div class="loom-tool-use"{ident} style="{STYLE["tool"]}">'
+        f'<div style="{STYLE["tool_label"]}">tool call · {esc(view["name"])} · call {esc(view["id"])}{link}</div>'
         f'<pre style="{STYLE["code"]}">{esc(view["input"])}{esc(cut)}</pre></div>'
     )
 
@@ -92,7 +154,17 @@ def _tool_use(view: View) -> str:
 def _tool_result(view: View) -> str:
     error = bool(view.get("is_error"))
     name = view.get("tool_name")
-    label = f"tool result · answers call {view['tool_use_id']}" + (f" ({name})" if name else "")
+    call_id = str(view["tool_use_id"])
+    head = f"result of {esc(name)} · " if name else "result of call "
+    label = head + esc(call_id)
+    ident = ""
+    anchors = _ANCHORS.get()
+    if anchors is not None and call_id in anchors.calls:
+        number = anchors.number(call_id)
+        label = f'{head}<a href="#loom-call-{number}" style="{STYLE["link"]}">{esc(call_id)}</a>'
+        if call_id not in anchors.placed:
+            anchors.placed.add(call_id)
+            ident = f' id="loom-result-{number}"'
     error_label = (
         f'<div class="loom-error" style="{STYLE["error_label"]}">error: the tool failed or the call was refused</div>'
         if error
@@ -100,8 +172,8 @@ def _tool_result(view: View) -> str:
     )
     css = "loom-tool-result loom-is-error" if error else "loom-tool-result"
     return (
-        f'<div class="{css}" style="{STYLE["tool_error" if error else "tool"]}">'
-        f'<div style="{STYLE["tool_label"]}">{esc(label)}</div>{error_label}'
+        f'<div class="{css}"{ident} style="{STYLE["tool_error" if error else "tool"]}">'
+        f'<div style="{STYLE["tool_label"]}">{label}</div>{error_label}'
         f"{html_of_items(view['items'])}</div>"
     )
 

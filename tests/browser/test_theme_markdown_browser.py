@@ -118,8 +118,23 @@ def _set_theme(page: Any, theme: str) -> None:
     page.evaluate(
         "(t) => { window.jupyterapp.commands.execute('apputils:change-theme', {theme: t}); }", theme
     )
-    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{light}'")
-    page.wait_for_timeout(800)  # let the theme stylesheet settle
+    # Wait for the theme's own variables, not only the flag: the stylesheet loads after it flips.
+    page.wait_for_function(
+        """(light) => {
+            if (document.body.dataset.jpThemeLight !== light) return false;
+            const bg = getComputedStyle(document.body).getPropertyValue('--jp-layout-color1').trim();
+            const probe = document.createElement('div');
+            probe.style.color = bg;
+            document.body.appendChild(probe);
+            const rgb = getComputedStyle(probe).color.match(/\\d+/g).map(Number);
+            probe.remove();
+            const dark = rgb[0] + rgb[1] + rgb[2] < 384;
+            return light === 'true' ? !dark : dark;
+        }""",
+        arg=light,
+        timeout=30_000,
+    )
+    page.wait_for_timeout(500)
 
 
 def _contrasts(root: Any) -> dict[str, list[dict[str, Any]]]:

@@ -238,7 +238,7 @@ class TranscriptDom {
   toolResult(view) {
     const card = h("div", "loom-tool-result" + (view.is_error ? " loom-is-error" : ""));
     card.loomId = String(view.tool_use_id);
-    card.appendChild(h("div", "loom-tool-label", "tool result · answers call " + view.tool_use_id + (view.tool_name ? " (" + view.tool_name + ")" : "")));
+    card.appendChild(h("div", "loom-tool-label", (view.tool_name ? "result of " + view.tool_name + " · " : "result of call ") + view.tool_use_id));
     if (view.is_error) card.appendChild(h("div", "loom-error", "error: the tool failed or the call was refused"));
     for (const item of view.items || []) card.appendChild(this.item(item));
     this.link(card);
