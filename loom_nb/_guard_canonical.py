@@ -25,6 +25,7 @@ from loom_nb.content import (
     ImagePart,
     LlmRequest,
     Message,
+    ReasoningPart,
     RefSource,
     TextPart,
     ToolResultPart,
@@ -45,6 +46,7 @@ _EXPECTED_FIELDS: dict[type, tuple[str, ...]] = {
     FilePart: ("type", "media_type", "source", "name", "origin"),
     ToolUsePart: ("type", "id", "name", "input", "provider_data"),
     ToolResultPart: ("type", "tool_use_id", "content", "is_error", "origin"),
+    ReasoningPart: ("type", "text", "signature", "redacted", "data", "provider_data"),
     RefSource: ("kind", "ref"),
     DataSource: ("kind", "data"),
 }
@@ -227,4 +229,27 @@ def _part(part: object, known: Mapping[int, str]) -> str:
             f'{{"content":{body},"is_error":{error},{_origin(part.origin)}'
             f'"tool_use_id":{_str(part.tool_use_id)},"type":"tool_result"}}'
         )
+    if kind is ReasoningPart:
+        assert isinstance(part, ReasoningPart)
+        return _reasoning(part)
     raise _Unusual
+
+
+def _reasoning(part: ReasoningPart) -> str:
+    """A reasoning part; its unset optional fields are left out, as pydantic's dump does."""
+    data = "" if part.data is None else f'"data":{_str(part.data)},'
+    extra = part.provider_data
+    if extra is None:
+        provider = ""
+    elif type(extra) is dict:
+        provider = f'"provider_data":{_json(extra)},'
+    else:
+        raise _Unusual
+    if type(part.redacted) is not bool:
+        raise _Unusual
+    redacted = "true" if part.redacted else "false"
+    signature = "" if part.signature is None else f'"signature":{_str(part.signature)},'
+    return (
+        f'{{{data}{provider}"redacted":{redacted},{signature}'
+        f'"text":{_str(part.text)},"type":"reasoning"}}'
+    )

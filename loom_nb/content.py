@@ -7,11 +7,22 @@ matching. Code that needs text reads content through ``text_of`` / ``to_parts`` 
 ``has_structured_parts``, never by coercing ``.content`` to ``str`` (a test walks the source to
 enforce this; see "Guard against raw reads" in the ADR).
 
-Decision 3: parts are ``text``, ``image``, ``audio``, ``file``, ``tool_use`` and ``tool_result``,
-one pydantic union discriminated on ``type``. Media carries a ``source``: a ``RefSource`` naming a
-blob in the content store by address (the claim-check, decision 4) or a ``DataSource`` with base64
-bytes. Decision 8: the response keeps ``content`` (text) and ``tool_calls``;
-``assistant_message_of`` builds the assistant turn, text first and then one ``tool_use`` per call.
+Decision 3: parts are ``text``, ``image``, ``audio``, ``file``, ``tool_use``, ``tool_result`` and
+(issue 14) ``reasoning``, one pydantic union discriminated on ``type``. Media carries a
+``source``: a ``RefSource`` naming a blob in the content store by address (the claim-check,
+decision 4) or a ``DataSource`` with base64 bytes. Decision 8: the response keeps ``content``
+(text) and ``tool_calls``; ``assistant_message_of`` builds the assistant turn, text first and then
+one ``tool_use`` per call.
+
+Reasoning (issue 14). A model's thinking comes back as ``LlmResponse.reasoning``: one
+``ReasoningPart`` per vendor block (Anthropic ``thinking`` / ``redacted_thinking``, an
+OpenAI-compatible ``reasoning_content``, Gemini ``thought`` parts, an OpenAI Responses reasoning
+item). Vendors that sign their thinking require it back unchanged, first in the assistant turn,
+or the next call is a 400; so ``assistant_message_of`` puts the reasoning parts first and the
+mappers send them back as they came. A reasoning part belongs to the model's turn only (the
+guard refuses it elsewhere), and it is read only by the mapper of the vendor that wrote it
+(``provider_data["vendor"]``): another vendor's mapper leaves it out of the wire body, since a
+signature means nothing to anyone else.
 
 Optional fields that are unset (``origin``, a file's ``name``, a ref's ``size``, a tool call's
 ``provider_data``) are left out of the serialized form, so adding such a field never changes the
@@ -21,8 +32,9 @@ bytes (and hashes) of requests that do not use it.
 from __future__ import annotations
 
 import json
+import os
 import re
-from typing import Annotated, Any, ClassVar, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -39,6 +51,9 @@ from loom_nb.errors import ContentValidationError
 from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted, mark_untrusted_values
 
+if TYPE_CHECKING:
+    from loom_nb.store import ContentStore
+
 __all__ = [
     "AudioPart",
     "ContentRef",
@@ -52,6 +67,7 @@ __all__ = [
     "Message",
     "MessageContent",
     "Part",
+    "ReasoningPart",
     "RefSource",
     "StopReason",
     "TextPart",
@@ -160,6 +176,54 @@ class ImagePart(_OmitNone):
     origin: str | None = None
     """Set when an untrusted party supplied the image; providers then fence it."""
 
+    @classmethod
+    def from_path(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+    ) -> ImagePart:
+        """The image file at ``path``, its type sniffed from the bytes (Pillow), never the name.
+
+        Inline up to ``MAX_INLINE_BYTES``, by ref through ``store`` above it (no store:
+        ``OversizedInlinePartError``). ``MediaError`` for an unreadable path or non-image bytes.
+        """
+        from loom_nb.media import image_from_path
+
+        return image_from_path(path, store=store, tenant=tenant, origin=origin)
+
+    @classmethod
+    def from_bytes(
+        cls,
+        data: bytes,
+        media_type: str | None = None,
+        *,
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+    ) -> ImagePart:
+        """Image bytes as a part; a ``media_type`` given must agree with what the bytes are."""
+        from loom_nb.media import image_from_bytes
+
+        return image_from_bytes(data, media_type, store=store, tenant=tenant, origin=origin)
+
+    @classmethod
+    def from_pil(
+        cls,
+        image: Any,
+        *,
+        format: str = "PNG",
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+    ) -> ImagePart:
+        """A ``PIL.Image.Image`` encoded as ``format`` (PNG by default) and made a part."""
+        from loom_nb.media import image_from_pil
+
+        return image_from_pil(image, format=format, store=store, tenant=tenant, origin=origin)
+
 
 class AudioPart(_OmitNone):
     """An audio clip (``audio/wav``, ``audio/mpeg``, ...)."""
@@ -174,6 +238,23 @@ class AudioPart(_OmitNone):
     """Where the bytes are: a store ref or inline base64."""
     origin: str | None = None
     """Set when an untrusted party supplied the clip; providers then fence it."""
+
+    @classmethod
+    def from_path(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+    ) -> AudioPart:
+        """The audio file at ``path`` (WAV, MP3, AAC, OGG, FLAC, M4A, WebM), type from the bytes.
+
+        Inline up to ``MAX_INLINE_BYTES``, by ref through ``store`` above it.
+        """
+        from loom_nb.media import audio_from_path
+
+        return audio_from_path(path, store=store, tenant=tenant, origin=origin)
 
 
 class FilePart(_OmitNone):
@@ -191,6 +272,24 @@ class FilePart(_OmitNone):
     """A file name shown to the model (dropped by the guard when the part is untrusted)."""
     origin: str | None = None
     """Set when an untrusted party supplied the file; providers then fence it."""
+
+    @classmethod
+    def from_path(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+        name: str | None = None,
+    ) -> FilePart:
+        """The document at ``path`` (PDF, UTF-8 text, ...), type from the bytes, named after it.
+
+        Inline up to ``MAX_INLINE_BYTES``, by ref through ``store`` above it.
+        """
+        from loom_nb.media import file_from_path
+
+        return file_from_path(path, store=store, tenant=tenant, origin=origin, name=name)
 
 
 MediaPart: TypeAlias = ImagePart | AudioPart | FilePart
@@ -247,8 +346,34 @@ class ToolResultPart(_OmitNone):
     """Set when the whole result is untrusted (e.g. a tool declared untrusted)."""
 
 
+class ReasoningPart(_OmitNone):
+    """The model's thinking (or its summary); appears only in assistant messages, before the answer.
+
+    Vendors that sign their reasoning (Anthropic, Gemini, OpenAI Responses) require the part back
+    byte for byte on the next turn; only the mapper of the vendor that wrote it reads it. Unset
+    optional fields are left out of the serialized form.
+    """
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"signature", "data", "provider_data"})
+
+    type: Literal["reasoning"] = "reasoning"
+    """Discriminator: always ``"reasoning"``."""
+    text: str = ""
+    """The visible thinking or its summary ("" when the vendor shows none, e.g. redacted)."""
+    signature: str | None = None
+    """The vendor's signature over the thinking (Anthropic ``signature``, Gemini ``thoughtSignature``)."""
+    redacted: bool = False
+    """True when the vendor withheld the thinking and sent only an opaque ``data`` payload."""
+    data: str | None = None
+    """An opaque payload sent back unchanged (Anthropic ``redacted_thinking.data``, OpenAI
+    Responses ``encrypted_content``)."""
+    provider_data: dict[str, Any] | None = None
+    """Other vendor metadata, plain JSON: ``vendor`` (who produced it: ``"anthropic"``,
+    ``"openai"``, ``"gemini"``), item ids, the wire field it came in."""
+
+
 Part: TypeAlias = Annotated[
-    TextPart | ImagePart | AudioPart | FilePart | ToolUsePart | ToolResultPart,
+    TextPart | ImagePart | AudioPart | FilePart | ToolUsePart | ToolResultPart | ReasoningPart,
     Field(discriminator="type"),
 ]
 """Any content part, discriminated by ``type``."""
@@ -264,6 +389,14 @@ class Message(_Model):
     """Who speaks: ``"user"`` (the application, tool results) or ``"assistant"`` (the model)."""
     content: MessageContent
     """A string, or a list of parts."""
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Shown in a notebook as a one-message transcript (widget, static HTML, plain text)."""
+        from loom_nb.render._bundle import transcript_bundle
+
+        return transcript_bundle(
+            [self], header=f"message · {self.role}", plain=repr(self), **kwargs
+        )
 
 
 class ToolSpec(_Model):
@@ -341,7 +474,11 @@ StopReason: TypeAlias = Literal[
 
 
 class LlmResponse(_Model):
-    """A model's answer: its text and its tool calls (decision 8: no derived parts field)."""
+    """A model's answer: its text, its tool calls and its reasoning (decision 8: no derived parts field).
+
+    ``reasoning`` is left out of the serialized form while empty, so responses without thinking
+    keep the bytes (and hashes) they had before the field existed.
+    """
 
     content: str = ""
     """The text the model produced."""
@@ -360,6 +497,28 @@ class LlmResponse(_Model):
 
     Never serialized: the journal keeps the raw text in ``content`` and a replay validates it
     again, so the recorded response is the same with or without structured output."""
+    reasoning: list[ReasoningPart] = Field(default_factory=list)
+    """The model's thinking, one part per vendor block, in order (empty when it showed none)."""
+
+    @model_serializer(mode="wrap")
+    def _drop_empty_reasoning(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("reasoning", True):
+            del data["reasoning"]
+        return data
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Shown in a notebook as the assistant turn, headed by model, tokens and stop reason."""
+        from loom_nb.render._bundle import transcript_bundle
+
+        head = ["response", *([self.model] if self.model else [])]
+        head.append(f"{self.usage.input_tokens:,} in · {self.usage.output_tokens:,} out")
+        head.append(f"stop: {self.stop_reason}")
+        calls = "".join(f"\ntool call {c.name} ({c.id})" for c in self.tool_calls)
+        plain = f"{' · '.join(head)}\n{self.content}{calls}"
+        return transcript_bundle(
+            [assistant_message_of(self)], header=" · ".join(head), plain=plain, **kwargs
+        )
 
 
 def text_of(content: MessageContent | ToolResultContent) -> str:
@@ -393,14 +552,16 @@ def has_structured_parts(content: MessageContent | ToolResultContent) -> bool:
 
 
 def assistant_message_of(response: LlmResponse) -> Message:
-    """The assistant turn for a response: its text first, then one ``tool_use`` per call.
+    """The assistant turn for a response: its reasoning, then its text, then one ``tool_use`` per call.
 
-    Text comes first because Anthropic refuses text after a ``tool_use`` in the same turn. A
-    response without tool calls keeps the plain string form.
+    Reasoning comes first because Anthropic requires thinking blocks at the start of the turn
+    (unchanged, with their signatures); text precedes the calls because Anthropic refuses text
+    after a ``tool_use`` in the same turn. A response with neither calls nor reasoning keeps the
+    plain string form.
     """
-    if not response.tool_calls:
+    if not response.tool_calls and not response.reasoning:
         return Message(role="assistant", content=response.content)
-    parts: list[Part] = []
+    parts: list[Part] = list(response.reasoning)
     if response.content:
         parts.append(TextPart(text=response.content))
     parts.extend(
@@ -444,7 +605,8 @@ def content_error(exc: ValidationError, what: str) -> ContentValidationError:
     more = f" (and {count - 1} more problem{'s' if count > 2 else ''})" if count > 1 else ""
     return ContentValidationError(
         f"invalid {what}: field '{where}': {first['msg']}{more}. "
-        "Parts are dicts with a 'type' of text, image, audio, file, tool_use or tool_result; "
+        "Parts are dicts with a 'type' of text, image, audio, file, tool_use, tool_result or "
+        "reasoning; "
         "roles are 'user' or 'assistant'; a media source is {'kind': 'ref', 'ref': {'address': ...}} "
         "or {'kind': 'data', 'data': <base64>}.",
         field=where,

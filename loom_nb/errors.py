@@ -10,6 +10,7 @@ ride in ``details``.
     LoomError
     ├── ConfigurationError            bad settings: a missing API key, an unknown option
     ├── ContentValidationError        a part / message / request dict that does not fit the model
+    ├── MediaError                    a file or bytes that cannot become a media part (unknown type, unreadable)
     ├── GuardError                    structure and provenance refusals (ADR 0120 decision 7)
     │   ├── OversizedInlinePartError  inline bytes over MAX_INLINE_BYTES / the request total (decision 5)
     │   └── UnsupportedModalityError  media the provider did not declare (decision 6)
@@ -40,6 +41,7 @@ __all__ = [
     "GuardError",
     "JournalError",
     "LoomError",
+    "MediaError",
     "OversizedInlinePartError",
     "ProviderError",
     "ReplayDivergenceError",
@@ -80,6 +82,17 @@ class ContentValidationError(LoomError):
     """A part, message or request does not fit the content model; the message names the field."""
 
     default_code = "invalid_content"
+
+
+class MediaError(LoomError):
+    """Bytes or a file could not become a media part: unreadable, of an unknown type, or the wrong kind.
+
+    Codes: ``unreadable_path`` (missing, a folder, no permission), ``unknown_media_type`` (the
+    bytes match no supported format), ``wrong_modality`` (an image helper given audio, ...),
+    ``media_type_mismatch`` (a declared type the bytes contradict), ``invalid_media``.
+    """
+
+    default_code = "media_error"
 
 
 class GuardError(LoomError):

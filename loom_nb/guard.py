@@ -3,7 +3,9 @@
 ``guard_request`` is the gate every request passes before a provider sees it. It refuses:
 
 - structure: a ``tool_use`` outside an assistant message, a ``tool_result`` outside a user message,
-  media outside a user message, a malformed or mismatched media type, bad base64, a malformed ref
+  media outside a user message, a ``reasoning`` part outside an assistant message
+  (``reasoning_outside_assistant``) or one whose fields are not plain strings / plain JSON
+  (``bad_reasoning``, ``untrusted_in_reasoning``), a malformed or mismatched media type, bad base64, a malformed ref
   (address, declared size);
 - tool pairing, as every vendor pairs them (or answers 400): each ``tool_use`` id is unique in the
   request (``duplicate_tool_use_id``); a ``tool_result`` answers a call of the assistant message
@@ -63,6 +65,7 @@ from loom_nb.content import (
     LlmRequest,
     Message,
     Part,
+    ReasoningPart,
     RefSource,
     TextPart,
     ToolResultPart,
@@ -255,12 +258,23 @@ class _Walk:
                         "Media goes in user messages (or in a tool_result inside one).",
                     )
                 dirty = self._media(part, part.origin, mi, pi, None) or dirty
+            elif isinstance(part, ReasoningPart):
+                if user:
+                    raise refuse(
+                        "reasoning_outside_assistant",
+                        part_path(mi, pi),
+                        "reasoning part in a user message; reasoning is the model's own thinking",
+                        "Keep reasoning parts in the assistant turn they came with "
+                        "(assistant_message_of(response)); pass your own notes as text.",
+                    )
+                _check_reasoning(part, part_path(mi, pi))
             else:
                 raise refuse(
                     "bad_part",
                     part_path(mi, pi),
                     f"{type(part).__name__} is not a content part",
-                    "Use TextPart, ImagePart, AudioPart, FilePart, ToolUsePart or ToolResultPart.",
+                    "Use TextPart, ImagePart, AudioPart, FilePart, ToolUsePart, ToolResultPart or "
+                    "ReasoningPart.",
                 )
         if expected is not None and (not user or self.matched < len(expected)):
             self._unanswered(expected, mi)
@@ -598,6 +612,60 @@ def _check_text_value(text: object, where: str) -> None:
             check_json_value(text.value, where, in_tool_use=False)
         return
     raise refuse("bad_part", where, "text is not a string", "Pass a str or Untrusted.")
+
+
+def _check_reasoning(part: ReasoningPart, where: str) -> None:
+    """A reasoning part holds plain strings and plain JSON; an untrusted mark there is forged."""
+    for field in ("text", "signature", "data"):
+        value = getattr(part, field)
+        if isinstance(value, Untrusted):
+            raise refuse(
+                "untrusted_in_reasoning",
+                f"{where}.{field}",
+                "a reasoning part carries an untrusted value; it would pose as the model's own "
+                "thinking",
+                "Reasoning parts come from the model's response (assistant_message_of).",
+            )
+        if not (type(value) is str or (value is None and field != "text")):
+            raise refuse(
+                "bad_reasoning",
+                f"{where}.{field}",
+                f"the reasoning part's {field} is not a string",
+                "Pass a str" + (" or None." if field != "text" else "."),
+            )
+    if type(part.redacted) is not bool:
+        raise refuse(
+            "bad_reasoning", f"{where}.redacted", "redacted is not a bool", "Pass True or False."
+        )
+    data = part.provider_data
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        raise refuse(
+            "bad_reasoning",
+            f"{where}.provider_data",
+            "provider_data is not a dict",
+            "Pass a dict of plain JSON, or None.",
+        )
+    try:
+        check_json_value(data, f"{where}.provider_data", in_tool_use=True)
+    except GuardError as exc:
+        path = str(exc.details.get("path", f"{where}.provider_data"))
+        if exc.code == "untrusted_in_tool_use":
+            raise refuse(
+                "untrusted_in_reasoning",
+                path,
+                "a reasoning part's provider_data carries an untrusted mark; it would pose as "
+                "vendor data",
+                "Reasoning parts come from the model's response (assistant_message_of).",
+            ) from exc
+        raise refuse(
+            "bad_reasoning",
+            path,
+            "a reasoning part's provider_data is not plain JSON of modest size and depth",
+            "Keep the vendor's metadata as it came (objects with string keys, arrays, strings, "
+            "numbers, booleans, null).",
+        ) from exc
 
 
 # ---- rewriting (only for messages the walk marked dirty; every check has already passed) ----

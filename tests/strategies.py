@@ -16,6 +16,7 @@ from loom_nb.content import (
     ImagePart,
     LlmRequest,
     Message,
+    ReasoningPart,
     RefSource,
     TextPart,
     ToolResultPart,
@@ -92,7 +93,17 @@ tool_result_parts = st.builds(
     is_error=st.booleans(),
     origin=st.none() | origins,
 )
-parts = text_parts | media_parts | tool_use_parts | tool_result_parts
+# The model's thinking: visible text, a signature, or redacted opaque data, with vendor metadata.
+reasoning_parts = st.builds(
+    ReasoningPart,
+    text=texts,
+    signature=st.none() | texts,
+    redacted=st.booleans(),
+    data=st.none() | texts,
+    provider_data=st.none()
+    | st.dictionaries(st.sampled_from(["vendor", "id", "field"]), json_values, max_size=3),
+)
+parts = text_parts | media_parts | tool_use_parts | tool_result_parts | reasoning_parts
 
 messages = st.builds(
     Message,
@@ -247,6 +258,14 @@ def guard_transcripts(
     for turn in range(draw(st.integers(5 if pairing_chaos else 1, 6))):
         parts: list[Any] = []
         if turn % 2:  # assistant
+            if draw(st.integers(0, 3)) == 0:  # the model's thinking comes first
+                parts.append(
+                    ReasoningPart(
+                        text=draw(trusted_texts),
+                        signature=draw(st.none() | trusted_texts),
+                        provider_data=draw(st.none() | st.just({"vendor": "anthropic"})),
+                    )
+                )
             if draw(st.booleans()):
                 parts.append(TextPart(text=draw(trusted_texts)))
             if wrong():
@@ -290,6 +309,8 @@ def guard_transcripts(
             if left_open and mispair("stale"):  # an answer to a call an older turn left open
                 parts.append(draw(_tool_result(draw(st.sampled_from(left_open)), chaos)))
             pending = []
+            if wrong():  # reasoning posing as the user's
+                parts.append(ReasoningPart(text=draw(attacker_texts)))
             if mispair("orphan"):
                 parts.append(ToolResultPart(tool_use_id="call_orphan", content="late"))
             for _ in range(draw(st.integers(0, 3))):

@@ -96,9 +96,9 @@ def test_postgres_service_matches_the_url_the_job_passes() -> None:
     job = _job()
     service = job["services"]["postgres"]
     assert str(service["image"]).startswith("postgres:")
-    url = urlsplit(job["env"]["LOOM_NB_POSTGRES_URL"])
+    url = urlsplit(job["env"]["LOOM_TEST_POSTGRES"])
     assert url.scheme in {"postgresql", "postgres"}
-    assert url.hostname == "localhost"
+    assert url.hostname in {"localhost", "127.0.0.1"}
     assert f"{url.port}:5432" in service["ports"]
     assert url.username == service["env"]["POSTGRES_USER"]
     assert url.password == service["env"]["POSTGRES_PASSWORD"]

@@ -20,11 +20,13 @@ from loom_nb.content import (
     LlmRequest,
     LlmResponse,
     Message,
+    ReasoningPart,
     RefSource,
     TextPart,
     ToolCall,
     ToolResultPart,
     ToolUsePart,
+    Usage,
     assistant_message_of,
     canonical_json,
     has_structured_parts,
@@ -46,6 +48,7 @@ PART_STRATEGIES = {
     "file": s.file_parts,
     "tool_use": s.tool_use_parts,
     "tool_result": s.tool_result_parts,
+    "reasoning": s.reasoning_parts,
 }
 
 
@@ -278,6 +281,73 @@ def test_assistant_message_puts_text_first_then_one_tool_use_per_call() -> None:
     calls_only = assistant_message_of(LlmResponse(tool_calls=[ToolCall(id="t", name="a")]))
     assert isinstance(calls_only.content, list)
     assert [p.type for p in calls_only.content] == ["tool_use"]
+
+
+def test_response_without_reasoning_serializes_exactly_as_before_the_field_existed() -> None:
+    """An empty ``reasoning`` is left out, so old journal rows and recordings keep their bytes and hashes."""
+    response = LlmResponse(
+        content="hi",
+        tool_calls=[ToolCall(id="t", name="f", input={"a": 1})],
+        stop_reason="tool_use",
+        usage=Usage(input_tokens=3, output_tokens=4),
+        model="m",
+        provider_data={"id": "x"},
+    )
+    # Both strings were produced by the content model before ReasoningPart existed.
+    assert response.model_dump_json() == (
+        '{"content":"hi","tool_calls":[{"id":"t","name":"f","input":{"a":1}}],'
+        '"stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":4},"model":"m",'
+        '"provider_data":{"id":"x"}}'
+    )
+    assert canonical_json(response) == (
+        '{"content":"hi","model":"m","provider_data":{"id":"x"},"stop_reason":"tool_use",'
+        '"tool_calls":[{"id":"t","input":{"a":1},"name":"f"}],'
+        '"usage":{"input_tokens":3,"output_tokens":4}}'
+    )
+    assert LlmResponse.model_validate_json(response.model_dump_json()) == response
+
+
+def test_response_reasoning_round_trips_and_leaves_unset_fields_out() -> None:
+    """A response's reasoning serializes with only the fields set, and validates back equal."""
+    response = LlmResponse(
+        content="4",
+        reasoning=[
+            ReasoningPart(text="2+2", signature="c2ln", provider_data={"vendor": "anthropic"}),
+            ReasoningPart(redacted=True, data="b3BhcXVl"),
+        ],
+    )
+    dumped = json.loads(canonical_json(response))
+    assert dumped["reasoning"] == [
+        {
+            "provider_data": {"vendor": "anthropic"},
+            "redacted": False,
+            "signature": "c2ln",
+            "text": "2+2",
+            "type": "reasoning",
+        },
+        {"data": "b3BhcXVl", "redacted": True, "text": "", "type": "reasoning"},
+    ]
+    assert LlmResponse.model_validate(dumped) == response
+
+
+def test_assistant_message_puts_reasoning_first_then_text_then_calls() -> None:
+    """Thinking leads the assistant turn (Anthropic requires it there), even without tool calls."""
+    thinking = ReasoningPart(text="hmm", signature="s")
+    response = LlmResponse(
+        content="Checking.",
+        tool_calls=[ToolCall(id="t1", name="a")],
+        reasoning=[thinking, ReasoningPart(redacted=True, data="d")],
+        stop_reason="tool_use",
+    )
+    content = assistant_message_of(response).content
+    assert isinstance(content, list)
+    assert [p.type for p in content] == ["reasoning", "reasoning", "text", "tool_use"]
+    assert content[0] is thinking
+    text_only = assistant_message_of(LlmResponse(content="4", reasoning=[thinking])).content
+    assert isinstance(text_only, list)
+    assert [p.type for p in text_only] == ["reasoning", "text"]
+    assert text_of(text_only) == "4"  # reasoning is not part of the answer's text
+    assert has_structured_parts(text_only)
 
 
 def test_untrusted_mark_survives_serialization_at_any_depth() -> None:

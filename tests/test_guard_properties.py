@@ -17,6 +17,7 @@ from loom_nb.content import (
     ImagePart,
     LlmRequest,
     Message,
+    ReasoningPart,
     TextPart,
     ToolResultPart,
     ToolUsePart,
@@ -113,7 +114,7 @@ def assert_untrusted_only_inside_fences(original: LlmRequest, guarded: LlmReques
             continue
         for part in content:
             if message.role == "assistant":
-                assert isinstance(part, TextPart | ToolUsePart)
+                assert isinstance(part, TextPart | ToolUsePart | ReasoningPart)
                 assert SENTINEL not in canonical_json(part)
                 assert "__loomUntrusted" not in canonical_json(part)
                 if isinstance(part, TextPart):

@@ -102,6 +102,26 @@ class AgentResult(BaseModel):
         """The last response's text ("" when there is none)."""
         return self.response.content if self.response is not None else ""
 
+    def header(self) -> str:
+        """The one-line summary the views show: status, turns, tool calls, pending approvals."""
+        calls = len(self.tool_calls)
+        parts = [
+            f"agent run · {self.status}",
+            f"{self.turns} turn{'s' if self.turns != 1 else ''}",
+            f"{calls} tool call{'s' if calls != 1 else ''}",
+        ]
+        if self.pending_approvals:
+            waiting = ", ".join(f"{d.get('name')} ({d.get('id')})" for d in self.pending_approvals)
+            parts.append(f"awaiting approval: {waiting}")
+        return " · ".join(parts)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Shown in a notebook as its transcript, headed by status and pending approvals."""
+        from loom_nb.render._bundle import transcript_bundle
+
+        plain = f"AgentResult({self.header()})"
+        return transcript_bundle(self.messages, header=self.header(), plain=plain, **kwargs)
+
 
 class _Plan:
     """One call of a turn: either a result decided before any tool runs, or a tool to run."""

@@ -2,8 +2,9 @@
 
 A provider maps the one canonical request shape to a vendor's wire format and back. It declares
 what media it accepts (``capabilities``) and refuses anything else before any I/O. Streaming
-yields ``LlmStreamChunk``s: text deltas, tool deltas (a call's id and name first, then fragments
-of its input JSON), a reset when a retried attempt starts over, and one terminal chunk carrying
+yields ``LlmStreamChunk``s: text deltas, reasoning deltas (the model's visible thinking, never
+part of the answer text), tool deltas (a call's id and name first, then fragments of its input
+JSON), a reset when a retried attempt starts over, and one terminal chunk carrying
 the whole response, which is all that is ever journaled.
 """
 
@@ -46,11 +47,13 @@ class LlmStreamChunk(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["text", "tool_delta", "reset", "done"]
-    """``text``: a text delta; ``tool_delta``: a tool-call fragment; ``reset``: a retry started
-    over, discard earlier deltas; ``done``: the terminal chunk with the whole response."""
+    kind: Literal["text", "reasoning", "tool_delta", "reset", "done"]
+    """``text``: a text delta; ``reasoning``: a delta of the model's visible thinking (it ends up
+    in ``response.reasoning``, not in ``response.content``); ``tool_delta``: a tool-call fragment;
+    ``reset``: a retry started over, discard earlier deltas; ``done``: the terminal chunk with the
+    whole response."""
     text: str = ""
-    """The text delta (``kind == "text"``)."""
+    """The text delta (``kind == "text"``) or the reasoning delta (``kind == "reasoning"``)."""
     tool_delta: ToolDelta | None = None
     """The tool-call fragment (``kind == "tool_delta"``)."""
     response: LlmResponse | None = None
@@ -110,10 +113,12 @@ async def collect_stream(
     on_text: TextCallback | None = None,
     on_tool_delta: ToolDeltaCallback | None = None,
     on_tool_reset: ResetCallback | None = None,
+    on_reasoning: TextCallback | None = None,
 ) -> LlmResponse:
     """Drain a stream, calling the callbacks as deltas arrive, and return the terminal response.
 
-    Callbacks may be plain functions or coroutines. A ``reset`` chunk (a retried attempt)
+    ``on_reasoning`` gets the reasoning deltas (the model's visible thinking), ``on_text`` only
+    the answer's text. Callbacks may be plain functions or coroutines. A ``reset`` chunk (a retried attempt)
     reaches ``on_tool_reset`` so the consumer can discard the failed attempt's fragments.
     A stream that ends without a ``done`` chunk raises ``ProviderError``.
     """
@@ -121,6 +126,8 @@ async def collect_stream(
     async for chunk in stream:
         if chunk.kind == "text":
             await _call(on_text, chunk.text)
+        elif chunk.kind == "reasoning":
+            await _call(on_reasoning, chunk.text)
         elif chunk.kind == "tool_delta" and chunk.tool_delta is not None:
             await _call(on_tool_delta, chunk.tool_delta)
         elif chunk.kind == "reset":

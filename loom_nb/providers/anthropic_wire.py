@@ -37,6 +37,7 @@ from loom_nb.content import (
     MediaPart,
     Message,
     Part,
+    ReasoningPart,
     StopReason,
     TextPart,
     ToolCall,
@@ -125,6 +126,8 @@ def _message(message: Message, where: str, fencer: MediaFencer) -> dict[str, Any
             last.append(_tool_use(part, at))
         elif isinstance(part, ToolResultPart):
             first.append(_tool_result(part, at, fencer))
+        elif isinstance(part, ReasoningPart):
+            pass  # mapped back to thinking blocks in a later change
         else:
             blocks.extend(_content_blocks(part, at, fencer))
     return {"role": message.role, "content": first + blocks + last}

@@ -45,6 +45,7 @@ from loom_nb.content import (
     LlmResponse,
     MediaPart,
     Message,
+    ReasoningPart,
     StopReason,
     TextPart,
     ToolCall,
@@ -149,6 +150,8 @@ def _model_parts(message: Message, where: str, names: dict[str, str]) -> list[di
             if signature:
                 wire["thoughtSignature"] = signature
             parts.append(wire)
+        elif isinstance(part, ReasoningPart):
+            pass  # mapped back in a later change
         else:
             raise misplaced_in_assistant_turn(part, at)
     return parts

@@ -38,6 +38,7 @@ from loom_nb.content import (
     LlmResponse,
     MediaPart,
     Message,
+    ReasoningPart,
     StopReason,
     TextPart,
     ToolCall,
@@ -172,6 +173,8 @@ def _assistant_message(message: Message, where: str) -> dict[str, Any]:
                     },
                 }
             )
+        elif isinstance(part, ReasoningPart):
+            pass  # mapped back in a later change
         else:
             raise misplaced_in_assistant_turn(part, at)
     content: Any

@@ -48,7 +48,7 @@ Turn: TypeAlias = (
 of the (guarded) request returning one of those."""
 
 _TURN_KEYS = frozenset(
-    {"text", "content", "tool_calls", "stop_reason", "usage", "model", "provider_data"}
+    {"text", "content", "tool_calls", "stop_reason", "usage", "model", "provider_data", "reasoning"}
 )
 
 
@@ -183,8 +183,12 @@ class ScriptedProvider:
         settings: ModelSettings | None = None,
         output_type: type[BaseModel] | None = None,
     ) -> AsyncIterator[LlmStreamChunk]:
-        """The next scripted response as text deltas, tool deltas (id and name, then input JSON), then ``done``."""
+        """The next scripted response as reasoning deltas, text deltas, tool deltas (id and name,
+        then input JSON), then ``done``."""
         response = self._answer(request, settings, output_type)
+        for part in response.reasoning:
+            for piece in self._split(part.text):
+                yield LlmStreamChunk(kind="reasoning", text=piece)
         for piece in self._split(response.content):
             yield LlmStreamChunk(kind="text", text=piece)
         for index, call in enumerate(response.tool_calls):

@@ -76,6 +76,7 @@ STYLE: dict[str, str] = {
     "fence_legend": f"color:{INK};font-weight:bold;font-size:12px;padding:0 4px",
     "tool": f"{_box('1px', 'solid', TOOL)};border-radius:4px;margin:4px 0;padding:4px 8px",
     "tool_error": f"{_box('2px', 'solid', DANGER)};border-radius:4px;margin:4px 0;padding:4px 8px",
+    "reasoning": f"{_box('1px', 'dotted', LINE)};border-radius:4px;margin:4px 0;padding:2px 8px",
     "tool_label": f"font-size:12px;font-weight:bold;color:{INK}",
     "error_label": f"font-size:12px;font-weight:bold;color:{INK}",
     "code": "white-space:pre-wrap;word-break:break-word;font-family:monospace;font-size:12px;"

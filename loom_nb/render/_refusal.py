@@ -55,10 +55,58 @@ _REMEDIES: list[tuple[type[LoomError], str]] = [
 ]
 
 
+# A provider error's remedy depends on what failed and on which kind of provider failed: a
+# scripted provider has no key to check, a local compatible server is not "the network".
+_PROVIDER_REMEDIES: dict[str, str] = {
+    "script_exhausted": "The scripted model has no answer left for this message: add a turn to "
+    "its script (ScriptedProvider([...])), or switch to a real provider.",
+    "missing_api_key": "Set the API key environment variable the message names (or pass "
+    "api_key=...), then send again.",
+    "authentication_failed": "The API key was refused: check it is the right key for this vendor "
+    "and still valid, then send again.",
+    "permission_denied": "The API key may not use this model or feature: check the account's "
+    "access, or pick another model.",
+    "not_found": "The model name (or base_url) is not known to the service: check the spelling "
+    "against the vendor's model list.",
+    "rate_limited": "The service is rate limiting: wait a little and send again (retries honoured "
+    "retry-after already).",
+    "provider_overloaded": "The service is overloaded: wait a little and send again.",
+    "request_too_large": "The request is too large for the service: send fewer or smaller "
+    "attachments (or start a new conversation).",
+    "invalid_request": "The service refused the request as invalid; the message above says which "
+    "field. Fix it and send again.",
+}
+
+
+def _provider_remedy(exc: ProviderError) -> str:
+    """The remedy for a provider error, by its code and by the kind of provider."""
+    if exc.provider == "scripted" and exc.code != "script_exhausted":
+        return "The scripted model's turn could not be played; check the script's entries."
+    if exc.code in _PROVIDER_REMEDIES:
+        return _PROVIDER_REMEDIES[exc.code]
+    if exc.code in ("provider_unreachable", "provider_timeout"):
+        return (
+            "The service could not be reached: check the network, or for a local server "
+            "(Ollama, vLLM, llama.cpp) that it is running at the provider's base_url; send again."
+        )
+    return (
+        "The model's service refused or could not be reached. Check the API key, the model name "
+        "and the network, then send again."
+    )
+
+
 def refusal_view(exc: BaseException) -> dict[str, Any]:
-    """``{"kind", "code", "message", "remedy"}`` for an error (unknown errors say so plainly)."""
+    """``{"kind", "code", "message", "remedy"}`` for an error (unknown errors say so plainly).
+
+    A provider error's remedy follows its code and the kind of provider: an exhausted script says
+    to add a turn, never to check an API key.
+    """
     if isinstance(exc, LoomError):
-        remedy = next(text for cls, text in _REMEDIES if isinstance(exc, cls))
+        remedy = (
+            _provider_remedy(exc)
+            if isinstance(exc, ProviderError)
+            else next(text for cls, text in _REMEDIES if isinstance(exc, cls))
+        )
         view: dict[str, Any] = {
             "kind": type(exc).__name__,
             "code": exc.code,

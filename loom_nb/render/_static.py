@@ -2,7 +2,8 @@
 
 Every string from a view is escaped with ``esc``; attributes are constants or checked values
 (``data_url`` accepts only base64 and a type from a fixed pattern). No ``id``, no ``<style>``,
-no script, no iframe/embed/object; long text and full-size media sit in ``<details>``. A tool
+no script, no iframe/embed/object; long text, full-size media and the model's reasoning sit in
+``<details>`` (reasoning always collapsed: it is the model's working, not its answer). A tool
 call and its result both show the call id in words ("result of chart · call_1"). Where the page
 keeps ids (exported pages, ``anchored``), calls and results also get ids of the form
 ``loom-call-<n>`` / ``loom-result-<n>`` (numbers, never content) and link to each other.
@@ -107,6 +108,8 @@ def html_of_view(view: View) -> str:
         return _tool_use(view)
     if kind == "tool_result":
         return _tool_result(view)
+    if kind == "reasoning":
+        return _reasoning(view)
     if kind == "image":
         return _image(view)
     if kind == "audio":
@@ -131,6 +134,26 @@ def _text(view: View) -> str:
     return (
         f'<details class="loom-long"><summary style="{STYLE["meta"]}">'
         f"{esc(head)}… ({len(text)} characters, expand)</summary>{body}</details>{cut}"
+    )
+
+
+def _reasoning(view: View) -> str:
+    text = str(view.get("text") or "")
+    if view.get("redacted"):
+        summary = "reasoning · redacted by the vendor (kept for the next turn, not shown)"
+    elif not text:
+        summary = "reasoning · not shown by the vendor"
+    else:
+        summary = f"reasoning · {len(text) + int(view.get('omitted') or 0)} characters (expand)"
+    body = f'<div class="loom-text" style="{STYLE["text"]}">{esc(text)}</div>' if text else ""
+    cut = (
+        f'<div class="loom-cut" style="{STYLE["meta"]}">… {view["omitted"]} more characters not shown</div>'
+        if view.get("omitted")
+        else ""
+    )
+    return (
+        f'<details class="loom-reasoning" style="{STYLE["reasoning"]}">'
+        f'<summary style="{STYLE["meta"]}">{esc(summary)}</summary>{body}{cut}</details>'
     )
 
 

@@ -31,6 +31,7 @@ from loom_nb.content import (
     LlmResponse,
     Message,
     Part,
+    ReasoningPart,
     TextPart,
     ToolResultPart,
     ToolUsePart,
@@ -147,6 +148,8 @@ def _describe_part(part: Part) -> str:
         return f"tool_result {part.tool_use_id}" + (" (error)" if part.is_error else "")
     if isinstance(part, FilePart):
         return f"file {part.media_type}"
+    if isinstance(part, ReasoningPart):
+        return "reasoning (redacted)" if part.redacted else "reasoning"
     kind = "image" if isinstance(part, ImagePart) else "audio"
     assert isinstance(part, ImagePart | AudioPart)
     return f"{kind} {part.media_type}"

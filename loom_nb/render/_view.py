@@ -6,8 +6,10 @@ media is unavailable. The static HTML renderer and the TranscriptView widget bot
 views, so the hostile-content tests of one cover the other's input.
 
 View kinds: ``text``, ``fence`` (items inside an untrusted box), ``image``, ``audio``, ``file``,
-``tool_use``, ``tool_result``. A message view is ``{"role", "index", "items"}``. An assistant's
-own text (outside fences) that holds markdown also carries ``md``: its CommonMark tree
+``tool_use``, ``tool_result``, ``reasoning`` (the model's thinking: ``text``, ``omitted``,
+``redacted``; renderers show it collapsed). A message view is ``{"role", "index", "items"}``.
+Signatures and opaque payloads of reasoning parts are never part of a view. An assistant's own
+text (outside fences) that holds markdown also carries ``md``: its CommonMark tree
 (``_markdown.markdown_tree``), drawn instead of the literal text.
 """
 
@@ -26,6 +28,7 @@ from loom_nb.content import (
     ImagePart,
     Message,
     Part,
+    ReasoningPart,
     TextPart,
     ToolResultPart,
     ToolUsePart,
@@ -43,7 +46,14 @@ from loom_nb.render._media import (
 from loom_nb.render._resolve import ContentReader, Unavailable, Viewer, fetch_bytes
 from loom_nb.taint import Untrusted, contains_untrusted
 
-__all__ = ["RenderContext", "View", "message_view", "part_view", "prefetch_images"]
+__all__ = [
+    "RenderContext",
+    "View",
+    "message_view",
+    "part_view",
+    "prefetch_images",
+    "reasoning_view",
+]
 
 View = dict[str, Any]
 
@@ -147,8 +157,22 @@ def part_view(part: Part, ctx: RenderContext, *, key: str = "0") -> View:
         return _tool_use_view(part, ctx)
     if isinstance(part, ToolResultPart):
         return _tool_result_view(part, ctx, key)
+    if isinstance(part, ReasoningPart):
+        return reasoning_view(part, ctx)
     view = _media_view(part, ctx, key)
     return fence_view(part.origin, [view]) if part.origin else view
+
+
+def reasoning_view(part: ReasoningPart, ctx: RenderContext) -> View:
+    """The view of a reasoning part: its visible text (cut to ``max_text_chars``), never its signature."""
+    text = part.text if isinstance(part.text, str) else ""
+    omitted = max(0, len(text) - ctx.max_text_chars)
+    return {
+        "kind": "reasoning",
+        "text": text[: ctx.max_text_chars],
+        "omitted": omitted,
+        "redacted": bool(part.redacted),
+    }
 
 
 def _tool_use_view(part: ToolUsePart, ctx: RenderContext) -> View:

@@ -1,52 +1,54 @@
-"""PromptPad: exploratory prompting in a notebook, streaming live, refusals shown in place.
+"""PromptPad: exploratory prompting in a notebook, a face over ``Chat``, streaming live, stoppable.
 
-One anywidget holds the text box, the send button and the live area (streamed text and tool-call
-deltas as they arrive). The conversation is a TranscriptView and the attachments a MediaUpload,
-both children of the pad (synced by reference, drawn inside it), so their rendering, on-demand
-media and chunked uploads are the ones tested for those widgets.
+One anywidget holds the text box, the send and stop buttons and the live area (streamed text and
+tool-call deltas as they arrive). The conversation is a TranscriptView and the attachments a
+MediaUpload, both children of the pad (synced by reference, drawn inside it), so their rendering,
+on-demand media and chunked uploads are the ones tested for those widgets.
 
-A send runs what a journaled model call runs live (``create_llm_effect``'s order): the guard,
-the provider's declared capabilities (before any I/O), resolution of upload refs into bytes with
-the pad's principal, then ``provider.stream`` drained by ``collect_stream`` whose callbacks update
-the live traits. Any ``LoomError`` on the way becomes a refusal shown in place (kind, code,
-message, what to do); the message is not added to the conversation, so it can be fixed and sent
-again. The pad does not run tools: a tool call is shown as it streams, and the next send answers
-it with an error result saying so (use ``agent_loop`` to run tools).
+A send is ``await chat(text, *uploads, stream=True)`` on the pad's ``Chat``: the one code path
+(``create_llm_effect``: guard, capabilities before any I/O, refs resolved with the pad's tenant,
+then ``provider.stream``), journaled as a step (in memory unless ``journal=`` names one: clicks
+in a UI are not code a notebook re-runs). Any ``LoomError`` on the way becomes a refusal shown in
+place (kind, code, message, and the remedy for that failure and that kind of provider); the
+message is not added to the conversation, so it can be fixed and sent again. The pad does not
+run tools: a tool call is shown as it streams, and the next send answers it with an error result
+saying so (``chat.run`` runs tools).
+
+Stop cancels the reply in flight (``chat.stop()``: asyncio cancellation of the send's task). The
+partial text stays in the conversation marked "stopped"; the step is journaled as failed, never
+as completed. The header counts the message in flight while it streams.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import traitlets
 from ipywidgets import widget_serialization
 
-from loom_nb.capabilities import assert_request_supported
+from loom_nb.agent import ToolDefinition
+from loom_nb.chat import Chat
+from loom_nb.chat._attach import user_message
+from loom_nb.chat._cost import format_cost
 from loom_nb.content import (
     AudioPart,
     FilePart,
     ImagePart,
-    LlmRequest,
     LlmResponse,
     Message,
     Part,
-    TextPart,
-    ToolResultPart,
     ToolSpec,
-    ToolUsePart,
-    assistant_message_of,
-    to_parts,
 )
 from loom_nb.errors import ConfigurationError, LoomError
-from loom_nb.guard import guard_request
-from loom_nb.providers._base import ToolDelta, collect_stream
+from loom_nb.journal import Journal
+from loom_nb.providers._base import ToolDelta
 from loom_nb.render._html import esc
 from loom_nb.render._refusal import refusal_html, refusal_view
-from loom_nb.store import Principal, ResolveContext, StoreResolver, resolve_request_content
+from loom_nb.store import Principal
 from loom_nb.taint import Untrusted
 from loom_nb.widgets._base import StaticFallbackWidget
 from loom_nb.widgets._transcript import TranscriptView
@@ -56,15 +58,16 @@ __all__ = ["PromptPad"]
 
 _STATIC = Path(__file__).parent / "static"
 _log = logging.getLogger(__name__)
-_sessions = itertools.count(1)
 
 
 class PromptPad(StaticFallbackWidget):
-    """A prompt box over ``provider``: ``await pad.send(text)`` or type and click send.
+    """A prompt box over ``provider`` (a face over ``Chat``): ``await pad.send(text)`` or type and send.
 
     With a ``store``, files uploaded through ``pad.upload`` (a MediaUpload for ``tenant``) are
-    attached to the next message and resolved with ``principal`` just before the provider sees
-    them. ``pad.messages`` is the conversation; ``pad.error`` the last refusal (empty if none).
+    attached to the next message and resolved for that tenant just before the provider sees them.
+    ``pad.chat`` is the conversation (pass ``chat=`` to put a pad over an existing one);
+    ``pad.messages`` its history; ``pad.error`` the last refusal (empty if none); ``pad.stop()``
+    (or the stop button) cancels a streaming reply.
     """
 
     _esm = (_STATIC / "promptpad.js").read_text(encoding="utf-8")
@@ -80,47 +83,62 @@ class PromptPad(StaticFallbackWidget):
     """Tool calls streamed so far: ``{index, id, name, input_json}``."""
     busy = traitlets.Bool(False).tag(sync=True)
     """True while a call is in flight."""
+    stopped = traitlets.Bool(False).tag(sync=True)
+    """True when the last reply was stopped (its partial text is the last assistant turn)."""
     error: traitlets.Dict[str, Any] = traitlets.Dict().tag(sync=True)
     """The last refusal ``{kind, code, message, remedy}``; empty after a successful send."""
     pending: traitlets.List[str] = traitlets.List().tag(sync=True)
     """The attachments the next message will carry, described for people."""
     status = traitlets.Unicode("").tag(sync=True)
-    """One line about the pad: provider, model, message count."""
+    """One line about the pad: provider, model, message count, tokens, cost."""
 
     def __init__(
         self,
-        provider: Any,
+        provider: Any = None,
         store: Any = None,
         *,
         tenant: str = "notebook",
         principal: Principal | None = None,
         system: str | Untrusted | None = None,
-        tools: list[ToolSpec] | None = None,
+        tools: Sequence[ToolDefinition | ToolSpec] | None = None,
         stream: bool = True,
+        journal: Journal | None = None,
+        chat: Chat | None = None,
         **kwargs: Any,
     ) -> None:
-        if not callable(getattr(provider, "stream", None)) or not hasattr(provider, "capabilities"):
-            raise ConfigurationError(
-                f"PromptPad needs a provider with capabilities, complete() and stream(), not "
-                f"{type(provider).__name__}; pass e.g. ScriptedProvider([...]) or "
-                "AnthropicProvider(model=...).",
-                code="invalid_provider",
+        if chat is None:
+            if not callable(getattr(provider, "stream", None)) or not hasattr(
+                provider, "capabilities"
+            ):
+                raise ConfigurationError(
+                    f"PromptPad needs a provider with capabilities, complete() and stream(), not "
+                    f"{type(provider).__name__}; pass e.g. ScriptedProvider([...]) or "
+                    "AnthropicProvider(model=...).",
+                    code="invalid_provider",
+                )
+            chat = Chat(
+                provider,
+                system=system,
+                tools=[_definition_of(t) for t in tools or []],
+                store=store,
+                journal=journal if journal is not None else Journal(),
+                tenant=(principal.tenant if principal is not None else tenant),
+                stream=stream,
             )
-        self._provider = provider
-        self._store = store
-        self._principal = principal or Principal(tenant=tenant)
-        self._system = system
-        self._tools = list(tools or [])
+        elif not isinstance(chat, Chat):
+            raise ConfigurationError(
+                f"chat is a Chat, not {type(chat).__name__}.", code="invalid_argument"
+            )
+        self._chat = chat
+        self._store = store if store is not None else chat._store
+        self._tenant = chat._principal.tenant
         self._stream = stream
-        self._messages: list[Message] = []
         self._used_uploads = 0
-        self._session = f"prompt-pad-{next(_sessions)}"
-        self._sends = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self.last_exception: BaseException | None = None
         """The exception behind ``error`` (for debugging; the pad shows only its message)."""
-        view = TranscriptView([], store=store, principal=self._principal)
-        upload = MediaUpload(store, tenant) if store is not None else None
+        view = TranscriptView(chat.history, store=self._store, principal=chat._principal)
+        upload = MediaUpload(self._store, self._tenant) if self._store is not None else None
         super().__init__(transcript=view, upload=upload, **kwargs)
         if upload is not None:
             upload.observe(lambda _change: self._refresh_pending(), names="uploads")
@@ -130,39 +148,55 @@ class PromptPad(StaticFallbackWidget):
     # -- Python API ------------------------------------------------------------------------------
 
     @property
+    def chat(self) -> Chat:
+        """The conversation this pad is a face over."""
+        return self._chat
+
+    @property
     def messages(self) -> list[Message]:
         """The conversation so far (user and assistant messages, oldest first)."""
-        return list(self._messages)
+        return self._chat.history
 
     async def send(  # the pad's send is a prompt; comm messages go through AnyWidget.send
         self, text: str, attachments: list[Part] | None = None
     ) -> LlmResponse | None:
         """Send ``text`` (with ``attachments``, default: the new uploads) and stream the answer.
 
-        Returns the response, or None when the message was refused (``pad.error`` says why and
-        the conversation is unchanged). Errors that are not ``LoomError`` are shown and re-raised.
+        Returns the response (a stopped one carries the partial text), or None when the message
+        was refused (``pad.error`` says why and the conversation is unchanged). Errors that are
+        not ``LoomError`` are shown and re-raised.
         """
         if self.busy:
             self._refuse(
                 ConfigurationError(
-                    "a message is still streaming; wait for its answer.", code="pad_busy"
+                    "a message is still streaming; wait for its answer (or press stop).",
+                    code="pad_busy",
                 )
             )
             return None
         self.busy = True
         self.error = {}
+        self.stopped = False
         self.live_text = ""
         self.live_tools = []
+        extra = list(attachments) if attachments is not None else self._new_uploads()
         try:
-            message = self._user_message(text, attachments)
-            request = LlmRequest(
-                messages=[*self._messages, message], tools=self._tools, system=self._system
+            preview = user_message(
+                text, extra, self._chat.history, lambda: self._chat.store, self._tenant
             )
-            self.transcript.append(message)
+            self.transcript.append(preview)
+            self._refresh_status(streaming=True)
             try:
-                response = await self._call(request)
+                response = await self._chat(
+                    text,
+                    *extra,
+                    stream=self._stream,
+                    on_text=self._on_text,
+                    on_tool_delta=self._on_tool_delta,
+                    on_tool_reset=self._on_reset,
+                )
             except BaseException:
-                cast(Any, self.transcript).messages = list(self._messages)
+                cast(Any, self.transcript).messages = self._chat.history
                 raise
         except LoomError as exc:
             self._refuse(exc)
@@ -172,8 +206,14 @@ class PromptPad(StaticFallbackWidget):
             raise
         finally:
             self.busy = False
-        self._messages.extend([message, assistant_message_of(response)])
-        self.transcript.append(assistant_message_of(response))
+            self._refresh_status()
+        turn = self._chat.turns[-1]
+        if turn.status == "stopped":
+            self.stopped = True
+        if len(self._chat.history) > turn.start:
+            self.transcript.append(self._chat.history[-1])
+        else:
+            cast(Any, self.transcript).messages = self._chat.history  # stopped before any text
         if attachments is None and self.upload is not None:
             self._used_uploads = len(self.upload.parts)
         self.live_text = ""
@@ -182,69 +222,16 @@ class PromptPad(StaticFallbackWidget):
         self._refresh_status()
         return response
 
+    def stop(self) -> bool:
+        """Cancel the reply streaming now; True if there was one (its partial text is kept)."""
+        return self._chat.stop()
+
     def _refuse(self, exc: BaseException) -> None:
         self.last_exception = exc
         self.error = refusal_view(exc)
 
-    def _user_message(self, text: str, attachments: list[Part] | None) -> Message:
-        if not isinstance(text, str):
-            raise ConfigurationError(
-                f"the prompt is text (str), not {type(text).__name__}.", code="invalid_prompt"
-            )
-        parts: list[Part] = self._unanswered_calls()
-        if text:
-            parts.append(TextPart(text=text))
-        extra = list(attachments) if attachments is not None else self._new_uploads()
-        parts.extend(extra)
-        if not parts:
-            raise ConfigurationError(
-                "nothing to send: type a message or attach a file.", code="empty_prompt"
-            )
-        if len(parts) == 1 and isinstance(parts[0], TextPart):
-            return Message(role="user", content=text)
-        return Message(role="user", content=parts)
-
-    def _unanswered_calls(self) -> list[Part]:
-        """Error results for the last turn's tool calls (the pad runs no tools)."""
-        if not self._messages or self._messages[-1].role != "assistant":
-            return []
-        return [
-            ToolResultPart(
-                tool_use_id=part.id if isinstance(part.id, str) else str(part.id.value),
-                content="not run: the prompt pad does not run tools (use agent_loop for that).",
-                is_error=True,
-            )
-            for part in to_parts(self._messages[-1].content)
-            if isinstance(part, ToolUsePart)
-        ]
-
     def _new_uploads(self) -> list[ImagePart | AudioPart | FilePart]:
         return list(self.upload.parts[self._used_uploads :]) if self.upload is not None else []
-
-    async def _call(self, request: LlmRequest) -> LlmResponse:
-        """Guard → capabilities → resolve refs (pad's principal) → stream (or complete)."""
-        guarded = guard_request(request)
-        assert_request_supported(
-            guarded,
-            self._provider.capabilities,
-            provider=_name_of(self._provider),
-            model=_text_attr(self._provider, "model"),
-        )
-        self._sends += 1
-        context = ResolveContext(
-            execution_id=self._session, step_id=f"send:{self._sends}", principal=self._principal
-        )
-        resolver = StoreResolver(self._store) if self._store is not None else None
-        resolved = await resolve_request_content(guarded, resolver, context)
-        if not self._stream:
-            response: LlmResponse = await self._provider.complete(resolved)
-            return response
-        return await collect_stream(
-            self._provider.stream(resolved),
-            on_text=self._on_text,
-            on_tool_delta=self._on_tool_delta,
-            on_tool_reset=self._on_reset,
-        )
 
     # -- streaming callbacks ---------------------------------------------------------------------
 
@@ -270,7 +257,12 @@ class PromptPad(StaticFallbackWidget):
     # -- front end -------------------------------------------------------------------------------
 
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if not (isinstance(content, dict) and content.get("type") == "send"):
+        if not isinstance(content, dict):
+            return
+        if content.get("type") == "stop":
+            self.stop()
+            return
+        if content.get("type") != "send":
             return
         text = content.get("text")
         task = asyncio.ensure_future(self._send_from_ui(text if isinstance(text, str) else ""))
@@ -289,26 +281,61 @@ class PromptPad(StaticFallbackWidget):
             for p in self._new_uploads()
         ]
 
-    def _refresh_status(self) -> None:
-        model = _text_attr(self._provider, "model")
-        count = len(self._messages)
-        self.status = (
-            f"{_name_of(self._provider)}{' · ' + model if model else ''} · "
+    def _refresh_status(self, *, streaming: bool = False) -> None:
+        provider = self._chat.provider
+        model = _text_attr(provider, "model")
+        count = len(self.transcript.transcript.messages)
+        usage = self._chat.usage
+        line = (
+            f"{_name_of(provider)}{' · ' + model if model else ''} · "
             f"{count} message{'s' if count != 1 else ''}"
         )
+        if self._chat.turns or streaming:
+            line += (
+                f" · {usage.input_tokens:,} in · {usage.output_tokens:,} out · "
+                f"{format_cost(self._chat.cost)}"
+            )
+        if streaming:
+            line += " · streaming"
+        self.status = line
 
     # -- static forms ----------------------------------------------------------------------------
 
     def to_static_html(self) -> str:
         """The conversation as static HTML, with the last refusal (sanitizer-safe)."""
         refusal = refusal_html(self.error) if self.error else ""
+        stopped = (
+            '<div class="loom-pp-stopped" style="font-size:12px;font-style:italic">'
+            "stopped: the last reply was cancelled; its partial text is kept above</div>"
+            if self.stopped
+            else ""
+        )
         return (
             f'<div class="loom-promptpad"><div style="font-size:12px;color:#555">'
-            f"prompt pad · {esc(self.status)}</div>{self.transcript.to_static_html()}{refusal}</div>"
+            f"prompt pad · {esc(self.status)}</div>{self.transcript.to_static_html()}{stopped}"
+            f"{refusal}</div>"
         )
 
     def __repr__(self) -> str:
         return f"PromptPad({self.status})"
+
+
+def _not_run(_value: Any) -> str:
+    return "not run: the prompt pad does not run tools (use chat.run for that)."
+
+
+def _definition_of(item: ToolDefinition | ToolSpec) -> ToolDefinition:
+    """A pad takes tool definitions, or bare menu entries it only shows to the model."""
+    if isinstance(item, ToolDefinition):
+        return item
+    if isinstance(item, ToolSpec):
+        return ToolDefinition(
+            item.name, item.description, input_schema=item.input_schema, fn=_not_run
+        )
+    raise ConfigurationError(
+        f"tools are ToolDefinition or ToolSpec, not {type(item).__name__}.",
+        code="invalid_tool_definition",
+    )
 
 
 def _text_attr(provider: object, name: str) -> str | None:

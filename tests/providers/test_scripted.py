@@ -131,6 +131,22 @@ async def test_stream_chunks_text_and_tool_deltas() -> None:
     assert response.tool_calls[0].input == {"q": "paris"}
 
 
+async def test_stream_yields_reasoning_deltas_apart_from_the_text() -> None:
+    """Reasoning streams as its own chunk kind, reaches on_reasoning only, and lands in response.reasoning."""
+    provider = ScriptedProvider(
+        [{"text": "4", "reasoning": [{"text": "two and two", "signature": "s"}]}], chunk_size=5
+    )
+    texts: list[str] = []
+    thoughts: list[str] = []
+    response = await collect_stream(
+        provider.stream(HELLO), on_text=texts.append, on_reasoning=thoughts.append
+    )
+    assert thoughts == ["two a", "nd tw", "o"]
+    assert texts == ["4"]
+    assert response.content == "4"
+    assert [(p.text, p.signature) for p in response.reasoning] == [("two and two", "s")]
+
+
 async def test_function_turns_see_the_guarded_request() -> None:
     """A callable turn answers from the request it is given (here: echoing the last user text)."""
 

@@ -125,6 +125,11 @@ def test_a_truncated_png_is_a_reason_not_a_crash() -> None:
     assert "could not be decoded" in html or "not an image" in html
 
 
+# Deeper than the json encoder goes on every supported Python: 3.13's C encoder nests past 3,000
+# levels (it stops near 10,000), where 3.11 and 3.12 stop near 1,000.
+TOO_DEEP = 20_000
+
+
 def _deep(levels: int) -> dict[str, object]:
     value: dict[str, object] = {}
     for _ in range(levels):
@@ -148,7 +153,7 @@ def test_a_tool_call_nested_too_deep_to_serialize_renders_with_a_note() -> None:
 
 def test_an_untrusted_value_nested_too_deep_renders_fenced_with_a_note() -> None:
     """An Untrusted text value that cannot be serialized is still boxed, with a note instead of JSON."""
-    message = Message(role="user", content=[TextPart(text=Untrusted(_deep(3000), "tool:web"))])
+    message = Message(role="user", content=[TextPart(text=Untrusted(_deep(TOO_DEEP), "tool:web"))])
     html = render_transcript([message])
     assert "untrusted · tool:web" in html
     assert "value not shown" in html
@@ -157,7 +162,7 @@ def test_an_untrusted_value_nested_too_deep_renders_fenced_with_a_note() -> None
 def test_an_untrusted_system_prompt_nested_too_deep_renders_fenced() -> None:
     """A request whose Untrusted system prompt cannot be printed still renders, boxed, with a note."""
     request = LlmRequest(
-        messages=[Message(role="user", content="hi")], system=Untrusted(_deep(3000), "tool:web")
+        messages=[Message(role="user", content="hi")], system=Untrusted(_deep(TOO_DEEP), "tool:web")
     )
     html = render_transcript(request)
     assert "untrusted · tool:web" in html

@@ -15,6 +15,7 @@ from loom_nb.content import (
     ImagePart,
     LlmRequest,
     Message,
+    ReasoningPart,
     RefSource,
     TextPart,
     ToolResultPart,
@@ -213,6 +214,28 @@ def test_tool_result_pairs_with_its_call_by_visible_id_and_name() -> None:
     html = render_transcript(messages)
     assert "tool call · lookup · call t7" in html
     assert "result of lookup · t7" in html
+
+
+def test_reasoning_is_collapsed_escaped_and_never_shows_its_signature() -> None:
+    """The model's thinking sits in a closed <details>, escaped; signatures and opaque data stay out."""
+    part = ReasoningPart(text="<b>step</b> 1", signature="SIGNATURE-xyz", data="DATA-abc")
+    html = render_message(Message(role="assistant", content=[part, TextPart(text="answer")]))
+    assert '<details class="loom-reasoning"' in html
+    assert "<details open" not in html
+    assert "reasoning · 13 characters (expand)" in html
+    assert "&lt;b&gt;step&lt;/b&gt; 1" in html
+    assert "<b>step" not in html
+    assert "SIGNATURE-xyz" not in html
+    assert "DATA-abc" not in html
+    assert html.index("loom-reasoning") < html.index("answer")
+    assert not unsafe_parts(html)
+
+
+def test_redacted_reasoning_says_so_in_words() -> None:
+    """Redacted thinking is named as such, with nothing of its payload shown."""
+    html = render_part(ReasoningPart(redacted=True, data="ENCRYPTED-payload"))
+    assert "reasoning · redacted by the vendor" in html
+    assert "ENCRYPTED-payload" not in html
 
 
 def test_error_result_says_error_in_words() -> None:

@@ -216,7 +216,9 @@ async def test_repr_and_static_fallback() -> None:
     bundle = pad._repr_mimebundle_()
     assert bundle is not None
     data = bundle[0]
-    assert data["text/plain"] == "PromptPad(ScriptedProvider · 2 messages)"
+    assert data["text/plain"] == (
+        "PromptPad(ScriptedProvider · 2 messages · 0 in · 0 out · cost unknown)"
+    )
     html = data["text/html"]
     assert "&lt;script&gt;alert(2)&lt;/script&gt;" in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
@@ -250,3 +252,87 @@ def test_ref_attachment_without_store_fails_closed() -> None:
     assert asyncio.run(pad.send("hi", attachments=[image])) is None
     assert pad.error["kind"] == "UnresolvedContentError"
     assert provider.requests == []
+
+
+async def test_an_exhausted_script_says_to_add_a_turn_not_to_check_a_key() -> None:
+    """The remedy follows the provider kind: a scripted model's end is not an API-key problem."""
+    pad = PromptPad(ScriptedProvider([]))
+    assert await pad.send("hi") is None
+    assert pad.error["code"] == "script_exhausted"
+    assert "add a turn" in pad.error["remedy"]
+    assert "API key" not in pad.error["remedy"]
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "expected"),
+    [
+        ("authentication_failed", 401, "API key was refused"),
+        ("rate_limited", 429, "wait"),
+        ("not_found", 404, "model name"),
+        ("provider_unreachable", None, "running at the provider's base_url"),
+    ],
+)
+def test_provider_remedies_follow_the_failure(code: str, status: int | None, expected: str) -> None:
+    """Each provider failure gets the remedy for what failed."""
+    from loom_nb.render._refusal import refusal_view
+
+    view = refusal_view(ProviderError("x", code=code, status=status, provider="anthropic"))
+    assert expected in view["remedy"]
+
+
+class _Hanging(ScriptedProvider):
+    """Streams two text deltas, then waits until cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.started = asyncio.Event()
+
+    async def stream(self, request: Any, **_kwargs: Any) -> AsyncIterator[LlmStreamChunk]:
+        yield LlmStreamChunk(kind="text", text="Partial ")
+        yield LlmStreamChunk(kind="text", text="answer")
+        self.started.set()
+        await asyncio.Event().wait()
+        yield LlmStreamChunk(kind="done")  # pragma: no cover
+
+
+async def test_the_stop_button_keeps_the_partial_text_marked_stopped() -> None:
+    """Stop from the front end cancels the stream; the partial text stays, marked stopped, not completed."""
+    provider = _Hanging()
+    pad = PromptPad(provider)
+    pad._on_custom_msg(pad, {"type": "send", "text": "tell me"}, [])
+    await provider.started.wait()
+    assert pad.busy
+    assert pad.live_text == "Partial answer"
+    assert "1 message" in pad.status
+    assert "streaming" in pad.status
+    pad._on_custom_msg(pad, {"type": "stop"}, [])
+    await asyncio.gather(*pad._tasks)
+    assert not pad.busy
+    assert pad.stopped
+    assert [m.content for m in pad.messages] == ["tell me", "Partial answer"]
+    assert [v["role"] for v in pad.transcript.messages] == ["user", "assistant"]
+    assert pad.chat.turns[-1].status == "stopped"
+    events = pad.chat.journal.events(pad.chat.id)
+    assert [e.kind for e in events if e.kind.startswith("step_")] == ["step_started", "step_failed"]
+    assert "2 messages" in pad.status
+    assert "streaming" not in pad.status
+    html = pad._repr_mimebundle_()[0]["text/html"]  # type: ignore[index]
+    assert "stopped: the last reply was cancelled" in html
+    assert pad.stop() is False  # nothing in flight any more
+
+
+async def test_a_pad_over_an_existing_chat_shares_its_history() -> None:
+    """PromptPad(chat=...) is a face over that Chat: one history, one journal."""
+    from loom_nb import Chat
+    from loom_nb.journal import Journal
+
+    chat = Chat(ScriptedProvider([{"text": "one"}, {"text": "two"}]), journal=Journal(), id="p")
+    await chat("first")
+    pad = PromptPad(chat=chat)
+    assert [v["role"] for v in pad.transcript.messages] == ["user", "assistant"]
+    await pad.send("second")
+    assert [m.content for m in chat.history] == ["first", "one", "second", "two"]
+    assert [e.step_id for e in chat.journal.events("p") if e.kind == "step_completed"] == [
+        "#chat:0:model",
+        "#chat:1:model",
+    ]

@@ -1,5 +1,5 @@
-// PromptPad front end: a text box, a send button, the live stream (text and tool-call deltas),
-// refusals in place, and two child widgets drawn inside (the conversation TranscriptView and the
+// PromptPad front end: a text box, send and stop buttons, the live stream (text and tool-call
+// deltas), a "stopped" mark on a cancelled reply, refusals in place, and two child widgets drawn inside (the conversation TranscriptView and the
 // MediaUpload). DOM built with textContent and setAttribute only.
 
 function h(tag, cls, text) {
@@ -38,8 +38,11 @@ export default {
     input.setAttribute("rows", "3");
     input.setAttribute("placeholder", "Type a prompt; Ctrl+Enter sends");
     const send = h("button", "loom-button loom-pp-send", "send");
-    box.append(input, send);
-    root.append(status, conversation, live, error, uploads, pending, box);
+    const stop = h("button", "loom-button loom-pp-stop", "stop");
+    stop.setAttribute("title", "Stop the reply: its partial text is kept, marked stopped");
+    box.append(input, send, stop);
+    const stopped = h("div", "loom-pp-stopped", "stopped · the reply was cancelled; its partial text is kept above");
+    root.append(status, conversation, live, stopped, error, uploads, pending, box);
     el.appendChild(root);
 
     const views = [];
@@ -55,6 +58,8 @@ export default {
       const busy = Boolean(model.get("busy"));
       send.disabled = busy;
       send.textContent = busy ? "streaming…" : "send";
+      stop.hidden = !busy;
+      stopped.hidden = busy || !model.get("stopped");
       liveText.textContent = String(model.get("live_text") || "");
       liveTools.replaceChildren();
       for (const call of model.get("live_tools") || []) {
@@ -81,6 +86,7 @@ export default {
       model.send({ type: "send", text });
     };
     send.addEventListener("click", submit);
+    stop.addEventListener("click", () => { if (model.get("busy")) model.send({ type: "stop" }); });
     input.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) { event.preventDefault(); submit(); }
     });
@@ -91,7 +97,7 @@ export default {
       wasBusy = busy;
       draw();
     };
-    const names = ["change:live_text", "change:live_tools", "change:busy", "change:error", "change:pending", "change:status"];
+    const names = ["change:live_text", "change:live_tools", "change:busy", "change:stopped", "change:error", "change:pending", "change:status"];
     for (const name of names) model.on(name, onChange);
     draw();
     return () => {

@@ -199,6 +199,7 @@ class TranscriptDom {
       case "image": return this.image(view);
       case "audio": return this.audio(view);
       case "file": return this.file(view);
+      case "reasoning": return this.reasoning(view);
       default: return h("div", "loom-unavailable", "unknown part kind");
     }
   }
@@ -217,6 +218,19 @@ class TranscriptDom {
     const wrap = h("div");
     wrap.append(node, h("div", "loom-meta", "… " + view.omitted + " more characters not shown"));
     return wrap;
+  }
+
+  reasoning(view) {
+    // The model's thinking: always collapsed (its working, not its answer); never markdown.
+    const box = h("details", "loom-reasoning");
+    const text = typeof view.text === "string" ? view.text : "";
+    const total = text.length + (Number(view.omitted) || 0);
+    const summary = view.redacted ? "reasoning · redacted by the vendor (kept for the next turn, not shown)"
+      : (text ? "reasoning · " + total + " characters (expand)" : "reasoning · not shown by the vendor");
+    box.appendChild(h("summary", null, summary));
+    if (text) box.appendChild(h("div", "loom-text", text));
+    if (view.omitted) box.appendChild(h("div", "loom-meta", "… " + view.omitted + " more characters not shown"));
+    return box;
   }
 
   fence(view) {

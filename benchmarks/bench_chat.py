@@ -1,0 +1,115 @@
+"""Benchmark: what ``Chat`` adds per turn on top of a bare ``provider.complete``.
+
+A conversation of N turns (N = 10, 100, 500) on a ScriptedProvider, two ways, in the same run:
+
+- baseline: the caller keeps the message list and calls ``provider.complete(request)`` with the
+  whole history each turn (what a hand-written loop does; the provider guards the request);
+- effect: the same turns as journaled steps made by hand with ``create_llm_effect`` (guard,
+  capabilities, resolve, call, journal) on an in-memory journal: the one code path Chat must use;
+- chat: ``await chat(text)`` on an in-memory journal: the user message is built, the turn goes
+  through that same effect, the history, turns and usage are kept.
+
+Both grow the same history, so both are linear per turn in its length; printed: milliseconds per
+turn for each, the ratio chat/baseline per N (target: at most 1.5x, and flat from 10 to 500
+turns, i.e. the ratio does not grow with the conversation) and chat/effect (what Chat's own code
+adds to the journaled pipeline). A file journal is shown too (what a
+notebook uses by default). Run: ``python benchmarks/bench_chat.py`` (about a minute).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from loom_nb import (
+    Chat,
+    Journal,
+    LlmRequest,
+    Message,
+    ScriptedProvider,
+    assistant_message_of,
+    create_llm_effect,
+)
+
+SIZES = (10, 100, 500)
+ROUNDS = 3
+
+
+def _script(turns: int) -> list[dict[str, object]]:
+    return [
+        {"text": f"answer {i}: " + "words " * 20, "usage": {"input_tokens": 9, "output_tokens": 20}}
+        for i in range(turns)
+    ]
+
+
+async def baseline(turns: int) -> float:
+    """Seconds for ``turns`` bare ``provider.complete`` calls over a growing history."""
+    provider = ScriptedProvider(_script(turns))
+    history: list[Message] = []
+    start = time.perf_counter()
+    for i in range(turns):
+        message = Message(role="user", content=f"question {i}: " + "text " * 10)
+        response = await provider.complete(LlmRequest(messages=[*history, message]))
+        history.extend([message, assistant_message_of(response)])
+    return time.perf_counter() - start
+
+
+async def effect(turns: int) -> float:
+    """Seconds for ``turns`` journaled model steps made by hand with ``create_llm_effect``."""
+    call = create_llm_effect(ScriptedProvider(_script(turns)))
+    execution = Journal().execution("effect")
+    history: list[Message] = []
+    start = time.perf_counter()
+    for i in range(turns):
+        message = Message(role="user", content=f"question {i}: " + "text " * 10)
+        request = LlmRequest(messages=[*history, message])
+        response = await call(execution, f"#chat:{i}:model", request)
+        history.extend([message, assistant_message_of(response)])
+    return time.perf_counter() - start
+
+
+async def chat(turns: int, journal: Journal, chat_id: str) -> float:
+    """Seconds for ``turns`` ``await chat(text)`` calls, each a journaled step."""
+    conversation = Chat(ScriptedProvider(_script(turns)), journal=journal, id=chat_id)
+    start = time.perf_counter()
+    for i in range(turns):
+        await conversation(f"question {i}: " + "text " * 10)
+    return time.perf_counter() - start
+
+
+async def main() -> int:
+    print(
+        f"{'turns':>6} {'bare ms/turn':>13} {'effect ms/turn':>15} {'chat ms/turn':>13} "
+        f"{'chat/bare':>10} {'chat/effect':>12} {'file journal ms/turn':>21}"
+    )
+    ratios: list[float] = []
+    own: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in SIZES:
+            bare = statistics.median([await baseline(n) for _ in range(ROUNDS)])
+            by_hand = statistics.median([await effect(n) for _ in range(ROUNDS)])
+            memory = statistics.median(
+                [await chat(n, Journal(), f"bench-{n}-{r}") for r in range(ROUNDS)]
+            )
+            on_disk = Journal(Path(tmp) / f"j{n}.sqlite")
+            file_time = await chat(n, on_disk, f"bench-{n}")
+            on_disk.close()
+            ratio = memory / bare
+            ratios.append(ratio)
+            own.append(memory / by_hand)
+            print(
+                f"{n:>6} {bare / n * 1e3:>13.3f} {by_hand / n * 1e3:>15.3f} {memory / n * 1e3:>13.3f} "
+                f"{ratio:>10.2f} {own[-1]:>12.2f} {file_time / n * 1e3:>21.3f}"
+            )
+    flat = max(ratios) / min(ratios)
+    print(f"chat/bare: worst {max(ratios):.2f}x (target <= 1.5x); spread {flat:.2f}x across sizes")
+    print(f"chat/effect: worst {max(own):.2f}x (Chat's own code over the journaled pipeline)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

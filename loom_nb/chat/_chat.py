@@ -1,0 +1,743 @@
+"""``Chat``: a conversation with a model from a notebook cell, every turn a journaled step.
+
+``reply = await chat("describe this", "photo.png")`` builds the user turn (attachments sniffed
+into parts, media over the inline cap stored and sent by ref), then makes ONE journaled model
+call through ``create_llm_effect``: guard → capabilities → resolve refs → provider (ADR 0120
+decisions 4-8, 10). There is no second pipeline: the PromptPad is a face over this class and
+``chat.run`` is ``agent_loop`` on the same provider, tools, store and journal.
+
+Durability. A chat is an execution of the journal (default: ``.loom/journal.sqlite``, created
+on first use). Turn ``k`` of ``chat(...)`` is the step ``#chat:<k>:model`` at position ``k``;
+re-running a notebook with the same ``Chat(..., id=...)`` serves every recorded turn from the log
+(no model, no key) and goes on live after the last one. ``chat.run`` drives the agent loop in
+its own execution ``<id>/run-<n>`` (the loop owns an execution from position 0), so a parked
+run is resumed by ``chat.approve(...)`` in this kernel or, after a restart, by re-running the
+cells. ``chat.fork(turn)`` opens ``<id>/fork-<n>``, a new execution sharing the log up to that
+turn. ``chat.undo()`` drops the last turn from the history; the log keeps it (it is
+append-only) and replays it as the same code runs again.
+
+Stopping. ``chat.stop()`` cancels the reply in flight (the calling task, e.g. the PromptPad's
+send): the step is journaled as failed, never completed; the partial text streamed so far is
+kept in the history as the assistant's turn and the turn is marked ``stopped``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+from loom_nb.agent import AgentResult, ToolDefinition, agent_loop
+from loom_nb.agent._decorator import tool as make_tool
+from loom_nb.agent._tools import menu_of
+from loom_nb.chat._attach import user_message
+from loom_nb.chat._cost import format_cost, price_of
+from loom_nb.content import (
+    LlmRequest,
+    LlmResponse,
+    Message,
+    ToolSpec,
+    Usage,
+    assistant_message_of,
+)
+from loom_nb.errors import ConfigurationError
+from loom_nb.journal import Execution, Journal, create_llm_effect
+from loom_nb.providers._base import ResetCallback, TextCallback, ToolDeltaCallback
+from loom_nb.settings import ModelSettings
+from loom_nb.store import ContentStore, LocalContentStore, Principal, StoreResolver
+from loom_nb.taint import Untrusted
+
+if TYPE_CHECKING:
+    from loom_nb.providers import LlmProvider
+
+__all__ = ["Chat", "ChatTurn"]
+
+TurnStatus = Literal["completed", "stopped", "parked", "max_turns"]
+
+DEFAULT_HOME = Path(".loom")
+"""Where the default journal (``journal.sqlite``) and content store (``store/``) live."""
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    """One turn of a chat: a ``chat(...)`` reply or a ``chat.run(...)`` agent run."""
+
+    index: int
+    """The turn's number (0 for the first)."""
+    kind: Literal["chat", "run"]
+    """``chat`` (one model call) or ``run`` (the agent loop with the chat's tools)."""
+    start: int
+    """Index in ``chat.history`` of the user message that opened the turn."""
+    status: TurnStatus
+    """``completed``, ``stopped`` (cancelled while streaming), ``parked`` or ``max_turns``."""
+    response: LlmResponse | None
+    """The (last) model response; for a stopped turn, the partial text."""
+    usage: Usage
+    """Tokens of the turn (summed over the model calls of a run)."""
+    cost: Decimal | None
+    """USD cost from genai-prices; None when the vendor or model has no known price."""
+    position: int
+    """Position in the chat's execution when the turn started (fork points)."""
+    run_id: str | None = None
+    """The execution id of a run turn's agent loop."""
+    result: AgentResult | None = None
+    """A run turn's agent result."""
+
+
+@dataclass(frozen=True)
+class _Position:
+    """One position of the chat's execution: what a fork copies or replays."""
+
+    step_id: str
+    request: LlmRequest
+    response: LlmResponse | None  # None: the step failed or was stopped (not completed)
+    output_type: type[BaseModel] | None = None
+
+
+class _Skipped(Exception):
+    """Raised by a fork's replay of a position that did not complete in the parent."""
+
+
+class Chat:
+    """A conversation over ``provider``: ``reply = await chat(text, *attachments)``.
+
+    ``system`` is the system prompt, ``tools`` the ``ToolDefinition``s (or plain typed functions,
+    made tools with ``@tool``) that ``chat.run`` lets the model call. ``store`` holds media over
+    the inline cap (default: ``.loom/store``, opened only when needed); ``journal`` records
+    every turn (default: ``.loom/journal.sqlite``). ``id`` names the chat's execution: re-running
+    the same code with the same id replays the recorded turns. ``settings`` are the model
+    settings sent with every request. ``stream=True`` streams each reply (``on_text`` sees the
+    deltas; with no callback they are printed, so a cell shows them live).
+    """
+
+    def __init__(
+        self,
+        provider: LlmProvider,
+        *,
+        system: str | Untrusted | None = None,
+        tools: Sequence[ToolDefinition | Callable[..., Any]] = (),
+        store: ContentStore | None = None,
+        journal: Journal | str | None = None,
+        settings: ModelSettings | Mapping[str, Any] | None = None,
+        id: str | None = None,
+        tenant: str = "notebook",
+        stream: bool = False,
+        on_text: TextCallback | None = None,
+    ) -> None:
+        if not callable(getattr(provider, "complete", None)) or not hasattr(
+            provider, "capabilities"
+        ):
+            raise ConfigurationError(
+                f"Chat needs a provider with capabilities, complete() and stream(), not "
+                f"{type(provider).__name__}; pass e.g. ScriptedProvider([...]) or "
+                "AnthropicProvider('claude-sonnet-4-5').",
+                code="invalid_provider",
+            )
+        if system is not None and not isinstance(system, str | Untrusted):
+            raise ConfigurationError(
+                f"system is a str or None, not {type(system).__name__}.", code="invalid_argument"
+            )
+        if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Sequence):
+            raise ConfigurationError(
+                f"tools is a list of ToolDefinition (or typed functions), not "
+                f"{type(tools).__name__}.",
+                code="invalid_argument",
+            )
+        if store is not None and not callable(getattr(store, "put", None)):
+            raise ConfigurationError(
+                f"store is a content store (LocalContentStore(...)), not {type(store).__name__}.",
+                code="invalid_argument",
+            )
+        if journal is not None and not isinstance(journal, Journal | str | Path):
+            raise ConfigurationError(
+                f"journal is a Journal or a path, not {type(journal).__name__}.",
+                code="invalid_argument",
+            )
+        if id is not None and (not isinstance(id, str) or not id.strip()):
+            raise ConfigurationError(
+                f"id is a non-empty string, not {id!r}.", code="invalid_argument"
+            )
+        if not isinstance(tenant, str) or not tenant.strip():
+            raise ConfigurationError(
+                f"tenant is a non-empty string, not {tenant!r}.", code="invalid_argument"
+            )
+        if on_text is not None and not callable(on_text):
+            raise ConfigurationError(
+                "on_text is a function of the text delta.", code="invalid_argument"
+            )
+        self._provider = provider
+        self._system = system
+        self._tools = [t if isinstance(t, ToolDefinition) else make_tool(t) for t in tools]
+        self._menu: list[ToolSpec] = menu_of(self._tools)[0]
+        self._store = store
+        self._journal_arg = journal
+        self._journal: Journal | None = journal if isinstance(journal, Journal) else None
+        self._settings = _settings_of(settings)
+        self._home = Path.cwd() / DEFAULT_HOME
+        self.id: str = id if id is not None else f"chat-{uuid.uuid4().hex[:12]}"
+        """The chat's execution id in the journal (pass it again to replay)."""
+        self._principal = Principal(tenant=tenant)
+        self._stream = bool(stream)
+        self._on_text = on_text
+        self._history: list[Message] = []
+        self._turns: list[ChatTurn] = []
+        self._positions: list[_Position] = []
+        self._replay_prefix: list[_Position] = []
+        self._execution: Execution | None = None
+        self._runs = 0
+        self._forks = 0
+        self._parked: tuple[str, list[Message], int, int] | None = None
+        self._decisions: dict[str, dict[str, Any]] = {}
+        self._caller: asyncio.Task[Any] | None = None
+        self._stopping = False
+        self.live_text = ""
+        """The text streamed so far by the reply in flight ("" when idle)."""
+
+    # -- configuration ---------------------------------------------------------------------------
+
+    @property
+    def provider(self) -> LlmProvider:
+        """The provider every turn goes to."""
+        return self._provider
+
+    @property
+    def system(self) -> str | Untrusted | None:
+        """The system prompt."""
+        return self._system
+
+    @property
+    def tools(self) -> list[ToolDefinition]:
+        """The tools ``chat.run`` lets the model call."""
+        return list(self._tools)
+
+    @property
+    def settings(self) -> ModelSettings | None:
+        """The model settings sent with every request (None: the provider's defaults)."""
+        return self._settings
+
+    @property
+    def journal(self) -> Journal:
+        """The journal the turns are recorded in (``.loom/journal.sqlite`` unless given)."""
+        if self._journal is None:
+            if self._journal_arg is None:
+                self._journal = Journal(self._home / "journal.sqlite", store=self.store)
+            else:
+                self._journal = Journal(str(self._journal_arg), store=self._store)
+        return self._journal
+
+    @property
+    def store(self) -> ContentStore:
+        """The content store media over the inline cap goes to (``.loom/store`` unless given)."""
+        if self._store is None:
+            self._store = LocalContentStore(self._home / "store")
+        return self._store
+
+    # -- the conversation ------------------------------------------------------------------------
+
+    @property
+    def history(self) -> list[Message]:
+        """The conversation so far: user and assistant messages (tool results included), oldest first."""
+        return list(self._history)
+
+    @property
+    def turns(self) -> list[ChatTurn]:
+        """Every turn: its kind, status, response, tokens and cost."""
+        return list(self._turns)
+
+    @property
+    def usage(self) -> Usage:
+        """Input and output tokens of every turn, summed (per turn: ``chat.turns[i].usage``)."""
+        return Usage(
+            input_tokens=sum(t.usage.input_tokens for t in self._turns),
+            output_tokens=sum(t.usage.output_tokens for t in self._turns),
+        )
+
+    @property
+    def cost(self) -> Decimal | None:
+        """USD cost of every turn from genai-prices; None when any turn's price is unknown."""
+        costs = [t.cost for t in self._turns]
+        if not costs or any(c is None for c in costs):
+            return None
+        return sum((c for c in costs if c is not None), Decimal(0))
+
+    @property
+    def pending_approvals(self) -> list[dict[str, Any]]:
+        """The tool calls a parked run waits on (``[]`` when nothing is parked)."""
+        if self._parked is None or not self._turns or self._turns[-1].result is None:
+            return []
+        return list(self._turns[-1].result.pending_approvals)
+
+    @property
+    def busy(self) -> bool:
+        """True while a reply is in flight."""
+        return self._caller is not None
+
+    async def __call__(
+        self,
+        text: str | Untrusted = "",
+        *attachments: Any,
+        stream: bool | None = None,
+        on_text: TextCallback | None = None,
+        output_type: type[BaseModel] | None = None,
+        on_tool_delta: ToolDeltaCallback | None = None,
+        on_tool_reset: ResetCallback | None = None,
+    ) -> LlmResponse:
+        """Send ``text`` with ``attachments`` (paths, bytes, PIL images, parts); return the reply.
+
+        The turn is the journaled step ``#chat:<k>:model``. A refusal (``GuardError``,
+        ``UnsupportedModalityError`` ...) or a provider error leaves the history unchanged. With
+        ``output_type=Model`` the model answers in the vendor's JSON-schema mode and
+        ``reply.output`` is the validated ``Model`` (``StructuredOutputError`` otherwise).
+        ``on_tool_delta`` / ``on_tool_reset`` see streamed tool-call fragments (the PromptPad's live
+        area); like ``on_text`` they are never journaled.
+        """
+        self._check_idle()
+        message = user_message(text, attachments, self._history, lambda: self.store, self._tenant)
+        request = self._request([*self._history, message])
+        execution = await self._ready()
+        position = len(self._positions)
+        step_id = f"#chat:{position}:model"
+        streaming = self._stream if stream is None else bool(stream)
+        sink = on_text or self._on_text or (_print_delta if streaming else None)
+        effect = create_llm_effect(
+            self._provider,
+            resolve_content=StoreResolver(self._store) if self._store is not None else None,
+            on_text=self._delta(sink) if streaming else None,
+            on_tool_delta=on_tool_delta if streaming else None,
+            on_tool_reset=self._reset_with(on_tool_reset) if streaming else None,
+            stream=streaming,
+            output_type=output_type,
+        )
+        status: TurnStatus = "completed"
+        self._enter()
+        try:
+            response = await effect(execution, step_id, request)
+        except asyncio.CancelledError:
+            self._positions.append(_Position(step_id, request, None, output_type))
+            if not self._stopping:
+                raise
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            response = LlmResponse(content=self.live_text, stop_reason="other", model=None)
+            status = "stopped"
+        except BaseException:
+            self._positions.append(_Position(step_id, request, None, output_type))
+            raise
+        else:
+            self._positions.append(_Position(step_id, request, response, output_type))
+        finally:
+            if sink is _print_delta and self.live_text:
+                print(flush=True)  # end the streamed line
+            self._leave()
+        start = len(self._history)
+        if status == "completed" or response.content:
+            self._history.extend([message, assistant_message_of(response)])
+        cost = price_of(self._provider, response) if status == "completed" else None
+        self._turns.append(
+            ChatTurn(
+                index=len(self._turns),
+                kind="chat",
+                start=start,
+                status=status,
+                response=response,
+                usage=response.usage,
+                cost=cost,
+                position=position,
+            )
+        )
+        return response
+
+    async def run(
+        self,
+        text: str | Untrusted | None = None,
+        *attachments: Any,
+        max_turns: int = 10,
+        approve: Any = None,
+        stream: bool | None = None,
+        on_text: TextCallback | None = None,
+    ) -> AgentResult:
+        """Run the agent loop on ``text``: the model calls the chat's tools until it answers.
+
+        Calls to tools with ``requires_approval`` are decided by ``approve`` (a callable of the
+        call digest or a mapping of call id → decision, as for ``agent_loop``); with no decision
+        the run parks (``result.status == "parked"``, ``chat.pending_approvals``) and is
+        resumed by ``await chat.approve(...)`` / ``chat.decline(...)`` or ``chat.run(approve=...)``
+        with no text. The new messages join ``chat.history`` when the run ends.
+        """
+        if self._parked is not None:
+            if text is not None or attachments:
+                raise ConfigurationError(
+                    "a run is parked waiting for approvals; decide them with "
+                    "`await chat.approve(...)` / `chat.decline(...)`, or `chat.undo()` to drop it.",
+                    code="chat_parked",
+                )
+            return await self._drive(approve, stream=stream, on_text=on_text)
+        self._check_idle()
+        if text is None:
+            raise ConfigurationError(
+                "chat.run needs a message (nothing is parked to resume).", code="empty_prompt"
+            )
+        message = user_message(text, attachments, self._history, lambda: self.store, self._tenant)
+        run_id = f"{self.id}/run-{self._runs}"
+        self._runs += 1
+        self._parked = (run_id, [*self._history, message], max_turns, len(self._turns))
+        try:
+            return await self._drive(approve, stream=stream, on_text=on_text)
+        except BaseException:
+            if len(self._turns) == self._parked[3]:
+                self._parked = None  # nothing ran far enough to park: the run is just failed
+            raise
+
+    async def approve(
+        self, decisions: bool | Mapping[str, Any] = True, *, reason: str | None = None
+    ) -> AgentResult:
+        """Decide the parked run's calls and resume it: ``True`` / ``False`` for all, or a mapping.
+
+        A mapping is call id → ``True`` / ``False`` / ``{"approved": bool, "reason": str}``; calls
+        it leaves out stay pending (the run parks again). Re-running a notebook whose run was
+        already resumed in the log returns that run's result (the log decided it).
+        """
+        if self._parked is None:
+            last = self._turns[-1] if self._turns else None
+            if last is not None and last.kind == "run" and last.result is not None:
+                run = self.journal.execution(last.run_id or "", principal=self._principal)
+                if run.resumed_payload is not None:
+                    return last.result
+            raise ConfigurationError(
+                "no run is waiting for approval; `await chat.run(...)` parks one when a tool "
+                "needs approval.",
+                code="nothing_parked",
+            )
+        if isinstance(decisions, bool):
+            if reason is not None and not isinstance(reason, str):
+                raise ConfigurationError("reason is a string.", code="invalid_argument")
+            table: dict[str, Any] = {
+                d["id"]: {"approved": decisions, "reason": reason} for d in self.pending_approvals
+            }
+        elif isinstance(decisions, Mapping):
+            table = dict(decisions)
+        else:
+            raise ConfigurationError(
+                f"decisions is True, False or a mapping of call id to decision, not "
+                f"{type(decisions).__name__}.",
+                code="invalid_argument",
+            )
+        return await self._drive(table)
+
+    async def decide(
+        self, call_id: str, approved: bool, *, reason: str | None = None
+    ) -> AgentResult | None:
+        """Decide one pending call (what the view's Approve / Decline buttons call).
+
+        Decisions are collected until every call the parked run waits on has one; then the run
+        resumes with all of them and its result is returned (None until then).
+        """
+        pending = {d["id"] for d in self.pending_approvals}
+        if call_id not in pending:
+            raise ConfigurationError(
+                f"no parked call {call_id!r} awaits a decision (pending: "
+                f"{', '.join(sorted(pending)) or 'none'}).",
+                code="nothing_parked",
+            )
+        if not isinstance(approved, bool) or (reason is not None and not isinstance(reason, str)):
+            raise ConfigurationError(
+                "a decision is approved=True/False with an optional reason string.",
+                code="invalid_argument",
+            )
+        self._decisions[call_id] = {"approved": approved, "reason": reason}
+        if not pending <= set(self._decisions):
+            return None
+        decisions, self._decisions = dict(self._decisions), {}
+        return await self.approve(decisions)
+
+    async def decline(self, reason: str | None = None) -> AgentResult:
+        """Decline every call the parked run waits on (the model is told, with ``reason``)."""
+        return await self.approve(False, reason=reason)
+
+    def stop(self) -> bool:
+        """Cancel the reply in flight; True if one was. Its partial text is kept, marked stopped."""
+        if self._caller is None or self._caller.done():
+            return False
+        self._stopping = True
+        self._caller.cancel()
+        return True
+
+    def undo(self) -> list[Message]:
+        """Drop the last turn from the history and return its messages (the log keeps it)."""
+        self._check_idle(allow_parked=True)
+        if not self._turns:
+            raise ConfigurationError("there is no turn to undo.", code="nothing_to_undo")
+        turn = self._turns.pop()
+        removed = self._history[turn.start :]
+        del self._history[turn.start :]
+        if self._parked is not None and self._parked[3] == turn.index:
+            self._parked = None
+        return removed
+
+    def fork(self, turn: int, *, id: str | None = None) -> Chat:
+        """A new chat sharing this one's history and log before ``turn``, to go on differently.
+
+        ``chat.fork(3)`` holds turns 0-2; its next message is its turn 3. It is a new execution
+        (``<id>/fork-<n>`` unless ``id`` is given) whose log starts with this chat's log up to
+        that turn, so it replays like any chat.
+        """
+        count = len(self._turns)
+        if isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn <= count:
+            raise ConfigurationError(
+                f"turn is a turn number from 0 to {count}, not {turn!r}.", code="invalid_argument"
+            )
+        self._check_idle(allow_parked=True)
+        cut = self._turns[turn] if turn < count else None
+        position = cut.position if cut is not None else len(self._positions)
+        start = cut.start if cut is not None else len(self._history)
+        child = Chat(
+            self._provider,
+            system=self._system,
+            tools=self._tools,
+            store=self._store,
+            journal=self.journal,
+            settings=self._settings,
+            id=id if id is not None else f"{self.id}/fork-{self._forks}",
+            tenant=self._principal.tenant,
+            stream=self._stream,
+            on_text=self._on_text,
+        )
+        self._forks += 1
+        child._history = self._history[:start]
+        child._turns = [replace(t) for t in self._turns[:turn]]
+        child._replay_prefix = self._positions[:position]
+        child._runs = self._runs
+        return child
+
+    # -- internals -------------------------------------------------------------------------------
+
+    @property
+    def _tenant(self) -> str:
+        return self._principal.tenant
+
+    def _request(self, messages: list[Message]) -> LlmRequest:
+        return LlmRequest(
+            messages=messages, tools=self._menu, system=self._system, settings=self._settings
+        )
+
+    def _check_idle(self, *, allow_parked: bool = False) -> None:
+        if self._caller is not None:
+            raise ConfigurationError(
+                "a reply is still in flight; wait for it (or chat.stop()).", code="chat_busy"
+            )
+        if self._parked is not None and not allow_parked:
+            raise ConfigurationError(
+                "a run is parked waiting for approvals; decide them with `await "
+                "chat.approve(...)` / `chat.decline(...)`, or `chat.undo()` to drop the run.",
+                code="chat_parked",
+            )
+
+    def _enter(self) -> None:
+        self._caller = asyncio.current_task()
+        self._stopping = False
+        self.live_text = ""
+
+    def _leave(self) -> None:
+        self._caller = None
+        self._stopping = False
+        self.live_text = ""
+
+    def _delta(self, sink: TextCallback | None) -> TextCallback:
+        async def on_delta(delta: str) -> None:
+            self.live_text += delta
+            if sink is not None:
+                result = sink(delta)
+                if result is not None:
+                    await result
+
+        return on_delta
+
+    def _reset_with(self, callback: ResetCallback | None) -> ResetCallback:
+        async def reset() -> None:
+            self.live_text = ""
+            if callback is not None:
+                result = callback()
+                if result is not None:
+                    await result
+
+        return reset
+
+    async def _ready(self) -> Execution:
+        """The chat's execution, opened on first use; a fork first replays its shared prefix."""
+        if self._execution is None:
+            self._execution = self.journal.execution(self.id, principal=self._principal)
+            prefix, self._replay_prefix = self._replay_prefix, []
+            for item in prefix:
+                await self._replay(self._execution, item)
+        return self._execution
+
+    async def _replay(self, execution: Execution, item: _Position) -> None:
+        """Take one shared position: served from the log, or copied into a new one.
+
+        The step goes through the same effect as the original turn (so its journaled input is
+        exactly the original's), on a provider that answers with the recorded response.
+        """
+        effect = create_llm_effect(
+            _Recorded(self._provider, item.response),
+            resolve_content=StoreResolver(self._store) if self._store is not None else None,
+            output_type=item.output_type,
+        )
+        with contextlib.suppress(_Skipped):
+            await effect(execution, item.step_id, item.request)
+        self._positions.append(item)
+
+    async def _drive(
+        self,
+        approve: Any,
+        *,
+        stream: bool | None = None,
+        on_text: TextCallback | None = None,
+    ) -> AgentResult:
+        """Run (or resume) the parked-or-new run of ``self._parked`` and record its turn."""
+        assert self._parked is not None
+        run_id, messages, max_turns, index = self._parked
+        streaming = self._stream if stream is None else bool(stream)
+        sink = on_text or self._on_text or (_print_delta if streaming else None)
+        execution = self.journal.execution(run_id, principal=self._principal)
+        await self._ready()
+        self._enter()
+        try:
+            result = await agent_loop(
+                execution,
+                self._provider,
+                self._tools,
+                messages,
+                system=self._system,
+                max_turns=max_turns,
+                approve=approve,
+                resolver=StoreResolver(self._store) if self._store is not None else None,
+                on_text=self._delta(sink) if streaming else None,
+                stream=streaming,
+            )
+        finally:
+            self._leave()
+        responses = self._run_responses(run_id)
+        usage = Usage(
+            input_tokens=sum(r.usage.input_tokens for r in responses),
+            output_tokens=sum(r.usage.output_tokens for r in responses),
+        )
+        prices = [price_of(self._provider, r) for r in responses]
+        cost = (
+            None
+            if not prices or any(p is None for p in prices)
+            else sum((p for p in prices if p is not None), Decimal(0))
+        )
+        start = len(messages) - 1
+        turn = ChatTurn(
+            index=index,
+            kind="run",
+            start=start,
+            status=result.status,
+            response=result.response,
+            usage=usage,
+            cost=cost,
+            position=len(self._positions),
+            run_id=run_id,
+            result=result,
+        )
+        del self._turns[index:]
+        self._turns.append(turn)
+        self._history = list(result.messages)
+        self._parked = self._parked if result.status == "parked" else None
+        return result
+
+    def _run_responses(self, run_id: str) -> list[LlmResponse]:
+        """The model responses a run journaled (live or replayed), for its tokens and cost."""
+        out: list[LlmResponse] = []
+        for event in self.journal.events(run_id):
+            if event.kind != "step_completed" or not isinstance(event.step_id, str):
+                continue
+            if not event.step_id.endswith((":model", ":compact")):
+                continue
+            payload = event.payload if isinstance(event.payload, dict) else {}
+            try:
+                out.append(LlmResponse.model_validate(payload.get("output")))
+            except ValueError:
+                continue
+        return out
+
+    # -- display ---------------------------------------------------------------------------------
+
+    def header(self) -> str:
+        """The one-line summary the views show: id, turns, tokens and cost."""
+        count = len(self._turns)
+        usage = self.usage
+        parts = [
+            f"chat {self.id}",
+            f"{count} turn{'s' if count != 1 else ''}",
+            f"{usage.input_tokens:,} in · {usage.output_tokens:,} out",
+            format_cost(self.cost),
+        ]
+        stopped = [t.index for t in self._turns if t.status == "stopped"]
+        if stopped:
+            parts.append("stopped: turn " + ", ".join(str(i) for i in stopped))
+        if self._parked is not None:
+            waiting = ", ".join(d["id"] for d in self.pending_approvals)
+            parts.append(f"awaiting approval: {waiting}")
+        return " · ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"Chat({self.header()})"
+
+    def _repr_mimebundle_(
+        self, **kwargs: Any
+    ) -> dict[str, Any] | tuple[dict[Any, Any], dict[Any, Any]] | None:
+        from loom_nb.render._bundle import transcript_bundle
+
+        return transcript_bundle(
+            self._history,
+            header=self.header(),
+            store=self._store,
+            principal=self._principal,
+            plain=repr(self),
+            system=self._system,
+            **kwargs,
+        )
+
+
+class _Recorded:
+    """A provider that answers with a recorded response (a fork's copy of its parent's turn)."""
+
+    def __init__(self, provider: Any, response: LlmResponse | None) -> None:
+        self._provider = provider
+        self._response = response
+        self.capabilities = provider.capabilities
+        self.settings = getattr(provider, "settings", None)
+        self.name = getattr(provider, "name", type(provider).__name__)
+        self.model = getattr(provider, "model", None)
+
+    async def complete(self, request: LlmRequest, **_kwargs: Any) -> LlmResponse:
+        if self._response is None:
+            raise _Skipped("the parent's turn did not complete")
+        return self._response
+
+    def stream(self, request: LlmRequest, **_kwargs: Any) -> Any:
+        raise _Skipped("a fork copies turns without streaming")
+
+
+def _settings_of(settings: Any) -> ModelSettings | None:
+    if settings is None or isinstance(settings, ModelSettings):
+        return settings
+    if isinstance(settings, Mapping):
+        return ModelSettings(**dict(settings))
+    raise ConfigurationError(
+        f"settings is a ModelSettings (or a dict of its fields), not {type(settings).__name__}.",
+        code="invalid_argument",
+    )
+
+
+def _print_delta(delta: str) -> None:
+    print(delta, end="", flush=True)  # streaming into the cell is the point

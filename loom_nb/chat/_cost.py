@@ -1,0 +1,82 @@
+"""What a model turn cost, from the ``genai-prices`` price table, or None: never a guess.
+
+A price needs the vendor and the model. The vendor is known for the shipped providers
+(Anthropic, OpenAI at its own endpoint, Gemini); an OpenAI-compatible server at another
+``base_url`` is looked up by that URL, which genai-prices matches for the hosted vendors it knows
+(OpenRouter, Together, Groq ...) and not for a local Ollama. The model is the one the vendor
+reported in the response, else the provider's. When any of that is missing, or genai-prices has no
+price for the pair, the cost is None and the views say "cost unknown".
+
+``genai-prices`` is imported on first use (it loads its price snapshot then), and never
+fetches prices over the network: ``update_prices`` is not started.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from loom_nb.content import LlmResponse, Usage
+
+__all__ = ["format_cost", "price_of", "vendor_of"]
+
+_VENDORS = {
+    "AnthropicProvider": "anthropic",
+    "OpenAIProvider": "openai",
+    "OpenAIResponsesProvider": "openai",
+    "GeminiProvider": "google",
+}
+_OPENAI_URLS = {"https://api.openai.com/v1", "https://api.openai.com"}
+
+
+def vendor_of(provider: object) -> tuple[str | None, str | None]:
+    """``(genai-prices provider id, api url)`` for a provider; ``(None, None)`` when unknown."""
+    vendor = _VENDORS.get(type(provider).__name__)
+    base_url = getattr(provider, "base_url", None)
+    base_url = base_url.strip().rstrip("/") if isinstance(base_url, str) else None
+    if vendor == "openai" and base_url and base_url.lower() not in _OPENAI_URLS:
+        return None, base_url  # a compatible server: only its URL can name the vendor
+    if vendor is None:
+        return None, None
+    return vendor, None
+
+
+def price_of(provider: object, response: LlmResponse) -> Decimal | None:
+    """The USD price of one response's usage, or None when the vendor or model has no known price."""
+    vendor, url = vendor_of(provider)
+    if vendor is None and url is None:
+        return None
+    model = response.model or getattr(provider, "model", None)
+    if not isinstance(model, str) or not model:
+        return None
+    return _lookup(response.usage, model, vendor, url)
+
+
+def _lookup(usage: Usage, model: str, vendor: str | None, url: str | None) -> Decimal | None:
+    try:
+        from genai_prices import Usage as PriceUsage
+        from genai_prices import calc_price
+    except ImportError:  # the package is a dependency; a broken install costs "unknown"
+        return None
+    try:
+        counted = PriceUsage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+        price: Any = (
+            calc_price(counted, model, provider_id=vendor)
+            if vendor is not None
+            else calc_price(counted, model, provider_api_url=url)
+        )
+    except (LookupError, ValueError):
+        return None
+    total = getattr(price, "total_price", None)
+    return total if isinstance(total, Decimal) else None
+
+
+def format_cost(cost: Decimal | None) -> str:
+    """``$0.0123`` (four significant decimals at least), or ``cost unknown``."""
+    if cost is None:
+        return "cost unknown"
+    if cost == 0:
+        return "$0"
+    if cost >= Decimal("0.01"):
+        return f"${cost:.4f}"
+    return f"${cost:.6f}"

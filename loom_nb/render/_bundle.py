@@ -1,0 +1,57 @@
+"""Notebook display of values (Message, LlmResponse, AgentResult, Chat) as the transcript view.
+
+``transcript_bundle`` is what their ``_repr_mimebundle_`` returns: the TranscriptView widget's
+bundle when the notebook layer can load (the live view), and in every case the static
+``text/html`` of the same views, which survives JupyterLab's sanitizer, GitHub and nbval, plus a
+deterministic ``text/plain``. The widget layer is imported here, inside the call, so the core
+stays importable without ipywidgets: with no ipywidgets the bundle is the static HTML alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from loom_nb.content import Message
+from loom_nb.render._api import html_of_views, transcript_views
+from loom_nb.render._resolve import ContentReader, Viewer
+from loom_nb.render._source import Transcript
+from loom_nb.render._view import RenderContext
+from loom_nb.taint import Untrusted
+
+__all__ = ["transcript_bundle"]
+
+
+def transcript_bundle(
+    messages: Sequence[Message],
+    *,
+    header: str,
+    plain: str,
+    store: ContentReader | None = None,
+    principal: Viewer | None = None,
+    system: str | Untrusted | None = None,
+    tools: Sequence[str] = (),
+    include: Any = None,
+    exclude: Any = None,
+    **_kwargs: Any,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The mimebundle of ``messages`` shown as a transcript headed by ``header``."""
+    transcript = Transcript(list(messages), system, list(tools))
+    data: dict[str, Any]
+    try:
+        from loom_nb.widgets._transcript import TranscriptView
+    except ImportError:
+        ctx = RenderContext(store=store, principal=principal, pdf_pages=1)
+        data = {"text/html": html_of_views(header, transcript_views(transcript, ctx))}
+    else:
+        view = TranscriptView(transcript, store=store, principal=principal)
+        view.header = header
+        bundle = view._repr_mimebundle_(include=include, exclude=exclude)
+        data = dict(bundle[0]) if bundle is not None else {"text/html": view.to_static_html()}
+    data["text/plain"] = plain
+    wanted = {
+        mime: value
+        for mime, value in data.items()
+        if (include is None or mime in include) and not (exclude and mime in exclude)
+    }
+    return wanted, {}

@@ -1,0 +1,497 @@
+"""Chat: journaled turns, attachments, replay, undo, fork, runs with approvals, stop, usage, display."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import random
+from collections.abc import AsyncIterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from loom_nb import (
+    AnthropicProvider,
+    Chat,
+    ConfigurationError,
+    ImagePart,
+    Journal,
+    LlmRequest,
+    LlmResponse,
+    LocalContentStore,
+    MediaError,
+    Message,
+    OpenAIProvider,
+    ScriptedProvider,
+    TextPart,
+    Usage,
+    tool,
+)
+from loom_nb.chat._cost import format_cost, price_of
+from loom_nb.content import DataSource, RefSource
+from loom_nb.demo import chart_png
+from loom_nb.providers import LlmStreamChunk
+from loom_nb.providers.scripted import SCRIPTED_CAPABILITIES
+
+
+def _kinds(journal: Journal, execution_id: str) -> list[tuple[str, str | None]]:
+    return [
+        (e.kind, e.step_id)
+        for e in journal.events(execution_id)
+        if e.kind in ("step_completed", "step_failed")
+    ]
+
+
+@tool(requires_approval=True)
+def send_email(to: str, body: str) -> str:
+    """Send an email.
+
+    Args:
+        to: The address.
+        body: The text.
+    """
+    return f"sent to {to}"
+
+
+async def test_a_turn_is_one_journaled_step_with_the_whole_history() -> None:
+    """Each chat(...) is step #chat:<k>:model; the provider sees the history, system and tools."""
+    provider = ScriptedProvider([{"text": "Hi!"}, {"text": "Fine."}])
+    journal = Journal()
+    chat = Chat(provider, system="Be brief.", tools=[send_email], journal=journal, id="c")
+    reply = await chat("hello")
+    assert isinstance(reply, LlmResponse)
+    assert reply.content == "Hi!"
+    await chat("how are you?")
+    assert [m.role for m in chat.history] == ["user", "assistant", "user", "assistant"]
+    seen = provider.requests[1]
+    assert [m.content for m in seen.messages] == ["hello", "Hi!", "how are you?"]
+    assert seen.system == "Be brief."
+    assert [t.name for t in seen.tools] == ["send_email"]
+    assert _kinds(journal, "c") == [
+        ("step_completed", "#chat:0:model"),
+        ("step_completed", "#chat:1:model"),
+    ]
+
+
+async def test_default_journal_and_store_live_in_dot_loom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no journal or store given, .loom/journal.sqlite is created on first use."""
+    monkeypatch.chdir(tmp_path)
+    chat = Chat(ScriptedProvider([{"text": "ok"}]), id="d")
+    assert not (tmp_path / ".loom").exists()
+    await chat("hi")
+    assert (tmp_path / ".loom" / "journal.sqlite").is_file()
+    assert [e.step_id for e in Journal(tmp_path / ".loom" / "journal.sqlite").events("d")][-1] == (
+        "#chat:0:model"
+    )
+
+
+async def test_replay_with_the_same_id_needs_no_model(tmp_path: Path) -> None:
+    """A second Chat with the same id on the same journal serves the recorded turns."""
+    journal = Journal(tmp_path / "j.sqlite")
+    first = Chat(ScriptedProvider([{"text": "one"}, {"text": "two"}]), journal=journal, id="r")
+    await first("a")
+    await first("b")
+    empty = ScriptedProvider([{"text": "live"}])
+    again = Chat(empty, journal=journal, id="r")
+    assert (await again("a")).content == "one"
+    assert (await again("b")).content == "two"
+    assert empty.requests == []
+    assert (await again("c")).content == "live"  # past the log: live
+
+
+def _noise_png() -> bytes:
+    rng = random.Random(3)
+    image = Image.frombytes(
+        "RGB", (180, 180), bytes(rng.randrange(256) for _ in range(180 * 180 * 3))
+    )
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+async def test_attachments_become_parts_and_big_media_travels_by_ref(tmp_path: Path) -> None:
+    """Paths, bytes, PIL images and parts are attached; over the cap goes to the store by ref."""
+    store = LocalContentStore(tmp_path / "store")
+    journal = Journal()
+    provider = ScriptedProvider([{"text": "seen"}])
+    chart = tmp_path / "chart.bin"
+    chart.write_bytes(chart_png("revenue"))
+    big = _noise_png()
+    chat = Chat(provider, store=store, journal=journal, id="m")
+    await chat(
+        "describe", chart, big, Image.new("RGB", (3, 3)), TextPart(text="and this"), str(chart)
+    )
+    sent = chat.history[0].content
+    assert isinstance(sent, list)
+    kinds = [p.type for p in sent]
+    assert kinds == ["text", "image", "image", "image", "text", "image"]
+    by_ref = sent[2]
+    assert isinstance(by_ref, ImagePart)
+    assert isinstance(by_ref.source, RefSource)
+    assert store.get(by_ref.source.ref.address) == big
+    # The journal holds the address, the provider saw the resolved bytes inline.
+    step = next(e for e in journal.events("m") if e.kind == "step_completed")
+    assert "sha256:" in str(step.payload)
+    assert len(str(step.payload)) < len(big)
+    seen = provider.requests[0].messages[0].content[2]
+    assert isinstance(seen, ImagePart)
+    assert isinstance(seen.source, DataSource)
+
+
+async def test_bad_attachments_and_prompts_are_typed_errors(tmp_path: Path) -> None:
+    """An unreadable path, an unknown object or a non-str prompt is refused; nothing is sent."""
+    provider = ScriptedProvider([{"text": "never"}])
+    chat = Chat(provider, journal=Journal(), id="bad")
+    with pytest.raises(MediaError) as caught:
+        await chat("look", tmp_path / "nope.png")
+    assert caught.value.code == "unreadable_path"
+    with pytest.raises(MediaError):
+        await chat("look", 42)
+    with pytest.raises(ConfigurationError):
+        await chat(b"bytes as text")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError):
+        await chat("")
+    assert provider.requests == []
+    assert chat.history == []
+
+
+def test_constructor_refuses_what_is_not_a_provider() -> None:
+    """Chat(provider=...) must be a provider; bad arguments are ConfigurationError."""
+    with pytest.raises(ConfigurationError):
+        Chat("claude")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError):
+        Chat(ScriptedProvider([]), tools="send_email")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError):
+        Chat(ScriptedProvider([]), id="")
+
+
+async def test_a_refusal_leaves_the_history_unchanged() -> None:
+    """Media the provider does not take is refused before I/O; the history does not grow."""
+    from loom_nb import Capabilities, UnsupportedModalityError
+
+    provider = ScriptedProvider([{"text": "x"}], capabilities=Capabilities())
+    chat = Chat(provider, journal=Journal(), id="t")
+    with pytest.raises(UnsupportedModalityError):
+        await chat("look", chart_png("x"))
+    assert chat.history == []
+    assert chat.turns == []
+
+
+async def test_undo_drops_the_last_turn() -> None:
+    """undo() returns the last turn's messages and the next request no longer has them."""
+    provider = ScriptedProvider([{"text": "1"}, {"text": "2"}, {"text": "3"}])
+    chat = Chat(provider, journal=Journal(), id="u")
+    await chat("a")
+    await chat("b")
+    removed = chat.undo()
+    assert [m.content for m in removed] == ["b", "2"]
+    await chat("c")
+    assert [m.content for m in provider.requests[-1].messages] == ["a", "1", "c"]
+    with pytest.raises(ConfigurationError):
+        Chat(provider, journal=Journal()).undo()
+
+
+async def test_fork_shares_the_log_up_to_the_turn(tmp_path: Path) -> None:
+    """fork(1) keeps turn 0, copies its log, and goes on differently; re-forking replays."""
+    journal = Journal(tmp_path / "j.sqlite")
+    provider = ScriptedProvider([{"text": "0"}, {"text": "1"}, {"text": "fork says"}])
+    chat = Chat(provider, journal=journal, id="f")
+    await chat("zero")
+    await chat("one")
+    child = chat.fork(1)
+    assert child.id == "f/fork-0"
+    assert [m.content for m in child.history] == ["zero", "0"]
+    reply = await child("another one")
+    assert reply.content == "fork says"
+    assert [m.content for m in provider.requests[-1].messages] == ["zero", "0", "another one"]
+    assert [s for _, s in _kinds(journal, "f/fork-0")] == ["#chat:0:model", "#chat:1:model"]
+    assert chat.history[-1].content == "1"  # the parent is untouched
+    # Re-running the notebook: the same fork replays from its own log, no model needed.
+    again = Chat(ScriptedProvider([]), journal=journal, id="f")
+    await again("zero")
+    await again("one")
+    child2 = again.fork(1)
+    assert (await child2("another one")).content == "fork says"
+    with pytest.raises(ConfigurationError):
+        chat.fork(9)
+
+
+async def test_run_parks_for_approval_and_approve_resumes() -> None:
+    """chat.run parks on a requires_approval tool; approve(True) runs it and the history grows."""
+    provider = ScriptedProvider(
+        [
+            {
+                "tool_calls": [
+                    {"id": "c1", "name": "send_email", "input": {"to": "bo", "body": "hi"}}
+                ]
+            },
+            {"text": "Sent."},
+            {"text": "after"},
+        ]
+    )
+    journal = Journal()
+    chat = Chat(provider, tools=[send_email], journal=journal, id="a")
+    result = await chat.run("email bo")
+    assert result.status == "parked"
+    assert [d["id"] for d in chat.pending_approvals] == ["c1"]
+    assert "awaiting approval: c1" in chat.header()
+    with pytest.raises(ConfigurationError) as caught:
+        await chat("meanwhile")
+    assert caught.value.code == "chat_parked"
+    result = await chat.approve(True)
+    assert result.status == "completed"
+    assert result.text == "Sent."
+    assert result.tool_calls[0].status == "ok"
+    assert chat.pending_approvals == []
+    assert chat.turns[-1].kind == "run"
+    assert (await chat("and now?")).content == "after"
+    assert [m.role for m in chat.history] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    # Re-running the cells replays the decided run; approve() then returns its result.
+    again = Chat(ScriptedProvider([]), tools=[send_email], journal=journal, id="a")
+    replayed = await again.run("email bo")
+    assert replayed.status == "completed"
+    assert (await again.approve(True)).text == "Sent."
+
+
+async def test_decline_tells_the_model() -> None:
+    """decline(reason) answers the pending call with a declined error result."""
+    provider = ScriptedProvider(
+        [
+            {"tool_calls": [{"id": "c1", "name": "send_email", "input": {"to": "x", "body": "y"}}]},
+            {"text": "OK, not sent."},
+        ]
+    )
+    chat = Chat(provider, tools=[send_email], journal=Journal(), id="d")
+    await chat.run("email x")
+    result = await chat.decline("not today")
+    assert result.tool_calls[0].status == "declined"
+    assert "not today" in str(provider.requests[-1].messages[-1].content)
+    assert (await chat.approve(True)).text == "OK, not sent."  # decided: the same result
+    with pytest.raises(ConfigurationError) as caught:
+        await Chat(provider, journal=Journal()).approve(True)
+    assert caught.value.code == "nothing_parked"
+
+
+async def test_streaming_reaches_on_text_or_the_cell(capsys: pytest.CaptureFixture[str]) -> None:
+    """stream=True sends deltas to on_text; without a callback they are printed live."""
+    provider = ScriptedProvider([{"text": "streamed words"}, {"text": "printed"}], chunk_size=4)
+    chat = Chat(provider, journal=Journal(), id="s")
+    seen: list[str] = []
+    reply = await chat("go", stream=True, on_text=seen.append)
+    assert seen == ["stre", "amed", " wor", "ds"]
+    assert reply.content == "streamed words"
+    await chat("again", stream=True)
+    assert capsys.readouterr().out == "printed\n"
+
+
+class _Hanging:
+    """A provider that streams two deltas and then waits forever (until cancelled)."""
+
+    capabilities = SCRIPTED_CAPABILITIES
+    name = "hanging"
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        raise AssertionError("not used")
+
+    async def stream(self, request: LlmRequest) -> AsyncIterator[LlmStreamChunk]:
+        yield LlmStreamChunk(kind="text", text="Hel")
+        yield LlmStreamChunk(kind="text", text="lo")
+        self.started.set()
+        await asyncio.Event().wait()
+        yield LlmStreamChunk(kind="done", response=LlmResponse(content="never"))
+
+
+async def test_stop_keeps_the_partial_text_and_journals_no_completed_step() -> None:
+    """stop() cancels the streaming reply: partial text kept, turn 'stopped', step not completed."""
+    provider = _Hanging()
+    journal = Journal()
+    chat = Chat(provider, journal=journal, id="stop")  # type: ignore[arg-type]
+    task = asyncio.ensure_future(chat("talk", stream=True, on_text=lambda _d: None))
+    await provider.started.wait()
+    assert chat.busy
+    assert chat.live_text == "Hello"
+    assert chat.stop() is True
+    reply = await task
+    assert reply.content == "Hello"
+    assert chat.turns[-1].status == "stopped"
+    assert [m.content for m in chat.history] == ["talk", "Hello"]
+    assert _kinds(journal, "stop") == [("step_failed", "#chat:0:model")]
+    assert "stopped: turn 0" in chat.header()
+    assert not chat.busy
+    assert chat.stop() is False
+
+
+async def test_cancelling_from_outside_is_not_a_stop() -> None:
+    """A cancellation that is not chat.stop() propagates as CancelledError."""
+    provider = _Hanging()
+    chat = Chat(provider, journal=Journal(), id="cx")  # type: ignore[arg-type]
+    task = asyncio.ensure_future(chat("talk", stream=True, on_text=lambda _d: None))
+    await provider.started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert chat.turns == []
+    assert not chat.busy
+
+
+async def test_usage_is_per_turn_and_total() -> None:
+    """chat.usage sums the turns; each turn keeps its own counts; unknown prices give None."""
+    provider = ScriptedProvider(
+        [
+            {"text": "a", "usage": {"input_tokens": 10, "output_tokens": 2}},
+            {"text": "b", "usage": {"input_tokens": 15, "output_tokens": 3}},
+        ]
+    )
+    chat = Chat(provider, journal=Journal(), id="usage")
+    await chat("x")
+    await chat("y")
+    assert [t.usage.input_tokens for t in chat.turns] == [10, 15]
+    assert chat.usage == Usage(input_tokens=25, output_tokens=5)
+    assert chat.cost is None
+    assert "cost unknown" in chat.header()
+
+
+def test_cost_comes_from_genai_prices_for_known_models() -> None:
+    """A known vendor and model get the price table's figure; a local server gets None."""
+    from genai_prices import Usage as PriceUsage
+    from genai_prices import calc_price
+
+    response = LlmResponse(
+        content="x", usage=Usage(input_tokens=1000, output_tokens=500), model="claude-sonnet-4-5"
+    )
+    provider = AnthropicProvider("claude-sonnet-4-5", api_key="test-key-not-used")
+    expected = calc_price(
+        PriceUsage(input_tokens=1000, output_tokens=500),
+        "claude-sonnet-4-5",
+        provider_id="anthropic",
+    ).total_price
+    assert price_of(provider, response) == expected
+    assert expected > 0
+    local = OpenAIProvider("llama3.2", base_url="http://127.0.0.1:11434/v1")
+    assert price_of(local, response.model_copy(update={"model": "llama3.2"})) is None
+    unknown = response.model_copy(update={"model": "no-such-model-xyz"})
+    assert price_of(provider, unknown) is None
+    assert format_cost(None) == "cost unknown"
+    assert format_cost(Decimal("0.0105")) == "$0.0105"
+
+
+async def test_chat_and_values_display_as_transcripts() -> None:
+    """Chat, Message, LlmResponse and AgentResult bundles carry escaped static HTML and plain text."""
+    hostile = "<script>alert(1)</script>"
+    provider = ScriptedProvider(
+        [{"text": hostile, "usage": {"input_tokens": 7, "output_tokens": 1}}]
+    )
+    chat = Chat(provider, journal=Journal(), id="show")
+    reply = await chat("show me")
+    data, _ = chat._repr_mimebundle_()
+    html = data["text/html"]
+    assert "<script>" not in html
+    assert "&lt;script&gt;" in html
+    assert "chat show · 1 turn · 7 in · 1 out · cost unknown" in html
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert data["text/plain"].startswith("Chat(chat show")
+    for value in (reply, Message(role="user", content=hostile)):
+        bundle, _ = value._repr_mimebundle_()
+        assert "&lt;script&gt;" in bundle["text/html"]
+        assert "<script>" not in bundle["text/html"]
+    only_html, _ = chat._repr_mimebundle_(include={"text/html"})
+    assert set(only_html) == {"text/html"}
+
+
+async def test_agent_result_display_names_pending_approvals() -> None:
+    """A parked AgentResult's header says which calls await approval."""
+    provider = ScriptedProvider(
+        [{"tool_calls": [{"id": "c9", "name": "send_email", "input": {"to": "a", "body": "b"}}]}]
+    )
+    chat = Chat(provider, tools=[send_email], journal=Journal(), id="p")
+    result = await chat.run("mail")
+    data, _ = result._repr_mimebundle_()
+    assert "awaiting approval: send_email (c9)" in data["text/html"]
+
+
+def test_display_without_the_notebook_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the widget layer unavailable the bundle is the static HTML alone (core stays usable)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "loom_nb.widgets._transcript", None)
+    data, _ = Message(role="user", content="plain")._repr_mimebundle_()
+    assert set(data) == {"text/html", "text/plain"}
+    assert "plain" in data["text/html"]
+
+
+async def test_settings_travel_on_every_request_and_are_journaled() -> None:
+    """Chat(settings=...) puts the settings on each request; the journal records them."""
+    from loom_nb import ModelSettings
+
+    provider = ScriptedProvider([{"text": "a"}])
+    journal = Journal()
+    chat = Chat(provider, settings={"temperature": 0, "max_tokens": 64}, journal=journal, id="set")
+    assert chat.settings == ModelSettings(temperature=0, max_tokens=64)
+    await chat("hi")
+    assert provider.requests[0].settings == ModelSettings(temperature=0, max_tokens=64)
+    step = next(e for e in journal.events("set") if e.kind == "step_completed")
+    assert step.payload["input"]["settings"] == {"max_tokens": 64, "temperature": 0.0}
+    with pytest.raises(ConfigurationError):
+        Chat(provider, settings="hot")  # type: ignore[arg-type]
+
+
+async def test_structured_output_is_validated_live_and_replayed(tmp_path: Path) -> None:
+    """output_type=Model gives reply.output as a Model instance, live and on replay."""
+    from pydantic import BaseModel
+
+    from loom_nb.errors import StructuredOutputError
+
+    class City(BaseModel):
+        name: str
+        population: int
+
+    journal = Journal(tmp_path / "j.sqlite")
+    provider = ScriptedProvider(
+        [{"text": '{"name": "Lyon", "population": 522000}'}, {"text": "no"}]
+    )
+    chat = Chat(provider, journal=journal, id="so")
+    reply = await chat("a city", output_type=City)
+    assert reply.output == City(name="Lyon", population=522000)
+    assert provider.requests[0].output_schema is not None
+    again = Chat(ScriptedProvider([]), journal=journal, id="so")
+    assert (await again("a city", output_type=City)).output == City(name="Lyon", population=522000)
+    with pytest.raises(StructuredOutputError):
+        await chat("another", output_type=City)
+
+
+async def test_decide_collects_one_decision_per_call_then_resumes() -> None:
+    """decide(call, approved) waits for every pending call, then resumes with all decisions."""
+    provider = ScriptedProvider(
+        [
+            {
+                "tool_calls": [
+                    {"id": "a", "name": "send_email", "input": {"to": "1", "body": "x"}},
+                    {"id": "b", "name": "send_email", "input": {"to": "2", "body": "y"}},
+                ]
+            },
+            {"text": "one sent, one declined"},
+        ]
+    )
+    chat = Chat(provider, tools=[send_email], journal=Journal(), id="two")
+    await chat.run("mail both")
+    assert await chat.decide("a", True) is None
+    assert [d["id"] for d in chat.pending_approvals] == ["a", "b"]  # still parked
+    result = await chat.decide("b", False, reason="not him")
+    assert result is not None
+    assert [c.status for c in result.tool_calls] == ["ok", "declined"]
+    with pytest.raises(ConfigurationError):
+        await chat.decide("a", True)
