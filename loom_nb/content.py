@@ -515,7 +515,7 @@ class LlmResponse(_Model):
         head.append(f"{self.usage.input_tokens:,} in · {self.usage.output_tokens:,} out")
         head.append(f"stop: {self.stop_reason}")
         calls = "".join(f"\ntool call {c.name} ({c.id})" for c in self.tool_calls)
-        plain = f"{' · '.join(head)}\n{self.content}{calls}"
+        plain = f"{' · '.join(head)}\n{text_of(self.content)}{calls}"
         return transcript_bundle(
             [assistant_message_of(self)], header=" · ".join(head), plain=plain, **kwargs
         )

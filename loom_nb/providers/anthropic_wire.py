@@ -4,8 +4,10 @@ Pure functions, no HTTP (ADR 0120 decisions 2, 7, 8). The canonical shape IS the
 shape for tools (``tool_use`` in the assistant turn, ``tool_result`` parts in ONE user message), so
 the mapping is mostly one block per part, with the API's ordering rules applied:
 
-- an assistant turn sends its text first and its ``tool_use`` blocks last (the API refuses text
-  after a ``tool_use``: fixture ``anthropic/error-400-tool-use-without-result.json``);
+- an assistant turn sends its thinking first, its text next and its ``tool_use`` blocks last (the
+  API refuses text after a ``tool_use``: fixture ``anthropic/error-400-tool-use-without-result.json``,
+  and with extended thinking on, an assistant turn with a ``tool_use`` must start with the
+  thinking blocks that preceded it, unchanged, or the next call is a 400);
 - a user turn sends its ``tool_result`` blocks first, other content after them;
 - media is base64: ``image`` blocks, ``document`` blocks for PDF (and ``text/plain`` as a text
   document source); media inside a tool result stays inside its ``tool_result`` content, which
@@ -14,9 +16,16 @@ the mapping is mostly one block per part, with the API's ordering rules applied:
 - untrusted media (``origin`` set after the guard) is bracketed by the guard's fence text blocks
   right where it sits, inside a tool result as well; an untrusted file never gets a ``title``.
 
+Thinking. A ``thinking`` block becomes a ``ReasoningPart`` (its text, its ``signature``) and a
+``redacted_thinking`` block one with ``redacted=True`` and the opaque ``data``, both marked
+``provider_data={"vendor": "anthropic"}``; mapping an assistant turn back, exactly those parts
+become ``thinking`` / ``redacted_thinking`` blocks again, byte for byte, before everything else.
+Reasoning another vendor wrote is left out (its signature means nothing here).
+
 Responses keep what loom_nb does not model in ``provider_data`` (id, the raw stop reason, stop
-sequence, the raw usage with cache fields, thinking blocks, citations). A content block of a type
-loom_nb cannot represent fails loudly. ``AnthropicStreamAssembler`` folds the SSE events of a
+sequence, the raw usage with cache fields, citations, and any field of a text or tool_use block
+loom_nb does not know, under ``block_fields``). A content block of a type loom_nb cannot represent
+fails loudly: that would lose content; an unknown metadata field never does. ``AnthropicStreamAssembler`` folds the SSE events of a
 streamed call into chunks and the same final response.
 """
 
@@ -69,6 +78,12 @@ __all__ = [
 
 VENDOR = "Anthropic"
 
+REASONING_VENDOR = "anthropic"
+"""``ReasoningPart.provider_data["vendor"]`` of thinking this mapper wrote (the only kind sent back)."""
+
+_TEXT_FIELDS = frozenset({"type", "text", "citations"})
+_TOOL_USE_FIELDS = frozenset({"type", "id", "name", "input"})
+
 ANTHROPIC_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 """Image media types the Messages API accepts in a base64 source."""
 
@@ -119,7 +134,7 @@ def _message(message: Message, where: str, fencer: MediaFencer) -> dict[str, Any
         return {"role": message.role, "content": content}
     blocks: list[dict[str, Any]] = []
     last: list[dict[str, Any]] = []  # tool_use blocks go after the text (assistant)
-    first: list[dict[str, Any]] = []  # tool_result blocks go before the rest (user)
+    first: list[dict[str, Any]] = []  # tool_result (user) or thinking (assistant) blocks lead
     for j, part in enumerate(content):
         at = f"{where}.content[{j}]"
         if isinstance(part, ToolUsePart):
@@ -127,10 +142,24 @@ def _message(message: Message, where: str, fencer: MediaFencer) -> dict[str, Any
         elif isinstance(part, ToolResultPart):
             first.append(_tool_result(part, at, fencer))
         elif isinstance(part, ReasoningPart):
-            pass  # mapped back to thinking blocks in a later change
+            thinking = _thinking_block(part)
+            if thinking is not None:
+                first.append(thinking)
         else:
             blocks.extend(_content_blocks(part, at, fencer))
     return {"role": message.role, "content": first + blocks + last}
+
+
+def _thinking_block(part: ReasoningPart) -> dict[str, Any] | None:
+    """The block Anthropic sent for this part, rebuilt unchanged; None for another vendor's reasoning."""
+    if (part.provider_data or {}).get("vendor") != REASONING_VENDOR:
+        return None
+    if part.redacted:
+        return {"type": "redacted_thinking", "data": part.data or ""}
+    block: dict[str, Any] = {"type": "thinking", "thinking": part.text}
+    if part.signature is not None:
+        block["signature"] = part.signature
+    return block
 
 
 def _tool_use(part: ToolUsePart, where: str) -> dict[str, Any]:
@@ -280,10 +309,13 @@ def anthropic_response(body: Mapping[str, Any]) -> LlmResponse:
 def _response(body: Mapping[str, Any]) -> LlmResponse:
     texts: list[str] = []
     calls: list[ToolCall] = []
+    reasoning: list[ReasoningPart] = []
     extra: dict[str, Any] = {k: v for k, v in body.items() if k not in {"content", "type", "role"}}
-    for block in body["content"]:
+    for index, block in enumerate(body["content"]):
         kind = block["type"]
+        known = _TOOL_USE_FIELDS
         if kind == "text":
+            known = _TEXT_FIELDS
             texts.append(block["text"])
             if block.get("citations"):
                 extra.setdefault("citations", []).append(block["citations"])
@@ -291,10 +323,27 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
             calls.append(
                 ToolCall(id=block["id"], name=block["name"], input=dict(block["input"] or {}))
             )
-        elif kind in {"thinking", "redacted_thinking"}:
-            extra.setdefault("thinking", []).append(dict(block))
+        elif kind == "thinking":
+            reasoning.append(
+                ReasoningPart(
+                    text=block["thinking"],
+                    signature=block.get("signature"),
+                    provider_data={"vendor": REASONING_VENDOR},
+                )
+            )
+            continue
+        elif kind == "redacted_thinking":
+            reasoning.append(
+                ReasoningPart(
+                    redacted=True, data=block["data"], provider_data={"vendor": REASONING_VENDOR}
+                )
+            )
+            continue
         else:
             raise unexpected(VENDOR, f"a {kind!r} content block")
+        unknown = {k: v for k, v in block.items() if k not in known}
+        if unknown:  # metadata loom_nb does not model: kept, never a reason to refuse
+            extra.setdefault("block_fields", []).append({"index": index, **unknown})
     return LlmResponse(
         content="".join(texts),
         tool_calls=calls,
@@ -302,6 +351,7 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
         usage=anthropic_usage(body.get("usage")),
         model=body.get("model"),
         provider_data=extra,
+        reasoning=reasoning,
     )
 
 
@@ -365,6 +415,8 @@ class AnthropicStreamAssembler:
             return [LlmStreamChunk(kind="tool_delta", tool_delta=delta)]
         if block.get("type") == "text" and block.get("text"):
             return [LlmStreamChunk(kind="text", text=block["text"])]
+        if block.get("type") == "thinking" and block.get("thinking"):
+            return [LlmStreamChunk(kind="reasoning", text=block["thinking"])]
         if block.get("type") not in {"text", "thinking", "redacted_thinking"}:
             raise unexpected(VENDOR, f"a {block.get('type')!r} content block")
         return []
@@ -383,8 +435,10 @@ class AnthropicStreamAssembler:
             tool = ToolDelta(index=self._call_index[index], input_json=fragment)
             return [LlmStreamChunk(kind="tool_delta", tool_delta=tool)]
         if kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
-        elif kind == "signature_delta":
+            piece = delta.get("thinking") or ""
+            block["thinking"] = block.get("thinking", "") + piece
+            return [LlmStreamChunk(kind="reasoning", text=piece)] if piece else []
+        if kind == "signature_delta":
             block["signature"] = delta.get("signature")
         elif kind == "citations_delta":
             block.setdefault("citations", []).append(delta.get("citation"))

@@ -29,6 +29,15 @@ synthesized one). Mapping an assistant turn back, the ``functionCall`` part gets
 rebuilt the transcript and in whichever process. The other vendors' mappers never read
 ``provider_data``. Signatures on text parts are kept in the response's
 ``provider_data["text_thought_signatures"]`` only (the API does not require them back).
+
+Thoughts. A part with ``"thought": true`` is the model's thinking (a summary when
+``includeThoughts`` is on): it becomes a ``ReasoningPart`` (text, its ``thoughtSignature``,
+``provider_data={"vendor": "gemini"}``), and mapping the turn back it becomes the same thought
+part again, first in the turn. Reasoning another vendor wrote is left out.
+
+Unknown fields. A part whose content kind loom_nb knows (text, functionCall) keeps any other field
+it carries in ``provider_data["part_fields"]``; a part holding no content loom_nb knows is refused
+(``unsupported_response_content``): that would be content lost, a metadata field never is.
 """
 
 from __future__ import annotations
@@ -83,6 +92,9 @@ __all__ = [
 
 VENDOR = "Gemini"
 
+REASONING_VENDOR = "gemini"
+"""``ReasoningPart.provider_data["vendor"]`` of thoughts this mapper wrote (the only kind sent back)."""
+
 THOUGHT_SIGNATURE = "thought_signature"
 """The ``provider_data`` key of a tool call's Gemini thought signature."""
 
@@ -134,6 +146,7 @@ def _model_parts(message: Message, where: str, names: dict[str, str]) -> list[di
     if isinstance(message.content, str):
         return [{"text": message.content}]
     parts: list[dict[str, Any]] = []
+    thoughts: list[dict[str, Any]] = []
     for j, part in enumerate(message.content):
         at = f"{where}.content[{j}]"
         if isinstance(part, TextPart):
@@ -151,10 +164,14 @@ def _model_parts(message: Message, where: str, names: dict[str, str]) -> list[di
                 wire["thoughtSignature"] = signature
             parts.append(wire)
         elif isinstance(part, ReasoningPart):
-            pass  # mapped back in a later change
+            if (part.provider_data or {}).get("vendor") == REASONING_VENDOR:
+                thought: dict[str, Any] = {"text": part.text, "thought": True}
+                if part.signature is not None:
+                    thought["thoughtSignature"] = part.signature
+                thoughts.append(thought)
         else:
             raise misplaced_in_assistant_turn(part, at)
-    return parts
+    return thoughts + parts
 
 
 def _user_parts(
@@ -249,6 +266,20 @@ def _synthesized_id(response_id: Any, call: Mapping[str, Any], position: int) ->
 
 
 _PART_META = {"thought", "thoughtSignature", "partMetadata"}
+_CONTENT_KINDS = frozenset(
+    {
+        "text",
+        "functionCall",
+        "functionResponse",
+        "inlineData",
+        "fileData",
+        "executableCode",
+        "codeExecutionResult",
+        "toolCall",
+        "toolResponse",
+    }
+)
+"""Part fields that ARE content; any other field is metadata (kept, never refused)."""
 
 
 def gemini_response(body: Mapping[str, Any]) -> LlmResponse:
@@ -283,12 +314,31 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
         )
     candidate = candidates[0]
     texts: list[str] = []
-    thoughts: list[str] = []
+    reasoning: list[ReasoningPart] = []
     text_signatures: list[str] = []
     calls: list[ToolCall] = []
-    for part in (candidate.get("content") or {}).get("parts") or []:
-        kinds = sorted(k for k in part if k not in _PART_META)
+    merge_thought = False
+    for index, part in enumerate((candidate.get("content") or {}).get("parts") or []):
+        kinds = sorted(k for k in part if k in _CONTENT_KINDS)
+        unknown = {k: v for k, v in part.items() if k not in _CONTENT_KINDS and k not in _PART_META}
+        if unknown and not kinds:
+            raise unexpected("gemini", f"a part of kind {sorted(unknown)}")
+        if unknown:
+            data.setdefault("part_fields", []).append({"index": index, **unknown})
         signature = part.get("thoughtSignature")
+        if kinds == ["text"] and part.get("thought"):
+            text = part["text"]
+            if merge_thought and reasoning and reasoning[-1].signature is None:
+                # a streamed thought arrives in pieces: one part, as the unstreamed answer has
+                text = reasoning.pop().text + text
+            reasoning.append(
+                ReasoningPart(
+                    text=text, signature=signature, provider_data={"vendor": REASONING_VENDOR}
+                )
+            )
+            merge_thought = True
+            continue
+        merge_thought = False
         if kinds == ["functionCall"]:
             call = part["functionCall"]
             args = call.get("args") or {}
@@ -298,7 +348,7 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
             signed = {THOUGHT_SIGNATURE: signature} if signature else None
             calls.append(ToolCall(id=call_id, name=call["name"], input=args, provider_data=signed))
         elif kinds == ["text"]:
-            (thoughts if part.get("thought") else texts).append(part["text"])
+            texts.append(part["text"])
             if signature:
                 text_signatures.append(signature)
         elif kinds or not signature:
@@ -312,8 +362,6 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
         data["candidate"] = meta
     if text_signatures:
         data["text_thought_signatures"] = text_signatures
-    if thoughts:
-        data["thoughts"] = "".join(thoughts)
     return LlmResponse(
         content="".join(texts),
         tool_calls=calls,
@@ -321,6 +369,7 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
         usage=gemini_usage(body.get("usageMetadata")),
         model=body.get("modelVersion"),
         provider_data=data,
+        reasoning=reasoning,
     )
 
 
@@ -391,8 +440,9 @@ class GeminiStreamAssembler:
     def _chunks_for(
         self, part: Mapping[str, Any], event: Mapping[str, Any]
     ) -> list[LlmStreamChunk]:
-        if isinstance(part.get("text"), str) and part["text"] and not part.get("thought"):
-            return [LlmStreamChunk(kind="text", text=part["text"])]
+        if isinstance(part.get("text"), str) and part["text"]:
+            kind = "reasoning" if part.get("thought") else "text"
+            return [LlmStreamChunk(kind=kind, text=part["text"])]
         call = part.get("functionCall")
         if not isinstance(call, Mapping):
             return []

@@ -47,7 +47,7 @@ from loom_nb.content import (
     ToolUsePart,
     Usage,
 )
-from loom_nb.errors import ProviderError, UnsupportedModalityError
+from loom_nb.errors import ContentValidationError, ProviderError, UnsupportedModalityError
 from loom_nb.providers._base import LlmStreamChunk, ToolDelta
 from loom_nb.providers._wire_util import (
     MediaFencer,
@@ -158,23 +158,28 @@ def _assistant_message(message: Message, where: str) -> dict[str, Any]:
         return {"role": "assistant", "content": message.content}
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
+    reasoning: list[ReasoningPart] = []
     for j, part in enumerate(message.content):
         at = f"{where}.content[{j}]"
         if isinstance(part, TextPart):
             texts.append(plain_text(part.text, vendor=VENDOR, where=at))
         elif isinstance(part, ToolUsePart):
-            calls.append(
-                {
-                    "id": plain_text(part.id, vendor=VENDOR, where=at + ".id"),
-                    "type": "function",
-                    "function": {
-                        "name": plain_text(part.name, vendor=VENDOR, where=at + ".name"),
-                        "arguments": compact_json(_tool_input(part, at)),
-                    },
-                }
-            )
+            call: dict[str, Any] = {
+                "id": plain_text(part.id, vendor=VENDOR, where=at + ".id"),
+                "type": "function",
+                "function": {
+                    "name": plain_text(part.name, vendor=VENDOR, where=at + ".name"),
+                    "arguments": compact_json(_tool_input(part, at)),
+                },
+            }
+            extras = (part.provider_data or {}).get(TOOL_CALL_FIELDS)
+            if extras:
+                call = {**_decoded_extras(extras, at), **call}
+            calls.append(call)
         elif isinstance(part, ReasoningPart):
-            pass  # mapped back in a later change
+            meta = part.provider_data or {}
+            if meta.get("vendor") == "openai" and meta.get("api") == REASONING_API:
+                reasoning.append(part)
         else:
             raise misplaced_in_assistant_turn(part, at)
     content: Any
@@ -187,7 +192,32 @@ def _assistant_message(message: Message, where: str) -> dict[str, Any]:
     out: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         out["tool_calls"] = calls
+        # DeepSeek (thinking mode) and OpenRouter refuse a tool-calling turn without the
+        # reasoning that led to it; on a turn without calls the servers ignore or refuse it.
+        for part in reasoning:
+            meta = part.provider_data or {}
+            out[str(meta.get("field") or "reasoning_content")] = part.text
+            if meta.get(_REASONING_DETAILS) is not None:
+                out[_REASONING_DETAILS] = meta[_REASONING_DETAILS]
     return out
+
+
+def _decoded_extras(text: str, where: str) -> dict[str, Any]:
+    try:
+        extras = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ContentValidationError(
+            f"{where}.provider_data.{TOOL_CALL_FIELDS}: not the JSON object the OpenAI mapper "
+            f"wrote ({exc.msg}). Keep tool calls as assistant_message_of built them.",
+            field=f"{where}.provider_data",
+        ) from exc
+    if not isinstance(extras, dict):
+        raise ContentValidationError(
+            f"{where}.provider_data.{TOOL_CALL_FIELDS}: not a JSON object. Keep tool calls as "
+            "assistant_message_of built them.",
+            field=f"{where}.provider_data",
+        )
+    return extras
 
 
 def _tool_input(part: ToolUsePart, where: str) -> dict[str, Any]:
@@ -324,9 +354,23 @@ def openai_usage(usage: Mapping[str, Any] | None) -> Usage:
 
 
 _KEPT_TOP = ("id", "object", "created", "system_fingerprint", "service_tier")
+_MODELED_TOP = {*_KEPT_TOP, "model", "choices", "usage"}
 _MODELED_MESSAGE = {"role", "content", "tool_calls", "refusal", "annotations"}
 _REASONING_KEYS = ("reasoning_content", "reasoning")
-"""Thinking text some OpenAI-compatible servers (vLLM, Ollama, DeepSeek) return: kept, not content."""
+"""Thinking text compatible servers return beside the content: DeepSeek and vLLM say
+``reasoning_content``; OpenRouter, Groq and Ollama say ``reasoning``."""
+_REASONING_DETAILS = "reasoning_details"
+"""OpenRouter's structured reasoning (text, summaries, encrypted blocks, signatures) it wants back."""
+_CONTENT_FIELDS = {"audio": "audio output", "function_call": "a legacy function_call"}
+"""Message fields that carry content loom_nb cannot represent: refused, never dropped."""
+_MODELED_CALL = {"id", "type", "function", "index"}
+_MODELED_CHOICE = {"index", "message", "delta", "finish_reason"}
+TOOL_CALL_FIELDS = "openai_tool_call_fields"
+"""``ToolCall.provider_data`` key: the JSON of a tool call's fields loom_nb does not model (e.g.
+the ``extra_content.google.thought_signature`` of Gemini's OpenAI-compatible endpoint), sent back
+on the call unchanged."""
+REASONING_API = "chat"
+"""``ReasoningPart.provider_data["api"]`` of reasoning this mapper wrote (with vendor ``openai``)."""
 
 
 def synthesized_call_id(response_id: str | None, position: int) -> str:
@@ -350,6 +394,35 @@ def openai_response(body: Mapping[str, Any]) -> LlmResponse:
     )
 
 
+def _unknown(fields: Mapping[str, Any], known: set[str] | frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k not in known and v is not None}
+
+
+def _reasoning_parts(message: Mapping[str, Any]) -> list[ReasoningPart]:
+    """The message's thinking as one part, remembering the field it came in (it goes back there)."""
+    details = message.get(_REASONING_DETAILS)
+    for key in _REASONING_KEYS:
+        text = message.get(key)
+        if isinstance(text, str) and (text or details):
+            meta: dict[str, Any] = {"vendor": "openai", "api": REASONING_API, "field": key}
+            if details:
+                meta[_REASONING_DETAILS] = details
+            return [ReasoningPart(text=text, provider_data=meta)]
+    if details:
+        meta = {"vendor": "openai", "api": REASONING_API, _REASONING_DETAILS: details}
+        return [ReasoningPart(text=_details_text(details), provider_data=meta)]
+    return []
+
+
+def _details_text(details: Any) -> str:
+    """The readable text of OpenRouter ``reasoning_details`` (text and summary entries)."""
+    if not isinstance(details, list):
+        return ""
+    return "".join(
+        str(d.get("text") or d.get("summary") or "") for d in details if isinstance(d, Mapping)
+    )
+
+
 def _response(body: Mapping[str, Any]) -> LlmResponse:
     if "error" in body and "choices" not in body:
         raise openai_error(None, body)
@@ -359,16 +432,9 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
     choice = choices[0]
     message = choice.get("message") or {}
     data: dict[str, Any] = {k: body[k] for k in _KEPT_TOP if k in body}
-    for key in _REASONING_KEYS:
-        if isinstance(message.get(key), str) and message[key]:
-            data["reasoning"] = message[key]
-    extra = sorted(
-        k
-        for k, v in message.items()
-        if k not in _MODELED_MESSAGE and k not in _REASONING_KEYS and v is not None
-    )
-    if extra:
-        raise unexpected("openai", f"message fields {extra}")
+    for field, what in _CONTENT_FIELDS.items():
+        if message.get(field) is not None:
+            raise unexpected("openai", what)
     content = message.get("content")
     if content is not None and not isinstance(content, str):
         raise unexpected("openai", "message content that is not a string")
@@ -378,7 +444,13 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
             raise unexpected("openai", f"a tool call of type {raw.get('type')!r}")
         fn = raw["function"]
         call_id = raw.get("id") or synthesized_call_id(body.get("id"), position)
-        calls.append(openai_tool_call(call_id, fn["name"], fn.get("arguments") or ""))
+        call = openai_tool_call(call_id, fn["name"], fn.get("arguments") or "")
+        extras = _unknown(raw, _MODELED_CALL)
+        if extras:
+            call = call.model_copy(
+                update={"provider_data": {TOOL_CALL_FIELDS: compact_json(extras)}}
+            )
+        calls.append(call)
     finish = choice.get("finish_reason")
     refusal = message.get("refusal")
     stop = openai_finish_reason(finish, has_tool_calls=bool(calls))
@@ -390,6 +462,19 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
     if refusal:
         data["refusal"] = refusal
         stop = "refusal"
+    # Metadata loom_nb does not model (Groq's channel, x_groq, vLLM's stop_reason, logprobs ...)
+    # is kept: refusing a whole answer over it would lose the answer.
+    leftovers = (
+        (
+            "message_fields",
+            _unknown(message, {*_MODELED_MESSAGE, *_REASONING_KEYS, _REASONING_DETAILS}),
+        ),
+        ("choice_fields", _unknown(choice, _MODELED_CHOICE)),
+        ("response_fields", _unknown(body, _MODELED_TOP | {"error"})),
+    )
+    for key, fields in leftovers:
+        if fields:
+            data[key] = fields
     return LlmResponse(
         content=content or refusal or "",
         tool_calls=calls,
@@ -397,6 +482,7 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
         usage=openai_usage(body.get("usage")),
         model=body.get("model"),
         provider_data=data,
+        reasoning=_reasoning_parts(message),
     )
 
 
@@ -450,9 +536,11 @@ class _PendingCall:
         self.id = call_id
         self.name = name
         self.arguments: list[str] = []
+        self.extras: dict[str, Any] = {}
 
 
-_MODELED_DELTA = {"role", "content", "tool_calls", "refusal", *_REASONING_KEYS}
+_MODELED_DELTA = {"role", "content", "tool_calls", "refusal", *_REASONING_KEYS, _REASONING_DETAILS}
+_MODELED_FRAGMENT = {"index", "id", "type", "function"}
 
 
 class OpenAIStreamAssembler:
@@ -470,6 +558,10 @@ class OpenAIStreamAssembler:
         self._text: list[str] = []
         self._refusal: list[str] = []
         self._reasoning: list[str] = []
+        self._reasoning_field: str | None = None
+        self._details: list[dict[str, Any]] = []
+        self._delta_fields: dict[str, Any] = {}
+        self._choice_fields: dict[str, Any] = {}
         self._calls: list[_PendingCall] = []
         self._by_index: dict[int, int] = {}
         self._finish: str | None = None
@@ -480,9 +572,9 @@ class OpenAIStreamAssembler:
         """Take one parsed ``data:`` event; return the chunks it yields (possibly none)."""
         if "error" in event and not event.get("choices"):
             raise openai_error(None, event)
-        for key in ("id", "object", "created", "system_fingerprint", "service_tier", "model"):
-            if event.get(key) is not None:
-                self._top[key] = event[key]
+        for key, value in event.items():
+            if key not in {"choices", "usage", "error"} and value is not None:
+                self._top[key] = value
         if event.get("usage"):
             self._usage = dict(event["usage"])
         chunks: list[LlmStreamChunk] = []
@@ -490,22 +582,50 @@ class OpenAIStreamAssembler:
             if choice.get("index", 0) != 0:
                 continue  # loom_nb asks for one choice; others are not part of the answer
             delta = choice.get("delta") or {}
-            extra = sorted(k for k, v in delta.items() if k not in _MODELED_DELTA and v is not None)
-            if extra:
-                raise unexpected("openai", f"stream delta fields {extra}")
+            for field, what in _CONTENT_FIELDS.items():
+                if delta.get(field) is not None:
+                    raise unexpected("openai", f"{what} in a stream delta")
+            # Metadata (Groq's "channel": "analysis", ...) is kept, the last value of each field.
+            self._delta_fields.update(_unknown(delta, _MODELED_DELTA))
+            self._choice_fields.update(_unknown(choice, _MODELED_CHOICE))
             if delta.get("content"):
                 self._text.append(delta["content"])
                 chunks.append(LlmStreamChunk(kind="text", text=delta["content"]))
             if delta.get("refusal"):
                 self._refusal.append(delta["refusal"])
             for key in _REASONING_KEYS:
-                if isinstance(delta.get(key), str):
-                    self._reasoning.append(delta[key])
+                piece = delta.get(key)
+                if isinstance(piece, str):
+                    self._reasoning_field = self._reasoning_field or key
+                    if key == self._reasoning_field:  # servers that send both send the same text
+                        self._reasoning.append(piece)
+                        if piece:
+                            chunks.append(LlmStreamChunk(kind="reasoning", text=piece))
+            if isinstance(delta.get(_REASONING_DETAILS), list):
+                self._merge_details(delta[_REASONING_DETAILS])
             for fragment in delta.get("tool_calls") or []:
                 chunks.append(self._tool_fragment(fragment))
             if choice.get("finish_reason"):
                 self._finish = choice["finish_reason"]
         return chunks
+
+    def _merge_details(self, entries: list[Any]) -> None:
+        """Fold streamed ``reasoning_details`` entries: same index, its strings concatenated."""
+        for entry in entries:
+            if not isinstance(entry, Mapping):
+                raise TypeError("a reasoning_details entry is not an object")
+            index = entry.get("index")
+            target = next(
+                (d for d in self._details if index is not None and d.get("index") == index), None
+            )
+            if target is None:
+                self._details.append(dict(entry))
+                continue
+            for key, value in entry.items():
+                if key in {"text", "summary", "data"} and isinstance(value, str):
+                    target[key] = str(target.get(key) or "") + value
+                elif value is not None:
+                    target[key] = value
 
     def _tool_fragment(self, fragment: Mapping[str, Any]) -> LlmStreamChunk:
         index = fragment.get("index")
@@ -527,10 +647,12 @@ class OpenAIStreamAssembler:
                 call_id or synthesized_call_id(self._top.get("id"), position), fn.get("name") or ""
             )
             pending.arguments.append(args)
+            pending.extras.update(_unknown(fragment, _MODELED_FRAGMENT))
             self._calls.append(pending)
             delta = ToolDelta(index=position, id=pending.id, name=pending.name, input_json=args)
             return LlmStreamChunk(kind="tool_delta", tool_delta=delta)
         self._calls[position].arguments.append(args)
+        self._calls[position].extras.update(_unknown(fragment, _MODELED_FRAGMENT))
         return LlmStreamChunk(
             kind="tool_delta", tool_delta=ToolDelta(index=position, input_json=args)
         )
@@ -554,20 +676,22 @@ class OpenAIStreamAssembler:
             "content": "".join(self._text) or None,
             "refusal": "".join(self._refusal) or None,
         }
-        if self._reasoning:
-            message["reasoning"] = "".join(self._reasoning)
+        if self._reasoning_field is not None:
+            message[self._reasoning_field] = "".join(self._reasoning)
+        if self._details:
+            message[_REASONING_DETAILS] = self._details
+        message.update(self._delta_fields)
         if self._calls:
             message["tool_calls"] = [
                 {
+                    **c.extras,
                     "id": c.id,
                     "type": "function",
                     "function": {"name": c.name, "arguments": "".join(c.arguments)},
                 }
                 for c in self._calls
             ]
-        body = {
-            **self._top,
-            "choices": [{"index": 0, "message": message, "finish_reason": self._finish}],
-            "usage": self._usage,
-        }
+        choice = {**self._choice_fields, "index": 0, "message": message}
+        choice["finish_reason"] = self._finish
+        body = {**self._top, "choices": [choice], "usage": self._usage}
         return openai_response(body)
