@@ -34,6 +34,7 @@ __all__ = [
     "to_html",
     "transcript_header",
     "transcript_views",
+    "with_approvals",
 ]
 
 
@@ -77,8 +78,39 @@ def transcript_views(transcript: Transcript, ctx: RenderContext) -> list[View]:
             else text_view(system, ctx)
         )
         views.append({"role": "system", "index": -1, "items": [item]})
-    views.extend(message_view(m, n, ctx) for n, m in enumerate(transcript.messages))
-    return views
+    for number, message in enumerate(transcript.messages):
+        view = message_view(message, number, ctx)
+        if number in transcript.stats:
+            view["stats"] = dict(transcript.stats[number])
+        views.append(view)
+    return with_approvals(views, transcript.approvals) if transcript.approvals else views
+
+
+def with_approvals(views: list[View], approvals: dict[str, dict[str, Any]]) -> list[View]:
+    """``views`` with each tool call's ``approval`` set from ``approvals`` (call id -> state).
+
+    Returns new dicts along every changed path (the old views are left as they were), so a
+    widget that reassigns the result redraws only the cards whose approval changed.
+    """
+
+    def item(view: View) -> View:
+        kind = view.get("kind")
+        if kind == "tool_use":
+            state = approvals.get(str(view.get("id")))
+            if state == view.get("approval"):
+                return view
+            changed = {k: v for k, v in view.items() if k != "approval"}
+            if state is not None:
+                changed["approval"] = dict(state)
+            return changed
+        inner = view.get("items")
+        if isinstance(inner, list) and kind in {"fence", None}:
+            new = [item(v) for v in inner]
+            if any(a is not b for a, b in zip(new, inner, strict=True)):
+                return {**view, "items": new}
+        return view
+
+    return [item(view) for view in views]
 
 
 def transcript_header(transcript: Transcript) -> str:

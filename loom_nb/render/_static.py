@@ -23,10 +23,12 @@ from loom_nb.render._markdown import BLOCK_TAGS, HL_CLASSES, INLINE_TAGS, safe_h
 __all__ = [
     "Anchors",
     "anchored",
+    "approval_text",
     "html_of_items",
     "html_of_markdown",
     "html_of_message",
     "html_of_view",
+    "stats_text",
 ]
 
 View = dict[str, Any]
@@ -80,10 +82,12 @@ def html_of_message(view: View) -> str:
     role = str(view["role"])
     style = STYLE["card"] + ";" + STYLE.get(f"card_{role}", "")
     label = role if view.get("index", -1) < 0 else f"{role} · message {view['index'] + 1}"
+    stats = stats_text(view.get("stats"))
+    line = f'<div class="loom-stats" style="{STYLE["stats"]}">{esc(stats)}</div>' if stats else ""
     return (
         f'<div class="loom-msg loom-{esc(role)}" style="{style}">'
         f'<div class="loom-role" style="{STYLE["role"]}">{esc(label)}</div>'
-        f"{html_of_items(view['items'])}</div>"
+        f"{html_of_items(view['items'])}{line}</div>"
     )
 
 
@@ -170,8 +174,51 @@ def _tool_use(view: View) -> str:
     return (
         f'<div class="loom-tool-use"{ident} style="{STYLE["tool"]}">'
         f'<div style="{STYLE["tool_label"]}">tool call · {esc(view["name"])} · call {esc(view["id"])}{link}</div>'
-        f'<pre style="{STYLE["code"]}">{esc(view["input"])}{esc(cut)}</pre></div>'
+        f'<pre style="{STYLE["code"]}">{esc(view["input"])}{esc(cut)}</pre>{_approval(view)}</div>'
     )
+
+
+def approval_text(approval: Any) -> str:
+    """An approval state in words: ``awaiting approval``, ``approved by … (reason)``, ``declined by …``."""
+    if not isinstance(approval, dict):
+        return ""
+    state = approval.get("state")
+    by = approval.get("by")
+    who = f" by {by}" if isinstance(by, str) and by else ""
+    reason = approval.get("reason")
+    why = f": {reason}" if isinstance(reason, str) and reason else ""
+    if state == "awaiting":
+        return f"⏸ awaiting approval{why}"
+    if state == "approved":
+        return f"✓ approved{who}{why}"
+    if state == "declined":
+        return f"✗ declined{who}{why}; the call was not run"
+    if state == "undecidable":
+        return f"✗ not decided{who}{why}"
+    return ""
+
+
+def _approval(view: View) -> str:
+    text = approval_text(view.get("approval"))
+    if not text:
+        return ""
+    return (
+        f'<div class="loom-approval" style="{STYLE["tool_label"]};margin-top:4px">{esc(text)}</div>'
+    )
+
+
+def stats_text(stats: Any) -> str:
+    """A turn's reported cost in words: ``12 in · 40 out tokens · 1.3 s`` (parts not reported left out)."""
+    if not isinstance(stats, dict):
+        return ""
+    bits: list[str] = []
+    tokens_in, tokens_out = stats.get("input_tokens"), stats.get("output_tokens")
+    if isinstance(tokens_in, int) and isinstance(tokens_out, int) and (tokens_in or tokens_out):
+        bits.append(f"{tokens_in:,} in · {tokens_out:,} out tokens")
+    latency = stats.get("latency_s")
+    if isinstance(latency, int | float) and not isinstance(latency, bool) and latency >= 0:
+        bits.append(f"{latency:.1f} s" if latency >= 0.1 else f"{latency * 1000:.0f} ms")
+    return " · ".join(bits)
 
 
 def _tool_result(view: View) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from loom_nb.content import Message, TextPart, ToolResultPart, ToolUsePart
+from loom_nb.content import Message, ReasoningPart, TextPart, ToolResultPart, ToolUsePart
 from loom_nb.render import render_transcript
 from loom_nb.taint import Untrusted
 from tests.browser.conftest import SCREENSHOTS
@@ -41,6 +41,7 @@ def _messages() -> list[Message]:
         Message(
             role="assistant",
             content=[
+                ReasoningPart(text="The user wants a chart; **sum** first.", signature="sig"),
                 TextPart(text=REPLY),
                 ToolUsePart(id="call_1", name="chart", input={"column": "sales", "kind": "bar"}),
             ],
@@ -219,6 +220,13 @@ def test_markdown_in_widget_and_copy_button(
     assert link.get_attribute("rel") == "noopener noreferrer nofollow"
     fenced = tv.locator("fieldset.loom-fence .loom-text").inner_text()
     assert fenced == "rows: 12, **not bold**"  # untrusted stays literal
+    reasoning = tv.locator("details.loom-reasoning")
+    assert reasoning.count() == 1
+    assert reasoning.evaluate("(d) => d.open") is False  # collapsed until asked
+    assert reasoning.locator("summary").inner_text() == "reasoning · 38 characters (expand)"
+    reasoning.locator("summary").click()
+    assert reasoning.locator(".loom-text").inner_text() == "The user wants a chart; **sum** first."
+    assert "sig" not in reasoning.inner_text()
     tv.locator(".loom-copy").first.click()
     tv.locator(".loom-copy", has_text="copied").wait_for(timeout=5_000)
     copied = page.evaluate("() => navigator.clipboard.readText()")

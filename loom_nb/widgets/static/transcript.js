@@ -96,6 +96,17 @@ function codeBlock(node) {
   return box;
 }
 
+function statsText(stats) {
+  // A turn's reported tokens and latency, as the static HTML writes them.
+  if (!stats || typeof stats !== "object") return "";
+  const bits = [];
+  const tin = stats.input_tokens, tout = stats.output_tokens;
+  if (Number.isInteger(tin) && Number.isInteger(tout) && (tin || tout)) bits.push(tin.toLocaleString("en-US") + " in · " + tout.toLocaleString("en-US") + " out tokens");
+  const s = stats.latency_s;
+  if (typeof s === "number" && s >= 0) bits.push(s >= 0.1 ? s.toFixed(1) + " s" : Math.round(s * 1000) + " ms");
+  return bits.join(" · ");
+}
+
 function png(b64) {
   return typeof b64 === "string" && B64.test(b64) ? "data:image/png;base64," + b64 : null;
 }
@@ -187,6 +198,8 @@ class TranscriptDom {
     const label = view.index < 0 ? role : role + " · message " + (view.index + 1);
     card.appendChild(h("div", "loom-role", label));
     for (const item of view.items || []) card.appendChild(this.item(item));
+    const stats = statsText(view.stats);
+    if (stats) card.appendChild(h("div", "loom-stats", stats));
     return card;
   }
 
@@ -245,8 +258,41 @@ class TranscriptDom {
     card.loomId = String(view.id);
     card.append(h("div", "loom-tool-label", "tool call · " + view.name + " · call " + view.id),
       h("pre", "loom-code", view.input + (view.omitted ? " … " + view.omitted + " more characters" : "")));
+    if (view.approval && typeof view.approval === "object") card.appendChild(this.approval(view));
     this.link(card);
     return card;
+  }
+
+  approval(view) {
+    // "awaiting approval" with Approve / Decline (when the kernel has an on_decision callback),
+    // or who decided what. The kernel records the decision and redraws this card.
+    const a = view.approval;
+    const bar = h("div", "loom-approval");
+    const by = typeof a.by === "string" && a.by ? " by " + a.by : "";
+    const why = typeof a.reason === "string" && a.reason ? ": " + a.reason : "";
+    if (a.state === "awaiting") {
+      bar.appendChild(h("span", "loom-approval-state", "⏸ awaiting approval" + why));
+      if (this.model.get("decidable") === true) {
+        const note = h("span", "loom-approval-note");
+        const buttons = [];
+        const decide = (approved) => {
+          for (const b of buttons) b.disabled = true;
+          note.textContent = approved ? "approving…" : "declining…";
+          this.ask({ type: "decision", call_id: String(view.id), approved }, (msg) => {
+            if (msg.error) { note.textContent = String(msg.error); for (const b of buttons) b.disabled = false; }
+          });
+        };
+        const yes = h("button", "loom-button loom-approve", "Approve");
+        const no = h("button", "loom-button loom-decline", "Decline");
+        yes.addEventListener("click", () => decide(true));
+        no.addEventListener("click", () => decide(false));
+        buttons.push(yes, no);
+        bar.append(yes, no, note);
+      }
+    } else if (a.state === "approved") bar.appendChild(h("span", "loom-approval-state", "✓ approved" + by + why));
+    else if (a.state === "declined") bar.appendChild(h("span", "loom-approval-state", "✗ declined" + by + why + "; the call was not run"));
+    else if (a.state === "undecidable") bar.appendChild(h("span", "loom-approval-state", "✗ not decided" + by + why));
+    return bar;
   }
 
   toolResult(view) {
@@ -378,13 +424,16 @@ export default {
     const dom = new TranscriptDom(model, el);
     dom.update();
     const onChange = () => dom.update();
+    const onRedraw = () => { dom.rendered = dom.rendered.map((r) => ({ ...r, sig: "" })); dom.update(); };
     const onMsg = (msg) => dom.answer(msg);
     model.on("change:messages", onChange);
     model.on("change:header", onChange);
+    model.on("change:decidable", onRedraw);
     model.on("msg:custom", onMsg);
     return () => {
       model.off("change:messages", onChange);
       model.off("change:header", onChange);
+      model.off("change:decidable", onRedraw);
       model.off("msg:custom", onMsg);
     };
   },
