@@ -75,7 +75,9 @@ _EXPORTS: dict[str, str] = {
     "LocalContentStore": "loom_nb.store",
     "Principal": "loom_nb.store",
     "ResolveContext": "loom_nb.store",
+    "S3ContentStore": "loom_nb.store",
     "StoreResolver": "loom_nb.store",
+    "open_store": "loom_nb.store",
     "resolve_request_content": "loom_nb.store",
     "sweep_unpinned_content": "loom_nb.store",
     # providers
@@ -84,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "LlmProvider": "loom_nb.providers",
     "LlmStreamChunk": "loom_nb.providers",
     "OpenAIProvider": "loom_nb.providers",
+    "OpenAIResponsesProvider": "loom_nb.providers",
     "ScriptedProvider": "loom_nb.providers",
     "collect_stream": "loom_nb.providers",
     "run_llm_provider_conformance": "loom_nb.providers",

@@ -118,6 +118,12 @@ _DEFAULTS: tuple[tuple[str, str, _Declared], ...] = (
     ("openai",    r"o[13](?:-(?!mini|preview).+)?",                               _VISION_PDF),
     ("openai",    r"o4(?:-.+)?",                                                  _VISION_PDF),
     ("openai",    r"gpt-4-turbo(?:-\d{4}-\d{2}-\d{2})?",                          _VISION_PDF),
+    # The Responses API takes images and PDFs (input_image, input_file), never audio input.
+    ("openai-responses", r"gpt-4o(?!.*audio)(?:-.+)?",                             _VISION_PDF),
+    ("openai-responses", r"gpt-4\.1(?:-.+)?",                                      _VISION_PDF),
+    ("openai-responses", r"gpt-5(?:[.-].+)?",                                      _VISION_PDF),
+    ("openai-responses", r"o[13](?:-(?!mini|preview).+)?",                         _VISION_PDF),
+    ("openai-responses", r"o4(?:-.+)?",                                            _VISION_PDF),
     ("anthropic", r"claude-(?:(?:opus|sonnet|haiku)-)?(?:[3-9]|[1-9]\d+)(?:[-.@].+)?", _VISION_PDF),
     ("gemini",    r"gemini-(?:1\.[5-9]|[2-9](?:\.\d+)?|[1-9]\d+(?:\.\d+)?)(?:-.+)?",  _GEMINI_ALL),
     ("gemini",    r"gemini-(?:pro|flash|flash-lite)-latest",                      _GEMINI_ALL),
@@ -130,6 +136,7 @@ _COMPILED = tuple(
 _DEFAULT_BASE_URLS: dict[str, frozenset[str]] = {
     "anthropic": frozenset({"https://api.anthropic.com", "https://api.anthropic.com/v1"}),
     "openai": frozenset({"https://api.openai.com", "https://api.openai.com/v1"}),
+    "openai-responses": frozenset({"https://api.openai.com", "https://api.openai.com/v1"}),
     "gemini": frozenset(
         {
             "https://generativelanguage.googleapis.com",
@@ -141,7 +148,7 @@ _DEFAULT_BASE_URLS: dict[str, frozenset[str]] = {
 
 
 def default_capabilities(
-    provider: Literal["anthropic", "openai", "gemini"] | str,
+    provider: Literal["anthropic", "openai", "openai-responses", "gemini"] | str,
     model: str,
     base_url: str | None = None,
 ) -> Capabilities:

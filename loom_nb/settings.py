@@ -82,6 +82,13 @@ class ModelSettings(BaseModel):
         except ValidationError as exc:
             raise _settings_error(exc) from exc
 
+    @field_validator("temperature", "top_p", mode="before")
+    @classmethod
+    def _no_bools(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("a number, not a bool")
+        return value
+
     @field_validator("stop_sequences", mode="before")
     @classmethod
     def _check_stops(cls, value: Any) -> Any:

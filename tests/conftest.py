@@ -1,6 +1,18 @@
-"""Suite-wide test settings."""
+"""Suite-wide test settings, and the backend fixtures every store and journal test runs on."""
 
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests import services
 
 # Property tests check invariants, not speed: a slow CI machine must not turn a first example's
 # warm-up (pydantic schema building, imports) into a DeadlineExceeded failure. Timing targets live
@@ -9,3 +21,86 @@ settings.register_profile(
     "loom", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
 )
 settings.load_profile("loom")
+
+
+# -- backends: every store test runs on the local store and on S3 --------------------------------
+
+
+@pytest.fixture(scope="session")
+def s3_service() -> Iterator[str | None]:
+    """The S3-compatible server's endpoint for the whole run (None when none could start)."""
+    with services.s3_endpoint() as endpoint:
+        yield endpoint
+
+
+class StoreBackend:
+    """Opens content stores of one backend for a test, and damages blobs behind the store's back."""
+
+    def __init__(self, name: str, tmp_path: Path, endpoint: str | None = None) -> None:
+        self.name = name
+        self._tmp = tmp_path
+        self._endpoint = endpoint
+        self._run = uuid.uuid4().hex[:12]
+        self._opened: list[Any] = []
+
+    def spec(self, name: str = "store") -> tuple[str, dict[str, Any]]:
+        """What ``open_store`` takes to open the store called ``name`` (picklable, for subprocesses)."""
+        if self.name == "local":
+            return str(self._tmp / name), {}
+        return (
+            f"s3://{services.S3_BUCKET}/{self._run}/{name}",
+            {"endpoint": self._endpoint, "access_key_id": "test", "secret_access_key": "test"},
+        )
+
+    def open(self, name: str = "store", *, clock: Callable[[], datetime] | None = None) -> Any:
+        """The store called ``name`` in this test (the same name reopens the same store)."""
+        from loom_nb.store import open_store
+
+        target, options = self.spec(name)
+        if clock is not None:
+            options["clock"] = clock
+        store = open_store(target, **options)
+        self._opened.append(store)
+        return store
+
+    def blob_count(self, store: Any) -> int:
+        """How many blob objects the store holds (files on disk, objects in the bucket)."""
+        if self.name == "local":
+            return sum(1 for p in (store.path / "objects").rglob("*") if p.is_file())
+        import obstore
+
+        return sum(len(batch) for batch in obstore.list(store._s3, "blobs/"))
+
+    def damage(self, store: Any, address: str, data: bytes) -> None:
+        """Overwrite the stored bytes of ``address`` with ``data`` (a disk or bucket fault)."""
+        digest = address.removeprefix("sha256:")
+        if self.name == "local":
+            (store.path / "objects" / digest[:2] / digest[2:]).write_bytes(data)
+        else:
+            import obstore
+
+            obstore.put(store._s3, f"blobs/{digest}", data)
+
+    def close(self) -> None:
+        for store in self._opened:
+            store.close()
+
+
+@pytest.fixture(params=["local", "s3"])
+def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend]:
+    """A content-store backend: the local store, then the same test on S3 (moto on 127.0.0.1)."""
+    endpoint = None
+    if request.param == "s3":
+        endpoint = request.getfixturevalue("s3_service")
+        if endpoint is None:
+            services.unavailable(
+                "no S3-compatible server: install moto[server] or set LOOM_TEST_S3_ENDPOINT"
+            )
+    backend = StoreBackend(request.param, tmp_path, endpoint)
+    yield backend
+    backend.close()
+
+
+def address_of(data: bytes) -> str:
+    """The content address of ``data``."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()

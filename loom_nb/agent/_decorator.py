@@ -175,7 +175,8 @@ def _definition(
     def call(value: BaseModel) -> Any:
         return fn(**{names[field]: getattr(value, field) for field in names})
 
-    definition = ToolDefinition(
+    return _FunctionTool(
+        fn,
         str(tool_name),
         description if description is not None else summary,
         fn=call,
@@ -184,8 +185,21 @@ def _definition(
         untrusted=untrusted,
         requires_approval=requires_approval,
     )
-    definition.__doc__ = inspect.getdoc(fn)
-    return definition
+
+
+class _FunctionTool(ToolDefinition):
+    """A ``ToolDefinition`` made by ``@tool`` that is still the function: ``f(...)`` calls it."""
+
+    def __init__(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.function = function
+        """The decorated function, unchanged."""
+        self.__doc__ = inspect.getdoc(function)
+        self.__wrapped__ = function
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function directly (no validation: the model's calls go through ``call``)."""
+        return self.function(*args, **kwargs)
 
 
 def _input_model(fn: Callable[..., Any], name: str, documented: dict[str, str]) -> type[BaseModel]:

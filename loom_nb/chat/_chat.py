@@ -227,7 +227,7 @@ class Chat:
         """The journal the turns are recorded in (``.loom/journal.sqlite`` unless given)."""
         if self._journal is None:
             if self._journal_arg is None:
-                self._journal = Journal(self._home / "journal.sqlite", store=self.store)
+                self._journal = _shared(self._home / "journal.sqlite", self)
             else:
                 self._journal = Journal(str(self._journal_arg), store=self._store)
         return self._journal
@@ -236,7 +236,8 @@ class Chat:
     def store(self) -> ContentStore:
         """The content store media over the inline cap goes to (``.loom/store`` unless given)."""
         if self._store is None:
-            self._store = LocalContentStore(self._home / "store")
+            path = self._home / "store"
+            self._store = _STORES.get(path) or _STORES.setdefault(path, LocalContentStore(path))
         return self._store
 
     # -- the conversation ------------------------------------------------------------------------
@@ -706,6 +707,18 @@ class Chat:
             system=self._system,
             **kwargs,
         )
+
+
+_STORES: dict[Path, ContentStore] = {}
+_JOURNALS: dict[Path, Journal] = {}
+
+
+def _shared(path: Path, chat: Chat) -> Journal:
+    """The default journal at ``path``, one per process (every Chat of a notebook shares it)."""
+    journal = _JOURNALS.get(path)
+    if journal is None:
+        journal = _JOURNALS.setdefault(path, Journal(path, store=chat.store))
+    return journal
 
 
 class _Recorded:

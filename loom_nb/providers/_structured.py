@@ -173,7 +173,11 @@ def validate_output(
     The answer is the response's text parsed as JSON. Text that is not JSON, or JSON that does not
     fit ``output_type``, raises ``StructuredOutputError`` (code ``output_invalid``) carrying the
     raw text in ``raw_text``; so does an empty answer (a refusal, or output cut at max tokens).
+    A response that calls tools is not the answer yet (the model asks for data first): it comes
+    back as it is, ``output`` None, and the turn after the tool results is validated.
     """
+    if response.tool_calls:
+        return response
     raw = response.content
     where = f"{vendor} answered"
     if not raw.strip():

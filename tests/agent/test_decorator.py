@@ -58,6 +58,12 @@ def test_schema_comes_from_hints_defaults_and_docstring() -> None:
     assert "Place" in schema["$defs"]
 
 
+def test_the_decorated_function_is_still_callable() -> None:
+    """weather(...) still calls the function in a notebook; its docstring is kept."""
+    assert weather(Place(city="Lyon"), days=2) == "Lyon/NL: sunny in celsius for 2"
+    assert "Tell the weather." in (weather.__doc__ or "")
+
+
 def test_model_input_is_validated_and_the_function_gets_keywords() -> None:
     """A valid input is coerced into the hinted types; a bad one names the field."""
     value, problem = weather.validate_input({"place": {"city": "Delft"}, "unit": "fahrenheit"})

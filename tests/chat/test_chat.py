@@ -410,6 +410,10 @@ async def test_chat_and_values_display_as_transcripts() -> None:
         assert "<script>" not in bundle["text/html"]
     only_html, _ = chat._repr_mimebundle_(include={"text/html"})
     assert set(only_html) == {"text/html"}
+    from tests.render.safety import unsafe_parts
+
+    assert unsafe_parts(html) == []  # what JupyterLab's sanitizer would strip: nothing
+    assert "<style" not in html
 
 
 async def test_agent_result_display_names_pending_approvals() -> None:
@@ -495,3 +499,23 @@ async def test_decide_collects_one_decision_per_call_then_resumes() -> None:
     assert [c.status for c in result.tool_calls] == ["ok", "declined"]
     with pytest.raises(ConfigurationError):
         await chat.decide("a", True)
+
+
+async def test_run_with_no_text_resumes_a_parked_run_with_approve() -> None:
+    """chat.run(approve=...) with no message resumes the parked run, as agent_loop does."""
+    provider = ScriptedProvider(
+        [
+            {"tool_calls": [{"id": "c1", "name": "send_email", "input": {"to": "a", "body": "b"}}]},
+            {"text": "sent"},
+        ]
+    )
+    chat = Chat(provider, tools=[send_email], journal=Journal(), id="resume")
+    assert (await chat.run("mail")).status == "parked"
+    with pytest.raises(ConfigurationError) as caught:
+        await chat.run("something else")
+    assert caught.value.code == "chat_parked"
+    still = await chat.run()  # no decision yet: parked again, nothing run
+    assert still.status == "parked"
+    done = await chat.run(approve={"c1": True})
+    assert done.status == "completed"
+    assert done.text == "sent"

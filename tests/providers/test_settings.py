@@ -87,6 +87,7 @@ def gemini(wire: Wire, **kwargs: Any) -> GeminiProvider:
         ({"max_tokens": 1.5}, "max_tokens"),
         ({"temperature": -0.1}, "temperature"),
         ({"temperature": float("nan")}, "temperature"),
+        ({"temperature": True}, "temperature"),
         ({"top_p": 1.5}, "top_p"),
         ({"stop_sequences": "END"}, "stop_sequences"),
         ({"stop_sequences": [""]}, "stop_sequences"),

@@ -263,3 +263,11 @@ async def test_effect_surfaces_an_invalid_live_answer_as_a_failed_step() -> None
     out = io.StringIO()
     journal.export_jsonl("bad", out)
     assert '"output_invalid"' in out.getvalue()
+
+
+async def test_a_turn_that_calls_tools_is_not_validated_yet() -> None:
+    """With tools, the model may call one before answering: that turn has output None, no error."""
+    provider = ScriptedProvider([{"tool_calls": [{"id": "t1", "name": "lookup", "input": {}}]}])
+    reply = await provider.complete(HI, output_type=Book)
+    assert reply.output is None
+    assert reply.tool_calls[0].name == "lookup"

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loom_nb.content import ContentRef, ImagePart, Message, RefSource
 from loom_nb.errors import ConfigurationError, StoreError
-from loom_nb.store import LocalContentStore, sweep_unpinned_content
+from loom_nb.store import ContentStore, sweep_unpinned_content
+from tests.conftest import StoreBackend
 
 T0 = datetime(2026, 10, 8, 12, 0, tzinfo=UTC)
 
@@ -28,9 +28,9 @@ class FakeJournal:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> LocalContentStore:
-    with LocalContentStore(tmp_path / "store", clock=lambda: T0) as opened:
-        yield opened
+def store(store_backend: StoreBackend) -> ContentStore:
+    """The store under test, on every backend, with its clock at T0."""
+    return store_backend.open(clock=lambda: T0)
 
 
 def _step_completed_citing(ref: ContentRef) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def _step_completed_citing(ref: ContentRef) -> dict[str, Any]:
 
 
 def test_media_ref_in_a_logged_step_output_survives_a_sweep_after_ten_days(
-    store: LocalContentStore,
+    store: ContentStore,
 ) -> None:
     """Put a blob, cite it as a media ref in a step output, advance 10 days, sweep: it is kept; an uncited one goes."""
     cited = store.put(b"cited image", "alice")
@@ -64,7 +64,7 @@ def test_media_ref_in_a_logged_step_output_survives_a_sweep_after_ten_days(
     assert report.dry_run is False
 
 
-def test_claim_check_marker_pins_at_any_depth(store: LocalContentStore) -> None:
+def test_claim_check_marker_pins_at_any_depth(store: ContentStore) -> None:
     """A {"__loomContent": address} marker nested deep in a payload pins its blob."""
     ref = store.put(b"claimed", "journal")
     payload: Any = {"__loomContent": ref.address}
@@ -77,7 +77,7 @@ def test_claim_check_marker_pins_at_any_depth(store: LocalContentStore) -> None:
     assert store.has(ref.address)
 
 
-def test_without_reclaim_orphans_the_sweep_is_a_dry_run(store: LocalContentStore) -> None:
+def test_without_reclaim_orphans_the_sweep_is_a_dry_run(store: ContentStore) -> None:
     """Without reclaim_orphans nothing is deleted; the report lists what would be."""
     orphan = store.put(b"orphan", "alice")
     report = sweep_unpinned_content(store, [], ttl=timedelta(days=7), now=T0 + timedelta(days=8))
@@ -87,10 +87,10 @@ def test_without_reclaim_orphans_the_sweep_is_a_dry_run(store: LocalContentStore
     assert store.has(orphan.address)
 
 
-def test_uncited_blob_younger_than_the_ttl_is_kept(tmp_path: Path) -> None:
+def test_uncited_blob_younger_than_the_ttl_is_kept(store_backend: StoreBackend) -> None:
     """Age counts from the latest put: a blob re-stored 5 days ago is kept, an old empty one goes."""
     clock = [T0]
-    with LocalContentStore(tmp_path / "s", clock=lambda: clock[0]) as store:
+    with store_backend.open("s", clock=lambda: clock[0]) as store:
         renewed = store.put(b"renewed", "alice")
         empty = store.put(b"", "alice")
         clock[0] = T0 + timedelta(days=5)
@@ -104,7 +104,7 @@ def test_uncited_blob_younger_than_the_ttl_is_kept(tmp_path: Path) -> None:
         assert not store.has(empty.address)
 
 
-def test_a_media_ref_inside_a_claim_checked_payload_is_pinned(store: LocalContentStore) -> None:
+def test_a_media_ref_inside_a_claim_checked_payload_is_pinned(store: ContentStore) -> None:
     """A claim-checked blob holding a transcript keeps the media it cites (the sweep reads through it)."""
     media = store.put(b"media bytes", "alice")
     transcript = json.dumps(_step_completed_citing(media)).encode()
@@ -120,7 +120,7 @@ def test_a_media_ref_inside_a_claim_checked_payload_is_pinned(store: LocalConten
     assert store.has(media.address)
 
 
-def test_payloads_given_as_json_text_are_parsed(store: LocalContentStore) -> None:
+def test_payloads_given_as_json_text_are_parsed(store: ContentStore) -> None:
     """A log that yields JSON text (one line per event) is scanned like parsed payloads."""
     ref = store.put(b"text-cited", "alice")
     line = json.dumps({"kind": "ref", "ref": {"address": ref.address}})
@@ -134,7 +134,7 @@ def test_payloads_given_as_json_text_are_parsed(store: LocalContentStore) -> Non
     assert report.pinned == (ref.address,)
 
 
-def test_a_failing_log_aborts_before_anything_is_reclaimed(store: LocalContentStore) -> None:
+def test_a_failing_log_aborts_before_anything_is_reclaimed(store: ContentStore) -> None:
     """If reading a log fails midway, no blob is reclaimed (marking finishes before sweeping)."""
     orphan = store.put(b"orphan", "alice")
 
@@ -149,7 +149,7 @@ def test_a_failing_log_aborts_before_anything_is_reclaimed(store: LocalContentSt
     assert store.has(orphan.address)
 
 
-def test_bad_arguments_are_configuration_errors(store: LocalContentStore) -> None:
+def test_bad_arguments_are_configuration_errors(store: ContentStore) -> None:
     """A negative ttl, a naive now, or a log that is neither a journal nor an iterable is refused."""
     with pytest.raises(ConfigurationError):
         sweep_unpinned_content(store, [], ttl=timedelta(days=-1))
@@ -162,7 +162,7 @@ def test_bad_arguments_are_configuration_errors(store: LocalContentStore) -> Non
 
 
 def test_a_payload_too_deep_to_parse_aborts_the_sweep_with_nothing_reclaimed(
-    store: LocalContentStore,
+    store: ContentStore,
 ) -> None:
     """A JSON text payload nested too deep to parse stops the sweep with a StoreError; no blob is reclaimed."""
     old = store.put(b"maybe cited", "alice")
@@ -179,7 +179,7 @@ def test_a_payload_too_deep_to_parse_aborts_the_sweep_with_nothing_reclaimed(
     assert store.has(old.address)
 
 
-def test_a_claimed_blob_too_deep_to_parse_aborts_the_sweep(store: LocalContentStore) -> None:
+def test_a_claimed_blob_too_deep_to_parse_aborts_the_sweep(store: ContentStore) -> None:
     """A claim-checked blob nested too deep to parse stops the sweep: what it cites cannot be known."""
     media = store.put(b"cited only inside the claim", "alice")
     claim = store.put(("[" * 100_000 + "]" * 100_000).encode(), "journal")

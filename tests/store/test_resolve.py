@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,12 +24,13 @@ from loom_nb.content import (
 from loom_nb.errors import ContentAccessDeniedError, StoreError, UnresolvedContentError
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.store import (
-    LocalContentStore,
+    ContentStore,
     Principal,
     ResolveContext,
     StoreResolver,
     resolve_request_content,
 )
+from tests.conftest import StoreBackend
 
 
 def _ref(data: bytes, *, size: int | None = None) -> ContentRef:
@@ -69,9 +69,9 @@ def _context(tenant: str = "alice", **overrides: Any) -> ResolveContext:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> LocalContentStore:
-    with LocalContentStore(tmp_path / "store") as opened:
-        yield opened
+def store(store_backend: StoreBackend) -> ContentStore:
+    """The store under test, on every backend (the tenancy rules are the same on each)."""
+    return store_backend.open()
 
 
 class FakeResolver:
@@ -109,13 +109,13 @@ class FakeResolver:
 # -- StoreResolver -------------------------------------------------------------------------------
 
 
-async def test_store_resolver_reads_a_blob_the_tenant_stored(store: LocalContentStore) -> None:
+async def test_store_resolver_reads_a_blob_the_tenant_stored(store: ContentStore) -> None:
     """The principal's tenant is in the address's set, so the bytes come back."""
     ref = store.put(b"mine", "alice")
     assert await StoreResolver(store).resolve(ref, _context("alice")) == b"mine"
 
 
-async def test_cross_tenant_read_is_denied(store: LocalContentStore) -> None:
+async def test_cross_tenant_read_is_denied(store: ContentStore) -> None:
     """A tenant that never stored the bytes is denied, even though the address is known."""
     ref = store.put(b"alice's secret", "alice")
     with pytest.raises(ContentAccessDeniedError) as info:
@@ -123,7 +123,7 @@ async def test_cross_tenant_read_is_denied(store: LocalContentStore) -> None:
     assert info.value.code == "content_access_denied"
 
 
-async def test_absent_and_foreign_blobs_are_denied_alike(store: LocalContentStore) -> None:
+async def test_absent_and_foreign_blobs_are_denied_alike(store: ContentStore) -> None:
     """An absent address is denied like a foreign one, so a tenant cannot probe others' blobs."""
     store.put(b"foreign", "alice")
     resolver = StoreResolver(store)
@@ -135,7 +135,7 @@ async def test_absent_and_foreign_blobs_are_denied_alike(store: LocalContentStor
 
 
 async def test_deduped_blob_is_readable_by_each_tenant_until_it_deletes(
-    store: LocalContentStore,
+    store: ContentStore,
 ) -> None:
     """Under dedupe both tenants may read; after bob deletes, bob is denied and alice still reads."""
     ref = store.put(b"same", "alice")
@@ -149,7 +149,7 @@ async def test_deduped_blob_is_readable_by_each_tenant_until_it_deletes(
 
 
 @pytest.mark.parametrize("missing", ["execution_id", "principal"])
-async def test_unattributable_read_is_denied(store: LocalContentStore, missing: str) -> None:
+async def test_unattributable_read_is_denied(store: ContentStore, missing: str) -> None:
     """Without an execution_id or a principal the resolver cannot attribute the read and denies it."""
     ref = store.put(b"x", "alice")
     with pytest.raises(ContentAccessDeniedError) as info:
@@ -157,7 +157,7 @@ async def test_unattributable_read_is_denied(store: LocalContentStore, missing: 
     assert missing in info.value.message
 
 
-async def test_store_resolver_refuses_a_blob_over_the_budget_left(store: LocalContentStore) -> None:
+async def test_store_resolver_refuses_a_blob_over_the_budget_left(store: ContentStore) -> None:
     """A blob larger than context.max_bytes is refused before it is read."""
     ref = store.put(b"0123456789", "alice")
     with pytest.raises(StoreError) as info:
@@ -166,7 +166,7 @@ async def test_store_resolver_refuses_a_blob_over_the_budget_left(store: LocalCo
     assert await StoreResolver(store).resolve(ref, _context(max_bytes=10)) == b"0123456789"
 
 
-async def test_store_resolver_honours_a_set_cancel_event(store: LocalContentStore) -> None:
+async def test_store_resolver_honours_a_set_cancel_event(store: ContentStore) -> None:
     """A fetch whose cancel event is already set is refused with code cancelled."""
     ref = store.put(b"x", "alice")
     event = asyncio.Event()
@@ -189,7 +189,7 @@ def test_resolve_context_defaults_and_validation() -> None:
 
 
 async def test_refs_become_base64_data_and_each_address_is_fetched_once(
-    store: LocalContentStore,
+    store: ContentStore,
 ) -> None:
     """Every ref turns into inline data; an address cited twice is fetched once."""
     a, b = store.put(b"image-a", "alice"), store.put(b"image-b", "alice")
@@ -209,7 +209,7 @@ async def test_refs_become_base64_data_and_each_address_is_fetched_once(
     assert request.messages[0].content[1].source.kind == "ref"  # type: ignore[union-attr]
 
 
-async def test_end_to_end_with_the_store_resolver(store: LocalContentStore) -> None:
+async def test_end_to_end_with_the_store_resolver(store: ContentStore) -> None:
     """StoreResolver plugged into resolve_request_content serves the tenant's own blobs."""
     ref = store.put(b"%PDF-1.7 tiny", "alice")
     request = LlmRequest(
@@ -225,7 +225,7 @@ async def test_end_to_end_with_the_store_resolver(store: LocalContentStore) -> N
     assert part.source == DataSource(data=base64.b64encode(b"%PDF-1.7 tiny").decode())  # type: ignore[union-attr]
 
 
-async def test_cross_tenant_app_ref_raises_unresolved_content(store: LocalContentStore) -> None:
+async def test_cross_tenant_app_ref_raises_unresolved_content(store: ContentStore) -> None:
     """A foreign ref the application sent fails the call with UnresolvedContentError, chained."""
     ref = store.put(b"alice only", "alice")
     with pytest.raises(UnresolvedContentError) as info:
@@ -333,7 +333,7 @@ async def test_blob_whose_size_differs_from_the_declared_size_is_refused() -> No
 
 
 async def test_tool_result_failure_becomes_content_unavailable_and_is_error(
-    store: LocalContentStore,
+    store: ContentStore,
 ) -> None:
     """A tool's missing media is feedback: a text part naming the address and reason, is_error set, others kept."""
     good = store.put(b"good", "alice")

@@ -1,0 +1,218 @@
+"""S3ContentStore's own behaviour: conditional create, multipart, the erase race, URLs (moto on 127.0.0.1).
+
+The behaviour every store shares runs on S3 through ``store_backend`` in the other store tests;
+these pin what only an object store has to get right.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import obstore
+import pytest
+
+from loom_nb.errors import ConfigurationError, ContentNotFoundError, StoreError
+from loom_nb.store import LocalContentStore, S3ContentStore, open_store, sweep_unpinned_content
+from tests import services
+from tests.conftest import StoreBackend, address_of
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def s3(s3_service: str | None, tmp_path: Path) -> StoreBackend:
+    if s3_service is None:
+        services.unavailable(
+            "no S3-compatible server: install moto[server] or set LOOM_TEST_S3_ENDPOINT"
+        )
+    backend = StoreBackend("s3", tmp_path, s3_service)
+    yield backend
+    backend.close()
+
+
+def test_concurrent_puts_of_the_same_bytes_make_one_sound_blob(s3: StoreBackend) -> None:
+    """Eight threads storing the same bytes for different tenants: one blob, every tenant recorded."""
+    store = s3.open()
+    data = b"same bytes" * 1000
+    errors: list[BaseException] = []
+
+    def put(tenant: str) -> None:
+        try:
+            store.put(data, tenant)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=put, args=(f"t{i}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert store.tenants(address_of(data)) == {f"t{i}" for i in range(8)}
+    assert store.get(address_of(data)) == data
+    assert s3.blob_count(store) == 1
+
+
+def test_a_put_landing_while_the_last_delete_erases_keeps_its_blob(s3: StoreBackend) -> None:
+    """The erase re-lists markers after moving the blob aside and restores it for a racing put."""
+    store = s3.open()
+    racer = s3.open()
+    ref = store.put(b"contested", "alice")
+    original = store._markers
+    calls = {"n": 0}
+
+    def markers_with_a_put_in_between(digest: str) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:  # inside the erase: the blob was just moved aside
+            racer.put(b"contested", "bob")
+        return original(digest)
+
+    store._markers = markers_with_a_put_in_between  # type: ignore[method-assign]
+    assert store.delete(ref.address, "alice") is True
+    assert calls["n"] == 2
+    assert store.tenants(ref.address) == {"bob"}
+    assert store.get(ref.address) == b"contested"
+
+
+def test_purge_racing_a_put_keeps_the_blob_and_the_new_tenant(s3: StoreBackend) -> None:
+    """A sweep's purge that meets a put mid-erase gives up (False) and leaves blob and tenant."""
+    old = datetime(2026, 1, 1, tzinfo=UTC)
+    store = s3.open(clock=lambda: old)
+    racer = s3.open()  # puts now, long after the cutoff
+    ref = store.put(b"old but wanted again", "alice")
+    original = store._markers
+    calls = {"n": 0}
+
+    def markers_with_a_put_in_between(digest: str) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            racer.put(b"old but wanted again", "bob")
+        return original(digest)
+
+    store._markers = markers_with_a_put_in_between  # type: ignore[method-assign]
+    assert store.purge(ref.address, older_than=old + timedelta(days=1)) is False
+    assert store.tenants(ref.address) == {"alice", "bob"}
+    assert store.get(ref.address) == b"old but wanted again"
+
+
+def test_a_large_file_goes_up_as_a_multipart_upload(s3: StoreBackend, tmp_path: Path) -> None:
+    """put_file over the part size streams in parts (progress per part) and reads back exactly."""
+    source = tmp_path / "big.bin"
+    data = bytes(range(256)) * (11 * MiB // 256 + 3)
+    source.write_bytes(data)
+    target, options = s3.spec()
+    store = open_store(target, chunk_size=5 * MiB, **options)
+    seen: list[int] = []
+    ref = store.put_file(source, "alice", progress=lambda done, total: seen.append(done))
+    assert ref.address == address_of(data)
+    assert ref.size == len(data)
+    assert seen == [5 * MiB, 10 * MiB, len(data)]
+    meta = obstore.head(store._s3, f"blobs/{ref.address[7:]}")
+    assert "-" in (meta["e_tag"] or "")  # S3 marks multipart objects' ETags with the part count
+    assert store.get(ref.address) == data
+    assert store.put_file(source, "bob") == ref  # present: deduped, not uploaded again
+    assert store.tenants(ref.address) == {"alice", "bob"}
+
+
+def test_a_file_changing_during_put_file_is_refused_and_nothing_wrong_is_stored(
+    s3: StoreBackend, tmp_path: Path
+) -> None:
+    """A file rewritten between hashing and upload: StoreError file_changed, no blob at the address."""
+    source = tmp_path / "moving.bin"
+    data = b"a" * (12 * MiB)
+    source.write_bytes(data)
+    target, options = s3.spec()
+    store = open_store(target, chunk_size=5 * MiB, **options)
+
+    def rewrite(done: int, total: int | None) -> None:
+        if done == 5 * MiB:
+            source.write_bytes(b"b" * (12 * MiB))
+
+    with pytest.raises(StoreError) as info:
+        store.put_file(source, "alice", progress=rewrite)
+    assert info.value.code == "file_changed"
+    with pytest.raises(ContentNotFoundError):
+        store.get(address_of(data))
+
+
+def test_odd_tenants_round_trip_and_unencodable_ones_are_refused(s3: StoreBackend) -> None:
+    """Tenants with slashes, dashes and non-ASCII text are kept exactly; a lone surrogate is refused."""
+    store = s3.open()
+    tenants = {"team/a-b", "ünïcode", "x" * 200, "-", "a=b"}
+    for tenant in tenants:
+        ref = store.put(b"t", tenant)
+    assert store.tenants(ref.address) == tenants
+    for bad in ["\ud800", "y" * 300]:
+        with pytest.raises(StoreError) as info:
+            store.put(b"t", bad)
+        assert info.value.code == "invalid_tenant"
+
+
+def test_a_blob_no_marker_names_is_listed_and_reclaimed(s3: StoreBackend) -> None:
+    """An orphan object (a crash between erasing markers and blob) is visible to GC and swept."""
+    store = s3.open()
+    obstore.put(store._s3, f"blobs/{address_of(b'orphan')[7:]}", b"orphan")
+    (entry,) = store.list()
+    assert entry.address == address_of(b"orphan")
+    assert entry.tenants == frozenset()
+    report = sweep_unpinned_content(
+        store,
+        [[]],
+        ttl=timedelta(0),
+        reclaim_orphans=True,
+        now=datetime.now(UTC) + timedelta(hours=1),
+    )
+    assert report.reclaimed == (address_of(b"orphan"),)
+    assert store.list() == []
+
+
+def test_bad_urls_and_options_are_configuration_errors(tmp_path: Path) -> None:
+    """open_store names what is wrong with a URL or an option, with a stable code."""
+    for url, code in [
+        ("s3://", "invalid_store_url"),
+        ("s3://bucket/a//b", "invalid_store_url"),
+        ("s3://user@bucket/p", "invalid_store_url"),
+        ("ftp://host/x", "unsupported_store_url"),
+        ("", "invalid_store_url"),
+        ("file://host/x", "invalid_store_url"),
+    ]:
+        with pytest.raises(ConfigurationError) as info:
+            open_store(url)
+        assert info.value.code == code, url
+    with pytest.raises(ConfigurationError) as info:
+        open_store(tmp_path / "s", endpoint="http://127.0.0.1:1")
+    assert info.value.code == "invalid_store_option"
+    with pytest.raises(ConfigurationError) as info:
+        open_store("s3://bucket", chunk_size=1024)
+    assert info.value.code == "invalid_chunk_size"
+
+
+def test_local_paths_and_file_urls_open_the_local_store(tmp_path: Path) -> None:
+    """A path, a PathLike and a file:// URL all open a LocalContentStore at that directory."""
+    for target in (str(tmp_path / "a"), tmp_path / "b", (tmp_path / "c").as_uri()):
+        with open_store(target) as store:
+            assert isinstance(store, LocalContentStore)
+            assert store.get(store.put(b"x", "t").address) == b"x"
+    assert {p.name for p in tmp_path.iterdir()} == {"a", "b", "c"}
+
+
+def test_an_unreachable_server_is_store_unavailable() -> None:
+    """Nothing listening at the endpoint: StoreError store_unavailable, not a client exception."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = S3ContentStore(
+        "s3://bucket/p",
+        endpoint=f"http://127.0.0.1:{port}",
+        access_key_id="k",
+        secret_access_key="s",
+        max_retries=0,
+    )
+    with pytest.raises(StoreError) as info:
+        store.put(b"x", "alice")
+    assert info.value.code == "store_unavailable"
+    assert "127.0.0.1" in info.value.message or "s3://bucket/p" in info.value.message
