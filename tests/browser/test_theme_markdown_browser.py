@@ -138,6 +138,20 @@ def _set_theme(page: Any, theme: str) -> None:
     page.wait_for_timeout(500)
 
 
+def _open_again(page: Any, server: JupyterServer, name: str) -> None:
+    # Right after closing a notebook, Lab may still be navigating (its tree URL follows the shell),
+    # and chromium then aborts the next goto with net::ERR_ABORTED: wait, then try once more.
+    page.wait_for_timeout(1000)
+    page.goto("about:blank")
+    try:
+        open_notebook(page, server, name)
+    except Exception as exc:
+        if "ERR_ABORTED" not in str(exc):
+            raise
+        page.wait_for_timeout(2000)
+        open_notebook(page, server, name)
+
+
 def _contrasts(root: Any) -> dict[str, list[dict[str, Any]]]:
     found: dict[str, list[dict[str, Any]]] = {}
     for label, selector in TARGETS.items():
@@ -189,7 +203,7 @@ def test_contrast_in_light_and_dark_themes(
             page.screenshot(path=str(SCREENSHOTS / f"theme-{slug}-live.png"), full_page=True)
             close_notebook(page)
 
-            open_notebook(page, jupyter_server, "saved-theme.ipynb")
+            _open_again(page, jupyter_server, "saved-theme.ipynb")
             panel = current_panel(page)
             untrusted = panel.locator(".loom-transcript").first
             untrusted.wait_for(timeout=30_000)
