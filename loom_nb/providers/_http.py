@@ -17,6 +17,19 @@ what a user of an HTTP client expects, so that lives here once:
   silently; a failure after some output yields a ``reset`` chunk first, so a consumer drops the
   failed attempt's deltas (ADR 0120 decision 8) instead of concatenating two attempts.
 
+Hardening (issue 14 item 6):
+
+- ``redact_error`` removes the configured key (and so ``Bearer <key>``) from a ``ProviderError``'s
+  message, arguments and details before it leaves the provider: a 401 that quotes the
+  Authorization header must not carry the key into a traceback, a log, the journal's
+  ``step_failed`` row or the HTML that shows it;
+- ``decode_json`` parses a body or an SSE event: nesting deeper than ``MAX_RESPONSE_DEPTH`` (a
+  100,000-deep answer would otherwise be a bare ``RecursionError``, or a response the journal
+  cannot serialize) is ``ProviderError(code="malformed_response")``;
+- a streamed attempt has a total deadline (``stream_deadline`` seconds, beside the read timeout
+  that every keep-alive resets): a server trickling comments forever ends with
+  ``ProviderError(code="stream_timeout")``, retried like a timeout.
+
 Sleeping and jitter go through ``RetryPolicy``, so tests inject a recording ``sleep`` and never
 wait. Nothing here knows a vendor's wire shape; the pure mappers live in ``*_wire`` modules.
 """
@@ -39,15 +52,19 @@ from loom_nb.errors import ConfigurationError, ProviderError
 from loom_nb.providers._base import LlmStreamChunk
 
 __all__ = [
+    "DEFAULT_STREAM_DEADLINE",
     "DEFAULT_TIMEOUT",
+    "MAX_RESPONSE_DEPTH",
     "RETRYABLE_STATUSES",
     "RetryPolicy",
     "Secret",
     "SseEvent",
+    "decode_json",
     "encode_json",
     "error_code_for_status",
     "http_error",
     "iter_sse",
+    "redact_error",
     "resolve_api_key",
     "send_json",
     "stream_json",
@@ -55,6 +72,13 @@ __all__ = [
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 """Per-request timeout: long reads (a model may think for minutes), a short connect."""
+
+DEFAULT_STREAM_DEADLINE = 1800.0
+"""Longest one streamed attempt may take in total, in seconds (``stream_deadline=`` changes it)."""
+
+MAX_RESPONSE_DEPTH = 200
+"""Deepest nesting accepted in a vendor's JSON (the guard's tool-input cap; real answers nest a
+few levels, and deeper values could not be journaled)."""
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 """Statuses worth another attempt (429 rate limit, 5xx, Anthropic's 529 overloaded)."""
@@ -216,6 +240,94 @@ def _remedy(status: int) -> str:
     return "Fix the request (see the message) and send it again."
 
 
+_REDACTED = "***"
+
+
+def _scrub(value: Any, secrets: tuple[str, ...], depth: int = 0) -> Any:
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret in value:
+                value = value.replace(secret, _REDACTED)
+        return value
+    if depth > MAX_RESPONSE_DEPTH:
+        return value
+    if isinstance(value, dict):
+        return {
+            _scrub(k, secrets, depth + 1): _scrub(v, secrets, depth + 1) for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return type(value)(_scrub(v, secrets, depth + 1) for v in value)
+    return value
+
+
+def redact_error(error: ProviderError, secrets: tuple[Secret | str | None, ...]) -> ProviderError:
+    """``error`` with every configured secret replaced by ``***`` in its message and details (in place).
+
+    Vendors echo what they were sent: a 401 may quote ``Authorization: Bearer <key>``. Secrets
+    shorter than 8 characters are left alone (they would match ordinary words).
+    """
+    keys = tuple(
+        key
+        for key in (s.reveal() if isinstance(s, Secret) else s for s in secrets)
+        if key and len(key) >= 8
+    )
+    if not keys:
+        return error
+    error.message = _scrub(error.message, keys)
+    error.args = tuple(_scrub(list(error.args), keys))
+    error.details = _scrub(error.details, keys)
+    if error.error_type is not None:
+        error.error_type = _scrub(error.error_type, keys)
+    return error
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests deeper than ``limit`` (iterative: any depth is safe to check)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            if depth >= limit and node:
+                return True
+            stack.extend(
+                (child, depth + 1) for child in node.values() if isinstance(child, dict | list)
+            )
+        elif isinstance(node, list):
+            if depth >= limit and node:
+                return True
+            stack.extend((child, depth + 1) for child in node if isinstance(child, dict | list))
+    return False
+
+
+def decode_json(text: str | bytes, *, provider: str, what: str) -> Any:
+    """The JSON value of ``text`` (a body or an SSE event); too deep or not JSON is ``malformed_response``."""
+    try:
+        value = _json_decode(text if isinstance(text, str) else text.decode("utf-8"))
+    except RecursionError:
+        value = None
+        deep = True
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise ProviderError(
+            f"{provider} sent {what} that is not JSON ({type(exc).__name__}). Retry, or check "
+            "base_url.",
+            code="malformed_response",
+            provider=provider,
+        ) from None
+    else:
+        deep = _depth_exceeds(value, MAX_RESPONSE_DEPTH)
+    if deep:
+        raise ProviderError(
+            f"{provider} sent {what} nested deeper than {MAX_RESPONSE_DEPTH} levels; no real "
+            "answer does. Check base_url points at the vendor's API.",
+            code="malformed_response",
+            provider=provider,
+        )
+    return value
+
+
+_json_decode = json.JSONDecoder().decode
+
+
 def encode_json(body: Mapping[str, Any]) -> bytes:
     """The request body bytes: compact JSON, UTF-8 kept (the same body always gives the same bytes)."""
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -337,6 +449,25 @@ async def iter_sse(response: httpx.Response) -> AsyncIterator[SseEvent]:
 StreamDecoder = Callable[[AsyncIterator[SseEvent]], AsyncIterator[LlmStreamChunk]]
 
 
+async def _before(step: Awaitable[Any], deadline: float | None, provider: str) -> Any:
+    """Await ``step``, but not past ``deadline`` (loop time): then ``stream_timeout``."""
+    if deadline is None:
+        return await step
+    remaining = deadline - asyncio.get_running_loop().time()
+    try:
+        async with asyncio.timeout(max(remaining, 0.0)):
+            return await step
+    except TimeoutError:
+        raise ProviderError(
+            f"the {provider} stream did not finish within its total deadline (the server kept "
+            "the connection open without completing the answer). Retry, or pass a larger "
+            "stream_deadline= to the provider.",
+            code="stream_timeout",
+            provider=provider,
+            retryable=True,
+        ) from None
+
+
 async def stream_json(
     client: httpx.AsyncClient,
     url: str,
@@ -348,26 +479,36 @@ async def stream_json(
     decode: StreamDecoder,
     policy: RetryPolicy | None = None,
     http_timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
+    stream_deadline: float | None = DEFAULT_STREAM_DEADLINE,
 ) -> AsyncIterator[LlmStreamChunk]:
     """POST ``body`` and yield the chunks ``decode`` makes of the SSE response, with retries.
 
     ``decode`` turns the events into chunks and raises ``ProviderError`` for an error the stream
     itself reports (``retryable`` decides whether to try again). A retry after some chunks were
     yielded is announced with a ``reset`` chunk. Nothing is retried once ``done`` was yielded.
+    Each attempt ends after ``stream_deadline`` seconds in total (None: no total deadline) with
+    ``ProviderError(code="stream_timeout")``, however the server keeps the connection alive.
     """
     policy = policy or RetryPolicy()
     retry = 0
+    loop = asyncio.get_running_loop()
     while True:
         emitted = False
         response: httpx.Response | None = None
+        deadline = None if stream_deadline is None else loop.time() + stream_deadline
         try:
             request = _build(client, url, headers, body, http_timeout)
-            response = await client.send(request, stream=True)
+            response = await _before(client.send(request, stream=True), deadline, provider)
             try:
                 if not response.is_success:
-                    await response.aread()
+                    await _before(response.aread(), deadline, provider)
                     raise parse_error(response)
-                async for chunk in decode(iter_sse(response)):
+                chunks = decode(iter_sse(response)).__aiter__()
+                while True:
+                    try:
+                        chunk = await _before(chunks.__anext__(), deadline, provider)
+                    except StopAsyncIteration:
+                        break
                     yield chunk
                     if chunk.kind == "done":
                         return

@@ -37,7 +37,16 @@ from loom_nb.errors import ConfigurationError, ProviderError
 from loom_nb.guard import guard_request
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk
-from loom_nb.providers._http import RetryPolicy, SseEvent, send_json, stream_json
+from loom_nb.providers._http import (
+    DEFAULT_STREAM_DEADLINE,
+    RetryPolicy,
+    Secret,
+    SseEvent,
+    decode_json,
+    redact_error,
+    send_json,
+    stream_json,
+)
 from loom_nb.providers._settings_wire import merge_body
 from loom_nb.providers._structured import check_output_type, effective_request, validate_output
 from loom_nb.settings import ModelSettings, merge_settings
@@ -48,8 +57,8 @@ __all__ = ["HttpProvider", "checked_extra_body", "error_body"]
 def error_body(response: httpx.Response) -> Any:
     """The decoded JSON of an error response, or None when it is not JSON."""
     try:
-        return response.json()
-    except ValueError:
+        return decode_json(response.content, provider="the vendor", what="an error body")
+    except ProviderError:
         return None
 
 
@@ -98,6 +107,7 @@ class HttpProvider(ABC):
         timeout: httpx.Timeout | float | None,
         retry_policy: RetryPolicy | None,
         settings: ModelSettings | None = None,
+        stream_deadline: float | None = DEFAULT_STREAM_DEADLINE,
     ) -> None:
         # Subclasses call this last, after anything that may refuse the arguments, so a refused
         # construction never leaves an unclosed client behind.
@@ -116,6 +126,15 @@ class HttpProvider(ABC):
         self._client = http_client if http_client is not None else httpx.AsyncClient()
         self._policy = retry_policy or RetryPolicy(max_retries=max_retries)
         self._timeout = timeout
+        if stream_deadline is not None and not (
+            isinstance(stream_deadline, int | float) and stream_deadline > 0
+        ):
+            raise ConfigurationError(
+                f"stream_deadline must be a positive number of seconds or None, not "
+                f"{stream_deadline!r}.",
+                code="bad_stream_deadline",
+            )
+        self._stream_deadline = stream_deadline
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self._url!r})"
@@ -139,7 +158,7 @@ class HttpProvider(ABC):
             )
         return {}
 
-    def _output_fields(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def _output_fields(self, request: LlmRequest, schema: dict[str, Any]) -> dict[str, Any]:
         """The body fields asking for JSON matching ``schema`` in the vendor's native mode."""
         raise ConfigurationError(
             f"{self._VENDOR} has no structured-output mode in loom_nb. Nothing was sent.",
@@ -206,7 +225,7 @@ class HttpProvider(ABC):
     def _assemble(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
         managed = self._settings_fields(request)
         if request.output_schema is not None:
-            managed = merge_body(managed, self._output_fields(request.output_schema), {})
+            managed = merge_body(managed, self._output_fields(request, request.output_schema), {})
         return merge_body(self._body(request, stream=stream), managed, self._extra)
 
     def _prepare(self, request: LlmRequest | Mapping[str, Any]) -> LlmRequest:
@@ -235,33 +254,43 @@ class HttpProvider(ABC):
         """
         prepared = self._call_request(request, settings, output_type)
         body = self._assemble(prepared, stream=False)
-        response = await send_json(
-            self._client,
-            self._url,
-            headers=self._headers(),
-            body=body,
-            provider=self._VENDOR,
-            parse_error=self._parse_error,
-            policy=self._policy,
-            http_timeout=self._timeout,
-        )
         try:
-            data = response.json()
-        except ValueError as exc:
-            raise ProviderError(
-                f"{self._VENDOR} answered HTTP {response.status_code} with a body that is not "
-                f"JSON. {self._NOT_JSON_REMEDY}",
-                code="malformed_response",
+            response = await send_json(
+                self._client,
+                self._url,
+                headers=self._headers(),
+                body=body,
                 provider=self._VENDOR,
-                status=response.status_code,
-            ) from exc
-        if self._REQUIRES_OBJECT and not isinstance(data, dict):
-            raise ProviderError(
-                f"{self._VENDOR} answered with JSON that is not an object. Check base_url.",
-                code="malformed_response",
-                provider=self._VENDOR,
+                parse_error=self._parse_error,
+                policy=self._policy,
+                http_timeout=self._timeout,
             )
-        return self._finish(self._parse_response(data), prepared, output_type)
+            try:
+                data = decode_json(response.content, provider=self._VENDOR, what="a body")
+            except ProviderError as exc:
+                if "not JSON" not in exc.message:
+                    raise  # nested too deep: the message says so
+                raise ProviderError(
+                    f"{self._VENDOR} answered HTTP {response.status_code} with a body that is not "
+                    f"JSON. {self._NOT_JSON_REMEDY}",
+                    code="malformed_response",
+                    provider=self._VENDOR,
+                    status=response.status_code,
+                ) from None
+            if self._REQUIRES_OBJECT and not isinstance(data, dict):
+                raise ProviderError(
+                    f"{self._VENDOR} answered with JSON that is not an object. Check base_url.",
+                    code="malformed_response",
+                    provider=self._VENDOR,
+                )
+            return self._finish(self._parse_response(data), prepared, output_type)
+        except ProviderError as exc:
+            raise redact_error(exc, self._secrets()) from exc.__cause__
+
+    def _secrets(self) -> tuple[Secret | str | None, ...]:
+        """The credentials vendor text must never echo back to the caller (the API key)."""
+        key = getattr(self, "_key", None)
+        return (key,) if isinstance(key, Secret | str) else ()
 
     def _finish(
         self, response: LlmResponse, request: LlmRequest, output_type: type[BaseModel] | None
@@ -285,19 +314,23 @@ class HttpProvider(ABC):
         prepared = self._call_request(request, settings, output_type)
         body = self._assemble(prepared, stream=True)
         headers = {**self._headers(), "accept": "text/event-stream"}
-        async for chunk in stream_json(
-            self._client,
-            self._stream_url,
-            headers=headers,
-            body=body,
-            provider=self._VENDOR,
-            parse_error=self._parse_error,
-            decode=self._decode,
-            policy=self._policy,
-            http_timeout=self._timeout,
-        ):
-            if chunk.kind == "done" and chunk.response is not None:
-                finished = self._finish(chunk.response, prepared, output_type)
-                if finished is not chunk.response:
-                    chunk = chunk.model_copy(update={"response": finished})
-            yield chunk
+        try:
+            async for chunk in stream_json(
+                self._client,
+                self._stream_url,
+                headers=headers,
+                body=body,
+                provider=self._VENDOR,
+                parse_error=self._parse_error,
+                decode=self._decode,
+                policy=self._policy,
+                http_timeout=self._timeout,
+                stream_deadline=self._stream_deadline,
+            ):
+                if chunk.kind == "done" and chunk.response is not None:
+                    finished = self._finish(chunk.response, prepared, output_type)
+                    if finished is not chunk.response:
+                        chunk = chunk.model_copy(update={"response": finished})
+                yield chunk
+        except ProviderError as exc:
+            raise redact_error(exc, self._secrets()) from exc.__cause__

@@ -33,9 +33,12 @@ __all__ = [
     "MediaFencer",
     "compact_json",
     "inline_data",
+    "invalid_tool_arguments",
     "is_media",
     "misplaced_in_assistant_turn",
     "misplaced_in_user_turn",
+    "moved_media_header",
+    "parse_tool_arguments",
     "plain_text",
     "shape_checked",
     "stop_reason_for",
@@ -90,6 +93,61 @@ def plain_text(value: str | Untrusted, *, vendor: str, where: str) -> str:
 def compact_json(value: Any) -> str:
     """JSON with compact separators and UTF-8 kept: the form vendors emit tool arguments in."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+TOOL_ARGUMENTS_POLICY = (
+    "Invalid tool-argument JSON (cut off, or not an object) is refused at once on every vendor, "
+    "streamed or not: ProviderError(code='invalid_tool_arguments', retryable=False). It is "
+    "never retried silently (a retry is another paid call that may fail the same way) and never "
+    "run as a guess."
+)
+"""The one policy for broken tool arguments, quoted by the providers' docstrings and the README."""
+
+
+def invalid_tool_arguments(vendor: str, call_id: str, name: str, why: str) -> ProviderError:
+    """The refusal of a tool call whose arguments are not a JSON object (``TOOL_ARGUMENTS_POLICY``)."""
+    return ProviderError(
+        f"the {vendor} tool call {call_id} ({name}) has arguments that {why}; the output may "
+        "have been cut off (stop reason max_tokens). Nothing was run or retried: call again with "
+        "a larger token limit, or a simpler tool schema.",
+        code="invalid_tool_arguments",
+        provider=vendor,
+        retryable=False,
+        tool_use_id=call_id,
+    )
+
+
+def parse_tool_arguments(text: str, *, vendor: str, call_id: str, name: str) -> dict[str, Any]:
+    """A call's arguments from their JSON text (``""`` is ``{}``); anything but an object is refused."""
+    if not text.strip():
+        return {}
+    try:
+        parsed = _decode_arguments(text)
+    except json.JSONDecodeError as exc:
+        raise invalid_tool_arguments(
+            vendor, call_id, name, f"are not valid JSON ({exc.msg} at {exc.pos})"
+        ) from None
+    except RecursionError:
+        raise invalid_tool_arguments(vendor, call_id, name, "nest too deep to read") from None
+    if not isinstance(parsed, dict):
+        raise invalid_tool_arguments(
+            vendor, call_id, name, f"are a JSON {type(parsed).__name__}, not an object"
+        )
+    return parsed
+
+
+_decode_arguments = json.JSONDecoder().decode
+
+
+def moved_media_header(call_id: str, name: str | None) -> str:
+    """The text put before a tool result's media where the wire moves it out of the result.
+
+    Chat Completions and Gemini cannot carry media inside a tool result, so it follows in the
+    user turn; this header names the call, so images from two calls stay attributable (ADR 0120
+    gap closed by issue 14 item 7).
+    """
+    tool = f" ({name})" if name else ""
+    return f"[media returned by tool call {call_id}{tool}]"
 
 
 def unexpected(vendor: str, what: str) -> ProviderError:

@@ -10,7 +10,6 @@ error. Retries, backoff and streamed resets are ``_http``'s.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -21,15 +20,17 @@ from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ProviderError
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import (
+    DEFAULT_STREAM_DEADLINE,
     DEFAULT_TIMEOUT,
     RetryPolicy,
     SseEvent,
+    decode_json,
     http_error,
     resolve_api_key,
 )
 from loom_nb.providers._http_provider import HttpProvider, checked_extra_body, error_body
 from loom_nb.providers._settings_wire import anthropic_settings_fields
-from loom_nb.providers._structured import anthropic_schema
+from loom_nb.providers._structured import anthropic_schema, check_vendor_output
 from loom_nb.providers.anthropic_wire import (
     RETRYABLE_ERROR_TYPES,
     AnthropicStreamAssembler,
@@ -65,6 +66,12 @@ class AnthropicProvider(HttpProvider):
     give one (the Messages API requires it). ``extra_body`` is merged into every body (``top_k``,
     ``tool_choice``, ``metadata``); it may not contradict a setting. ``output_type=`` uses the
     Messages API's native structured outputs (``output_config.format``).
+
+    Hardening shared by every provider: a key the server echoes is redacted (``***``) from the
+    ``ProviderError``; JSON nested deeper than 200 levels is ``malformed_response``; one streamed
+    attempt ends after ``stream_deadline`` seconds in total (``stream_timeout``; None: no
+    deadline). Invalid tool-argument JSON, streamed or not, is refused at once as
+    ``ProviderError(code="invalid_tool_arguments", retryable=False)``, never retried silently.
     """
 
     _VENDOR = VENDOR
@@ -85,6 +92,7 @@ class AnthropicProvider(HttpProvider):
         max_retries: int = 3,
         timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
         retry_policy: RetryPolicy | None = None,
+        stream_deadline: float | None = DEFAULT_STREAM_DEADLINE,
     ) -> None:
         self.max_tokens = max_tokens
         self._key = resolve_api_key(api_key, "ANTHROPIC_API_KEY", VENDOR)
@@ -104,6 +112,7 @@ class AnthropicProvider(HttpProvider):
             max_retries=max_retries,
             timeout=timeout,
             retry_policy=retry_policy,
+            stream_deadline=stream_deadline,
         )
 
     def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
@@ -116,7 +125,8 @@ class AnthropicProvider(HttpProvider):
             request.settings, model=self.model, default_max_tokens=self.max_tokens
         )
 
-    def _output_fields(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def _output_fields(self, request: LlmRequest, schema: dict[str, Any]) -> dict[str, Any]:
+        check_vendor_output(VENDOR, self.model, request)
         return {
             "output_config": {"format": {"type": "json_schema", "schema": anthropic_schema(schema)}}
         }
@@ -160,10 +170,10 @@ async def decode_anthropic_events(events: AsyncIterator[SseEvent]) -> AsyncItera
     """The chunks of one streamed attempt (a fresh assembler per attempt)."""
     assembler = AnthropicStreamAssembler()
     async for event in events:
+        data = decode_json(event.data, provider=VENDOR, what="a stream event")
         try:
-            data = json.loads(event.data)
             chunks = assembler.feed(data)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ProviderError(
                 f"Anthropic sent a stream event loom_nb cannot read ({event.event}: "
                 f"{type(exc).__name__}: {exc}). Retry, or use complete().",

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,6 +59,7 @@ from loom_nb.providers._base import LlmStreamChunk, ToolDelta
 from loom_nb.providers._wire_util import (
     MediaFencer,
     inline_data,
+    parse_tool_arguments,
     plain_text,
     shape_checked,
     unexpected,
@@ -447,18 +447,15 @@ class AnthropicStreamAssembler:
     def _stop(self, index: int) -> None:
         if index not in self._json:
             return
-        text = "".join(self._json[index])
-        try:
-            # A tool without arguments streams a single "" fragment: that is {}.
-            self._blocks[index]["input"] = json.loads(text) if text.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ProviderError(
-                f"Anthropic streamed tool input that is not JSON for call "
-                f"{self._blocks[index].get('id')}: {exc}. Retry the call.",
-                code="malformed_response",
-                provider=VENDOR,
-                retryable=True,
-            ) from exc
+        block = self._blocks[index]
+        # A tool without arguments streams a single "" fragment: that is {}. Broken JSON follows
+        # TOOL_ARGUMENTS_POLICY: refused at once, never retried silently.
+        block["input"] = parse_tool_arguments(
+            "".join(self._json[index]),
+            vendor=VENDOR,
+            call_id=str(block.get("id")),
+            name=str(block.get("name")),
+        )
 
     def response(self) -> LlmResponse:
         """The response assembled from the events so far."""

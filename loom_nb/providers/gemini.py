@@ -10,7 +10,6 @@ id and name, then the whole arguments JSON in one fragment.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -23,14 +22,17 @@ from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ProviderError
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import (
+    DEFAULT_STREAM_DEADLINE,
     DEFAULT_TIMEOUT,
     RetryPolicy,
     SseEvent,
+    decode_json,
     http_error,
     resolve_api_key,
 )
 from loom_nb.providers._http_provider import HttpProvider, checked_extra_body, error_body
 from loom_nb.providers._settings_wire import gemini_settings_fields
+from loom_nb.providers._structured import check_vendor_output
 from loom_nb.providers.gemini_wire import (
     GeminiStreamAssembler,
     gemini_error_fields,
@@ -61,6 +63,12 @@ class GeminiProvider(HttpProvider):
     with ``responseJsonSchema``. ``http_client`` injects an ``httpx.AsyncClient``; otherwise the provider
     owns one, closed by ``aclose()``. ``complete`` calls ``:generateContent``, ``stream`` calls
     ``:streamGenerateContent?alt=sse``; both send the same body.
+
+    Hardening shared by every provider: a key the server echoes is redacted (``***``) from the
+    ``ProviderError``; JSON nested deeper than 200 levels is ``malformed_response``; one streamed
+    attempt ends after ``stream_deadline`` seconds in total (``stream_timeout``; None: no
+    deadline). Invalid tool-argument JSON, streamed or not, is refused at once as
+    ``ProviderError(code="invalid_tool_arguments", retryable=False)``, never retried silently.
     """
 
     _VENDOR = VENDOR
@@ -79,6 +87,7 @@ class GeminiProvider(HttpProvider):
         max_retries: int = 3,
         timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
         retry_policy: RetryPolicy | None = None,
+        stream_deadline: float | None = DEFAULT_STREAM_DEADLINE,
     ) -> None:
         model = model.removeprefix("models/")
         fallback = os.environ.get("GEMINI_API_KEY", "").strip() or os.environ.get(
@@ -101,6 +110,7 @@ class GeminiProvider(HttpProvider):
             max_retries=max_retries,
             timeout=timeout,
             retry_policy=retry_policy,
+            stream_deadline=stream_deadline,
         )
 
     def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
@@ -109,7 +119,8 @@ class GeminiProvider(HttpProvider):
     def _settings_fields(self, request: LlmRequest) -> dict[str, Any]:
         return gemini_settings_fields(request.settings, model=self.model)
 
-    def _output_fields(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def _output_fields(self, request: LlmRequest, schema: dict[str, Any]) -> dict[str, Any]:
+        check_vendor_output(VENDOR, self.model, request)
         return {
             "generationConfig": {
                 "responseMimeType": "application/json",
@@ -141,8 +152,8 @@ async def decode_gemini_events(events: AsyncIterator[SseEvent]) -> AsyncIterator
     """The chunks of one streamed attempt (a fresh assembler per attempt), ending with ``done``."""
     assembler = GeminiStreamAssembler()
     async for event in events:
+        data = decode_json(event.data, provider=VENDOR, what="a stream event")
         try:
-            data = json.loads(event.data)
             if not isinstance(data, dict):
                 raise TypeError("the event is not a JSON object")
             chunks = assembler.feed(data)

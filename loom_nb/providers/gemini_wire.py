@@ -13,7 +13,8 @@ Pure functions, no HTTP (ADR 0120 decisions 2, 7, 8, 11).
   ``tool_use`` with that id and ``response`` is ``{"output": text}`` or, for ``is_error``,
   ``{"error": text}`` (the keys the API reference gives). Media of a tool result cannot ride in
   the response object: it follows as extra ``inlineData`` parts in the same user turn, after the
-  function responses, with its fence open and close around it when it is untrusted.
+  function responses, each call's media headed by a text part naming the call id and the tool
+  (``moved_media_header``), with its fence open and close around it when it is untrusted.
 - Gemini may return a ``functionCall`` with no id. The call then gets a deterministic one from its
   position: ``gemini_<responseId>_<n>`` (n counts calls in the response), so the pairing holds
   and a replayed response gives the same ids.
@@ -70,8 +71,10 @@ from loom_nb.providers._wire_util import (
     MediaFencer,
     compact_json,
     inline_data,
+    invalid_tool_arguments,
     misplaced_in_assistant_turn,
     misplaced_in_user_turn,
+    moved_media_header,
     plain_text,
     shape_checked,
     stop_reason_for,
@@ -212,11 +215,15 @@ def _function_response(
             tool_use_id=part.tool_use_id,
         )
     if isinstance(part.content, list):
+        header = False
         for k, item in enumerate(part.content):
             at = f"{where}.content[{k}]"
             if isinstance(item, TextPart):
                 plain_text(item.text, vendor=VENDOR, where=at)
             else:
+                if not header:  # one header per call, before its first moved item
+                    moved.append({"text": moved_media_header(part.tool_use_id, name)})
+                    header = True
                 moved.extend(_fenced_media(item, at, fencer))
     else:
         plain_text(part.content, vendor=VENDOR, where=where + ".content")
@@ -342,9 +349,11 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
         if kinds == ["functionCall"]:
             call = part["functionCall"]
             args = call.get("args") or {}
-            if not isinstance(args, dict):
-                raise unexpected("gemini", "a functionCall whose args are not an object")
             call_id = call.get("id") or _synthesized_id(body.get("responseId"), call, len(calls))
+            if not isinstance(args, dict):  # TOOL_ARGUMENTS_POLICY: refused, as on every vendor
+                raise invalid_tool_arguments(
+                    "gemini", call_id, str(call.get("name")), "are not a JSON object"
+                )
             signed = {THOUGHT_SIGNATURE: signature} if signature else None
             calls.append(ToolCall(id=call_id, name=call["name"], input=args, provider_data=signed))
         elif kinds == ["text"]:

@@ -16,7 +16,6 @@ gateway), given with its ``/v1`` like the OpenAI SDK's. Two things change off th
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -27,10 +26,12 @@ from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ProviderError
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import (
+    DEFAULT_STREAM_DEADLINE,
     DEFAULT_TIMEOUT,
     RetryPolicy,
     Secret,
     SseEvent,
+    decode_json,
     http_error,
     resolve_api_key,
 )
@@ -75,6 +76,12 @@ class OpenAIProvider(HttpProvider):
     ``http_client`` injects an ``httpx.AsyncClient`` (tests use ``httpx.MockTransport``);
     otherwise the provider owns one, closed by ``aclose()``. ``stream`` sends the body with
     ``stream: true``; its tool calls come from the assembled deltas, whatever ``finish_reason`` says.
+
+    Hardening shared by every provider: a key the server echoes is redacted (``***``) from the
+    ``ProviderError``; JSON nested deeper than 200 levels is ``malformed_response``; one streamed
+    attempt ends after ``stream_deadline`` seconds in total (``stream_timeout``; None: no
+    deadline). Invalid tool-argument JSON, streamed or not, is refused at once as
+    ``ProviderError(code="invalid_tool_arguments", retryable=False)``, never retried silently.
     """
 
     _VENDOR = VENDOR
@@ -96,6 +103,7 @@ class OpenAIProvider(HttpProvider):
         max_retries: int = 3,
         timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
         retry_policy: RetryPolicy | None = None,
+        stream_deadline: float | None = DEFAULT_STREAM_DEADLINE,
     ) -> None:
         self._key: Secret | None
         self._official = _is_default(base_url)
@@ -124,6 +132,7 @@ class OpenAIProvider(HttpProvider):
             max_retries=max_retries,
             timeout=timeout,
             retry_policy=retry_policy,
+            stream_deadline=stream_deadline,
         )
 
     def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
@@ -134,7 +143,7 @@ class OpenAIProvider(HttpProvider):
             request.settings, model=self.model, official=self._official
         )
 
-    def _output_fields(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def _output_fields(self, request: LlmRequest, schema: dict[str, Any]) -> dict[str, Any]:
         strict_schema, strict = strict_openai_schema(schema)
         return {
             "response_format": {
@@ -184,14 +193,7 @@ async def decode_openai_events(events: AsyncIterator[SseEvent]) -> AsyncIterator
         if event.data.strip() == "[DONE]":
             assembler.mark_done()
             break
-        try:
-            data = json.loads(event.data)
-        except json.JSONDecodeError as exc:
-            raise ProviderError(
-                f"OpenAI sent a stream event that is not JSON ({exc.msg}). Retry, or use complete().",
-                code="malformed_response",
-                provider=VENDOR,
-            ) from exc
+        data = decode_json(event.data, provider=VENDOR, what="a stream event")
         if not isinstance(data, dict):
             raise ProviderError(
                 "OpenAI sent a stream event that is not a JSON object. Retry, or use complete().",

@@ -9,7 +9,8 @@ parts of ONE user message. Chat Completions wants the opposite, so:
 - each ``tool_result`` becomes a ``{"role": "tool", "tool_call_id": ...}`` message, placed first as
   the API requires, text only. A failed call (``is_error``) is marked by prefixing its text with
   ``"Error: "`` (the tool message has no error flag). Media of tool results cannot ride in a tool
-  message: it moves to ONE trailing user message after the tool messages, followed by the rest of
+  message: it moves to ONE trailing user message after the tool messages, each call's media headed
+  by a text part naming the call id and the tool (``moved_media_header``), followed by the rest of
   that user message's own parts. Untrusted media moves with its fence open and close around it.
 - images go as ``image_url`` data URLs, audio as ``input_audio`` (``wav``/``mp3`` only; anything
   else is refused, never re-encoded), documents as ``file`` with a ``file_data`` data URL and a
@@ -56,6 +57,8 @@ from loom_nb.providers._wire_util import (
     is_media,
     misplaced_in_assistant_turn,
     misplaced_in_user_turn,
+    moved_media_header,
+    parse_tool_arguments,
     plain_text,
     shape_checked,
     stop_reason_for,
@@ -127,12 +130,16 @@ def openai_request_body(request: LlmRequest, *, model: str, stream: bool = False
         system = plain_text(request.system, vendor=VENDOR, where="system")
         if system:
             messages.append({"role": "system", "content": system})
+    names: dict[str, str] = {}  # call id -> tool name, for the header of moved media
     for index, message in enumerate(request.messages):
         where = f"messages[{index}]"
         if message.role == "assistant":
-            messages.append(_assistant_message(message, where))
+            assistant = _assistant_message(message, where)
+            for call in assistant.get("tool_calls") or ():
+                names[call["id"]] = call["function"]["name"]
+            messages.append(assistant)
         else:
-            messages.extend(_user_messages(message, where, fencer))
+            messages.extend(_user_messages(message, where, fencer, names))
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
@@ -227,7 +234,9 @@ def _tool_input(part: ToolUsePart, where: str) -> dict[str, Any]:
     return {}  # pragma: no cover
 
 
-def _user_messages(message: Message, where: str, fencer: MediaFencer) -> list[dict[str, Any]]:
+def _user_messages(
+    message: Message, where: str, fencer: MediaFencer, names: Mapping[str, str]
+) -> list[dict[str, Any]]:
     if isinstance(message.content, str):
         return [{"role": "user", "content": message.content}]
     tool_messages: list[dict[str, Any]] = []
@@ -236,7 +245,7 @@ def _user_messages(message: Message, where: str, fencer: MediaFencer) -> list[di
     for j, part in enumerate(message.content):
         at = f"{where}.content[{j}]"
         if isinstance(part, ToolResultPart):
-            tool_messages.append(_tool_message(part, at, fencer, moved))
+            tool_messages.append(_tool_message(part, at, fencer, moved, names))
         elif isinstance(part, TextPart):
             own.append({"type": "text", "text": plain_text(part.text, vendor=VENDOR, where=at)})
         elif isinstance(part, ImagePart | AudioPart | FilePart):
@@ -250,15 +259,24 @@ def _user_messages(message: Message, where: str, fencer: MediaFencer) -> list[di
 
 
 def _tool_message(
-    part: ToolResultPart, where: str, fencer: MediaFencer, moved: list[dict[str, Any]]
+    part: ToolResultPart,
+    where: str,
+    fencer: MediaFencer,
+    moved: list[dict[str, Any]],
+    names: Mapping[str, str],
 ) -> dict[str, Any]:
     texts: list[str] = []
     if isinstance(part.content, list):
+        header = False
         for k, item in enumerate(part.content):
             at = f"{where}.content[{k}]"
             if isinstance(item, TextPart):
                 texts.append(plain_text(item.text, vendor=VENDOR, where=at))
             else:
+                if not header:  # one header per call, before its first moved item
+                    text = moved_media_header(part.tool_use_id, names.get(part.tool_use_id))
+                    moved.append({"type": "text", "text": text})
+                    header = True
                 moved.extend(_fenced_media(item, at, fencer))
         has_media = any(is_media(item) for item in part.content)
     else:
@@ -320,26 +338,11 @@ def openai_finish_reason(finish_reason: str | None, *, has_tool_calls: bool) -> 
 
 
 def openai_tool_call(call_id: str, name: str, arguments: str) -> ToolCall:
-    """A ``ToolCall`` from the wire's id, name and ``arguments`` JSON string (``""`` means ``{}``)."""
-    if not arguments.strip():
-        return ToolCall(id=call_id, name=name, input={})
-    try:
-        parsed = json.loads(arguments)
-    except json.JSONDecodeError as exc:
-        raise ProviderError(
-            f"OpenAI tool call {call_id} ({name}) has arguments that are not valid JSON "
-            f"({exc.msg} at {exc.pos}); the output may have been cut off (finish_reason "
-            "'length'). Retry with a larger token limit.",
-            code="invalid_tool_arguments",
-            provider="openai",
-        ) from exc
-    if not isinstance(parsed, dict):
-        raise ProviderError(
-            f"OpenAI tool call {call_id} ({name}) has arguments that are a JSON "
-            f"{type(parsed).__name__}, not an object; tool inputs must be objects.",
-            code="invalid_tool_arguments",
-            provider="openai",
-        )
+    """A ``ToolCall`` from the wire's id, name and ``arguments`` JSON string (``""`` means ``{}``).
+
+    Arguments that are not a JSON object follow ``TOOL_ARGUMENTS_POLICY``: refused at once.
+    """
+    parsed = parse_tool_arguments(arguments, vendor="openai", call_id=call_id, name=name)
     return ToolCall(id=call_id, name=name, input=parsed)
 
 

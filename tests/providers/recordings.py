@@ -235,3 +235,37 @@ class ReplayTransport:
         """The JSON bodies of the requests received so far."""
         for request in self.requests:
             yield json.loads(request.content)
+
+
+MEDIA_HEADER_PREFIX = "[media returned by tool call "
+
+
+def without_media_headers(body: Any) -> Any:
+    """``body`` without the per-call headers put before moved tool media (issue 14 item 7).
+
+    The recordings predate the headers; the rest of the body must still match them exactly.
+    """
+    if isinstance(body, dict):
+        return {k: without_media_headers(v) for k, v in body.items()}
+    if isinstance(body, list):
+        return [
+            without_media_headers(item)
+            for item in body
+            if not (
+                isinstance(item, dict)
+                and isinstance(item.get("text"), str)
+                and item["text"].startswith(MEDIA_HEADER_PREFIX)
+            )
+        ]
+    return body
+
+
+def media_headers(body: Any) -> list[str]:
+    """The per-call media headers in ``body``, in order."""
+    found: list[str] = []
+    text = json.dumps(body)
+    start = text.find(MEDIA_HEADER_PREFIX)
+    while start != -1:
+        found.append(text[start : text.index("]", start) + 1])
+        start = text.find(MEDIA_HEADER_PREFIX, start + 1)
+    return found

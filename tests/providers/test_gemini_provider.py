@@ -290,6 +290,8 @@ async def test_untrusted_tool_media_moves_with_its_fence() -> None:
         )
         await provider.complete(request)
     parts = json.loads(seen[0].content)["contents"][2]["parts"]
+    assert parts[1]["text"].startswith("[media returned by tool call ")  # the call's header
+    parts = [parts[0], *parts[2:]]
     assert [next(iter(p)) for p in parts] == ["functionResponse", "text", "inlineData", "text"]
     assert parts[1]["text"].startswith('<untrusted nonce="')
     assert 'origin="tool:browser"' in parts[1]["text"]

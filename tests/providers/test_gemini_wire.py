@@ -54,7 +54,12 @@ from loom_nb.providers.gemini_wire import (
     gemini_response,
 )
 from loom_nb.providers.openai_wire import openai_request_body
-from tests.providers.recordings import Recording, load_recording
+from tests.providers.recordings import (
+    Recording,
+    load_recording,
+    media_headers,
+    without_media_headers,
+)
 
 
 def standard_b64(data: str) -> str:
@@ -282,11 +287,15 @@ async def test_tool_result_media_rides_as_inline_data_beside_the_function_respon
         media = FilePart(media_type=mime, source=source)
     second = second_request(first, answer, [{"type": "text", "text": "File attached"}, media])
     body = gemini_request_body(second)
-    assert body == normalized(turn2, recorded_ids(rec, answer))
+    assert without_media_headers(body) == normalized(turn2, recorded_ids(rec, answer))
     assert [next(iter(p)) for p in body["contents"][2]["parts"]] == [
         "functionResponse",
+        "text",
         "inlineData",
     ]
+    call_id = body["contents"][2]["parts"][0]["functionResponse"]["id"]
+    name = answer.tool_calls[0].name
+    assert media_headers(body) == [f"[media returned by tool call {call_id} ({name})]"]
     final = gemini_response(rec.interactions[1].response.json())
     assert final.content
     assert final.stop_reason == "end_turn"

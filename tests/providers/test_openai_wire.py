@@ -40,7 +40,11 @@ from loom_nb.providers.openai_wire import (
     openai_request_body,
     openai_response,
 )
-from tests.providers.recordings import Recording, load_recording
+from tests.providers.recordings import (
+    Recording,
+    load_recording,
+    without_media_headers,
+)
 
 CLIENT_FIELDS = ("tool_choice", "n", "max_tokens", "temperature")
 
@@ -279,7 +283,12 @@ def test_tool_result_media_rides_in_one_trailing_user_message(path: str, kind: s
         )
     first, second = tool_round_trip(rec, [TextPart(text="File attached"), media])
     assert openai_request_body(first, model="gpt-5-mini") == recorded_body(rec, 0)
-    assert openai_request_body(second, model="gpt-5-mini") == recorded_body(rec, 1)
+    body = openai_request_body(second, model="gpt-5-mini")
+    assert without_media_headers(body) == recorded_body(rec, 1)
+    call_id = body["messages"][2]["tool_call_id"]
+    assert body["messages"][3]["content"][0]["text"].startswith(
+        f"[media returned by tool call {call_id} ("
+    )
 
 
 def test_recorded_400_error_envelope_is_read() -> None:
