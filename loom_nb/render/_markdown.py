@@ -127,14 +127,20 @@ def _block(node: SyntaxTreeNode) -> list[Node]:
     if kind in {"fence", "code_block"}:
         lang = node.info.strip().split(" ", 1)[0][:40] if kind == "fence" else ""
         return [
-            {"tag": "pre", "lang": lang, "code": node.content, "hl": highlight(node.content, lang)}
+            {"tag": "pre", "lang": lang, "code": _src(node), "hl": highlight(_src(node), lang)}
         ]
     if kind == "hr":
         return [{"tag": "hr"}]
     if kind == "inline":
         return _inline(node.children)
     # html_block cannot occur with html=False; anything unknown is kept as its text.
-    return [{"tag": "p", "children": [node.content]}] if node.content else []
+    return [{"tag": "p", "children": [_src(node)]}] if _src(node) else []
+
+
+def _src(node: SyntaxTreeNode) -> str:
+    """A markdown-it node's source text (a parser node, not a Message: no parts to walk)."""
+    text = node.content
+    return text if isinstance(text, str) else ""
 
 
 def _inline_of(node: SyntaxTreeNode) -> list[Node]:
@@ -159,11 +165,11 @@ def _inline(nodes: list[SyntaxTreeNode]) -> list[Node]:
     for node in nodes:
         kind = node.type
         if kind in {"text", "html_inline"}:
-            text(node.content)
+            text(_src(node))
         elif kind == "softbreak" or kind == "hardbreak":
             out.append({"tag": "br"})
         elif kind == "code_inline":
-            out.append({"tag": "code", "children": [node.content]})
+            out.append({"tag": "code", "children": [_src(node)]})
         elif kind in {"em", "strong", "s"}:
             out.append({"tag": node.tag, "children": _inline(node.children)})
         elif kind == "link":
@@ -185,13 +191,13 @@ def _inline(nodes: list[SyntaxTreeNode]) -> list[Node]:
                 element["href"] = href
             out.append(element)
         else:
-            text(node.content)
+            text(_src(node))
     return out
 
 
 def _plain(node: SyntaxTreeNode) -> str:
     if node.type in {"text", "code_inline", "html_inline"}:
-        return node.content
+        return _src(node)
     return "".join(_plain(child) for child in node.children)
 
 
