@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -48,6 +49,7 @@ from loom_nb.chat._records import (
     TurnStatus,
     check_arguments,
     print_delta,
+    run_decisions,
     settings_of,
     shared_journal,
     shared_store,
@@ -71,6 +73,8 @@ if TYPE_CHECKING:
     from loom_nb.providers import LlmProvider
 
 __all__ = ["Chat", "ChatTurn"]
+
+_log = logging.getLogger(__name__)
 
 
 class Chat:
@@ -123,6 +127,7 @@ class Chat:
         self._forks = 0
         self._parked: tuple[str, list[Message], int, int] | None = None
         self._decisions: dict[str, dict[str, Any]] = {}
+        self._deciders: dict[str, str] = {}
         self._caller: asyncio.Task[Any] | None = None
         self._stopping = False
         self.live_text = ""
@@ -358,10 +363,12 @@ class Chat:
                 f"{type(decisions).__name__}.",
                 code="invalid_argument",
             )
+        for call_id in table:
+            self._deciders.setdefault(str(call_id), "chat.approve")
         return await self._drive(table)
 
     async def decide(
-        self, call_id: str, approved: bool, *, reason: str | None = None
+        self, call_id: str, approved: bool, *, reason: str | None = None, by: str = "chat.decide"
     ) -> AgentResult | None:
         """Decide one pending call (what the view's Approve / Decline buttons call).
 
@@ -381,10 +388,11 @@ class Chat:
                 code="invalid_argument",
             )
         self._decisions[call_id] = {"approved": approved, "reason": reason}
+        self._deciders[call_id] = by
         if not pending <= set(self._decisions):
             return None
         decisions, self._decisions = dict(self._decisions), {}
-        return await self.approve(decisions)
+        return await self._drive(decisions)
 
     async def decline(self, reason: str | None = None) -> AgentResult:
         """Decline every call the parked run waits on (the model is told, with ``reason``)."""
@@ -632,5 +640,62 @@ class Chat:
             principal=self._principal,
             plain=repr(self),
             system=self._system,
+            tools=[t.name for t in self._tools],
+            approvals=self.approvals(),
+            stats=self._stats(),
+            on_decision=self._on_view_decision if self._parked is not None else None,
             **kwargs,
         )
+
+    def approvals(self) -> dict[str, dict[str, Any]]:
+        """Every call that needed a decision: ``{call id: {"state", "by", "reason"}}``.
+
+        ``state`` is ``awaiting`` (the parked run waits on it), ``approved``, ``declined`` or
+        ``undecidable``; ``by`` says who decided (the view's buttons, ``chat.approve``, the
+        ``approve=`` given to ``chat.run``), so the transcript can say who decided what.
+        """
+        states: dict[str, dict[str, Any]] = {}
+        for turn in self._turns:
+            if turn.kind != "run" or turn.run_id is None:
+                continue
+            for call_id, decision in run_decisions(self.journal, turn.run_id).items():
+                states[call_id] = _state_of(decision, self._deciders.get(call_id, "the approver"))
+        for digest in self.pending_approvals:
+            states[str(digest["id"])] = {"state": "awaiting", "by": None, "reason": None}
+        return states
+
+    def _stats(self) -> dict[int, dict[str, Any]]:
+        """Tokens per assistant turn of a plain chat turn (message index -> counts)."""
+        out: dict[int, dict[str, Any]] = {}
+        for turn in self._turns:
+            usage = turn.usage
+            if turn.kind == "chat" and (usage.input_tokens or usage.output_tokens):
+                index = turn.start + 1
+                if index < len(self._history):
+                    out[index] = {
+                        "input_tokens": usage.input_tokens,
+                        "output_tokens": usage.output_tokens,
+                        "latency_s": None,
+                    }
+        return out
+
+    async def _on_view_decision(self, call_id: str, approved: bool) -> None:
+        """The transcript view's Approve / Decline: decide the call, resume once all are decided."""
+        try:
+            await self.decide(call_id, approved, by="the notebook view")
+        except Exception:  # shown by the view as still awaiting; the kernel log has the cause
+            _log.exception("Chat: a decision from the view could not be applied")
+
+
+def _state_of(decision: Any, by: str) -> dict[str, Any]:
+    """A journaled decision as the views show it."""
+    if isinstance(decision, dict) and decision.get("pending") is True:
+        return {"state": "awaiting", "by": None, "reason": None}
+    if isinstance(decision, dict) and isinstance(decision.get("approved"), bool):
+        reason = decision.get("reason")
+        return {
+            "state": "approved" if decision["approved"] else "declined",
+            "by": by,
+            "reason": reason if isinstance(reason, str) else None,
+        }
+    return {"state": "undecidable", "by": by, "reason": "the decision was not True/False"}

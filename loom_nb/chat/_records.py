@@ -175,3 +175,23 @@ def check_arguments(
         raise ConfigurationError(
             "on_text is a function of the text delta.", code="invalid_argument"
         )
+
+
+def run_decisions(journal: Journal, run_id: str) -> dict[str, Any]:
+    """The approval decisions an agent run journaled: call id -> the normalized decision.
+
+    An approval step holds the approver's decision (or ``{"pending": true}``); a resume holds
+    the decisions given for the calls that were pending, and wins over the pending mark.
+    """
+    found: dict[str, Any] = {}
+    for event in journal.events(run_id):
+        payload = event.payload if isinstance(event.payload, dict) else {}
+        step_id = event.step_id or ""
+        if event.kind == "step_completed" and ":approval:" in step_id:
+            found[step_id.split(":approval:", 1)[1]] = payload.get("output")
+        elif event.kind == "resumed":
+            given = payload.get("payload", payload)
+            decisions = given.get("decisions") if isinstance(given, dict) else None
+            for call_id, decision in (decisions if isinstance(decisions, dict) else {}).items():
+                found[str(call_id)] = decision
+    return found
