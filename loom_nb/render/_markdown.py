@@ -126,9 +126,7 @@ def _block(node: SyntaxTreeNode) -> list[Node]:
         return [element]
     if kind in {"fence", "code_block"}:
         lang = node.info.strip().split(" ", 1)[0][:40] if kind == "fence" else ""
-        return [
-            {"tag": "pre", "lang": lang, "code": _src(node), "hl": highlight(_src(node), lang)}
-        ]
+        return [{"tag": "pre", "lang": lang, "code": _src(node), "hl": highlight(_src(node), lang)}]
     if kind == "hr":
         return [{"tag": "hr"}]
     if kind == "inline":
