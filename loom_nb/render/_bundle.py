@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from loom_nb.content import Message
+from loom_nb.content import LlmResponse, Message, assistant_message_of, text_of
 from loom_nb.render._api import html_of_views, transcript_views
 from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._source import Transcript
 from loom_nb.render._view import RenderContext
 from loom_nb.taint import Untrusted
 
-__all__ = ["transcript_bundle"]
+__all__ = ["response_bundle", "transcript_bundle"]
 
 
 def transcript_bundle(
@@ -55,3 +55,16 @@ def transcript_bundle(
         if (include is None or mime in include) and not (exclude and mime in exclude)
     }
     return wanted, {}
+
+
+def response_bundle(response: LlmResponse, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A response shown as its assistant turn, headed by model, tokens and stop reason."""
+    head = ["response", *([response.model] if response.model else [])]
+    usage = response.usage
+    head.append(f"{usage.input_tokens:,} in · {usage.output_tokens:,} out")
+    head.append(f"stop: {response.stop_reason}")
+    calls = "".join(f"\ntool call {c.name} ({c.id})" for c in response.tool_calls)
+    plain = f"{' · '.join(head)}\n{text_of(response.content)}{calls}"
+    return transcript_bundle(
+        [assistant_message_of(response)], header=" · ".join(head), plain=plain, **kwargs
+    )
