@@ -9,7 +9,7 @@ stays importable without ipywidgets: with no ipywidgets the bundle is the static
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loom_nb.content import LlmResponse, Message, assistant_message_of, text_of
@@ -33,10 +33,24 @@ def transcript_bundle(
     tools: Sequence[str] = (),
     include: Any = None,
     exclude: Any = None,
+    approvals: Mapping[str, Mapping[str, Any]] | None = None,
+    stats: Mapping[int, Mapping[str, Any]] | None = None,
+    on_decision: Any = None,
     **_kwargs: Any,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The mimebundle of ``messages`` shown as a transcript headed by ``header``."""
-    transcript = Transcript(list(messages), system, list(tools))
+    """The mimebundle of ``messages`` shown as a transcript headed by ``header``.
+
+    ``approvals`` (call id -> ``approval_state(...)``) marks calls awaiting or decided;
+    ``on_decision(call_id, approved)`` gives awaiting calls Approve / Decline buttons in the live
+    view; ``stats`` (message index -> ``turn_stats(...)``) adds tokens and latency to turns.
+    """
+    transcript = Transcript(
+        list(messages),
+        system,
+        list(tools),
+        approvals={k: dict(v) for k, v in (approvals or {}).items()},
+        stats={k: dict(v) for k, v in (stats or {}).items()},
+    )
     data: dict[str, Any]
     try:
         from loom_nb.widgets._transcript import TranscriptView
@@ -44,7 +58,7 @@ def transcript_bundle(
         ctx = RenderContext(store=store, principal=principal, pdf_pages=1)
         data = {"text/html": html_of_views(header, transcript_views(transcript, ctx))}
     else:
-        view = TranscriptView(transcript, store=store, principal=principal)
+        view = TranscriptView(transcript, store=store, principal=principal, on_decision=on_decision)
         view.header = header
         bundle = view._repr_mimebundle_(include=include, exclude=exclude)
         data = dict(bundle[0]) if bundle is not None else {"text/html": view.to_static_html()}
