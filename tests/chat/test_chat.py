@@ -8,6 +8,7 @@ import random
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
