@@ -47,11 +47,21 @@ from loom_nb.content import (
     ToolSpec,
     ToolUsePart,
 )
-from loom_nb.errors import ConfigurationError, StructuredOutputError, UnsupportedModalityError
+from loom_nb.errors import (
+    ConfigurationError,
+    LoomError,
+    StructuredOutputError,
+    UnsupportedModalityError,
+)
 from loom_nb.providers._base import LlmProvider
 from loom_nb.settings import ModelSettings
 
-__all__ = ["CONFORMANCE_PNG", "ProviderUnderTest", "run_llm_provider_conformance"]
+__all__ = [
+    "CONFORMANCE_PNG",
+    "ConformanceError",
+    "ProviderUnderTest",
+    "run_llm_provider_conformance",
+]
 
 CONFORMANCE_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 """A 1×1 PNG, base64: the image every image case sends."""
@@ -263,12 +273,27 @@ _CASES: dict[str, Callable[[Factory], Awaitable[list[str]]]] = {
 }
 
 
+class ConformanceError(LoomError, AssertionError):
+    """The provider failed conformance cases (an ``AssertionError`` too, so test runners report it)."""
+
+    default_code = "conformance_failed"
+
+
 async def run_llm_provider_conformance(make_provider: Factory) -> list[str]:
     """Run every conformance case against providers made by ``make_provider(capabilities)``.
 
-    Each case makes fresh providers. Returns the case names; raises ``AssertionError`` listing
-    every problem found (a case that raises is reported with its exception).
+    Each case makes fresh providers. Returns the case names; raises ``ConformanceError`` (an
+    ``AssertionError`` and a ``LoomError``) listing every problem found (a case that raises is
+    reported with its exception). A ``make_provider`` that is not callable is a
+    ``ConfigurationError``.
     """
+    if not callable(make_provider):
+        raise ConfigurationError(
+            "run_llm_provider_conformance() takes a factory: a function of capabilities that "
+            f"returns a provider, not {type(make_provider).__name__}.",
+            code="invalid_argument",
+            argument="make_provider",
+        )
     failures: list[str] = []
     for name, case in _CASES.items():
         try:
@@ -277,5 +302,5 @@ async def run_llm_provider_conformance(make_provider: Factory) -> list[str]:
             problems = [f"raised {type(exc).__name__}: {exc}"]
         failures.extend(f"{name}: {problem}" for problem in problems)
     if failures:
-        raise AssertionError("provider conformance failed:\n- " + "\n- ".join(failures))
+        raise ConformanceError("provider conformance failed:\n- " + "\n- ".join(failures))
     return list(_CASES)
