@@ -22,7 +22,8 @@ ride in ``details``.
     ├── ProviderError                 a vendor API answered with an error, or could not be reached
     ├── StructuredOutputError         the model's answer did not validate against the output_type
     ├── JournalError                  the durable log
-    │   ├── ReplayDivergenceError     replay met a different step id than the log holds
+    │   ├── ExecutionBusyError        another live writer holds the execution (issue 15)
+    │   ├── ReplayDivergenceError     replay met another step id, or a step's input changed
     │   └── StepOutputError           a step produced a value the journal cannot hold
     └── AgentError                    the agent loop was driven wrongly (e.g. resumed without a decision)
 """
@@ -38,6 +39,7 @@ __all__ = [
     "ContentIntegrityError",
     "ContentNotFoundError",
     "ContentValidationError",
+    "ExecutionBusyError",
     "GuardError",
     "JournalError",
     "LoomError",
@@ -193,8 +195,22 @@ class JournalError(LoomError):
     default_code = "journal_error"
 
 
+class ExecutionBusyError(JournalError):
+    """Another live writer holds the execution (its lease), or wrote it since it was opened.
+
+    Raised before the refused step's function runs, so nothing is done twice. ``details`` names
+    the holder (``pid``, ``host``, ``expires``) or ``reason="log_moved"``.
+    """
+
+    default_code = "execution_busy"
+
+
 class ReplayDivergenceError(JournalError):
-    """Replay reached a step whose id differs from the one the log recorded at that position."""
+    """Replay reached a step whose id differs from the log's at that position, or whose input did.
+
+    Code ``replay_divergence`` for another step id (ADR 0120 decision 10), ``input_changed`` for
+    the same step id asked with an input whose hash differs from the recorded one.
+    """
 
     default_code = "replay_divergence"
 

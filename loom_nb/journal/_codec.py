@@ -13,6 +13,7 @@ also decoded once before it is journaled, so a row the journal accepted always r
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -20,7 +21,7 @@ from pydantic import BaseModel
 
 from loom_nb.errors import JournalError, StepOutputError
 
-__all__ = ["decode", "dumps", "encode_value", "is_storable_id"]
+__all__ = ["decode", "dumps", "encode_text", "encode_value", "is_storable_id", "text_hash"]
 
 
 def _default(value: Any) -> Any:
@@ -71,16 +72,10 @@ def dumps(value: Any) -> str:
     return _storable(_ENCODER.encode(value), value)
 
 
-def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str, Any]:
-    """Canonical JSON of a step's ``what`` (``"input"`` / ``"output"``) and its round trip.
-
-    Raises ``StepOutputError`` when the value cannot be journaled.
-    """
+def encode_text(value: Any, *, step_id: str, what: str = "output") -> str:
+    """Canonical JSON of a step's ``what`` (``"input"`` / ``"output"``); ``StepOutputError`` if not JSON."""
     try:
-        text = _storable(_ENCODER.encode(value), value)
-        # The round trip proves the text reads back, and is what callers get. A string, an
-        # int, a bool or None is its own round trip (a float is not: 1e400 -> inf).
-        decoded = value if type(value) in _SCALARS else json.loads(text)
+        return _storable(_ENCODER.encode(value), value)
     except RecursionError as exc:
         raise StepOutputError(
             f"step {step_id!r}: its {what} is nested deeper than the JSON encoder allows, so it "
@@ -99,7 +94,33 @@ def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str
             step_id=step_id,
             what=what,
         ) from exc
+
+
+def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str, Any]:
+    """Canonical JSON of a step's ``what`` (``"input"`` / ``"output"``) and its round trip.
+
+    Raises ``StepOutputError`` when the value cannot be journaled.
+    """
+    text = encode_text(value, step_id=step_id, what=what)
+    # The round trip proves the text reads back, and is what callers get. A string, an
+    # int, a bool or None is its own round trip (a float is not: 1e400 -> inf).
+    try:
+        decoded = value if type(value) in _SCALARS else json.loads(text)
+    except RecursionError as exc:
+        raise StepOutputError(
+            f"step {step_id!r}: its {what} is nested deeper than the JSON decoder allows, so it "
+            "cannot be journaled. Flatten the value, or journal a summary and keep the deep "
+            "structure in the content store.",
+            code="step_value_too_deep",
+            step_id=step_id,
+            what=what,
+        ) from exc
     return text, decoded
+
+
+def text_hash(text: str) -> str:
+    """``"sha256:<hex>"`` of canonical JSON text (a step's input hash)."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def decode(text: str, *, where: str) -> Any:

@@ -18,6 +18,22 @@ A step whose ``fn`` raised is journaled as ``step_failed`` and the exception pro
 does not serve failures: reaching a failed (or interrupted) step runs it again, and from there
 the execution is live, superseding whatever the log recorded after that position.
 
+Input hashes (issue 15). Each journaled step records ``input_hash``, the ``sha256:`` of its
+input's canonical JSON (a model call records the hash of its whole request, see
+``_requests``). Replay still matches steps by id (ADR 0120 decision 10), and on top of that a
+completed step asked with an input whose hash differs from the recorded one is not served: a
+prompt edited in a notebook and re-run under the same execution id raises
+``ReplayDivergenceError`` (code ``input_changed``) instead of silently returning the old answer,
+unless the execution was opened with ``divergence="ignore_inputs"``. A step journaled before
+hashes existed has none and is served by id alone, so old journals and recordings replay.
+
+One writer. Before a live step's function runs, the execution makes sure this process holds the
+execution's lease and that nobody wrote the log since it was read (``Journal._hold``); another
+writer gets ``ExecutionBusyError`` before running anything.
+
+``fork(at_step, new_id)`` copies the timeline before ``at_step`` into a new execution, which
+replays that prefix and runs live from ``at_step`` on ("edit turn N and go on").
+
 ``park(payload)`` suspends the run for a decision from outside (an approval); ``resume(payload)``
 records the decision and rewinds the execution so the calling code runs again from the top:
 the completed steps replay from the log and the same ``park`` call now returns the decision.
@@ -28,11 +44,19 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from loom_nb.errors import JournalError, ReplayDivergenceError
 from loom_nb.journal._claims import payload_text, unclaim
-from loom_nb.journal._codec import decode, dumps, encode_value, is_storable_id
+from loom_nb.journal._codec import (
+    decode,
+    dumps,
+    encode_text,
+    encode_value,
+    is_storable_id,
+    text_hash,
+)
 from loom_nb.journal._timeline import Entry, ExecutionStatus, Timeline
 
 if TYPE_CHECKING:
@@ -42,14 +66,34 @@ if TYPE_CHECKING:
 __all__ = ["Execution", "principal_from_json", "principal_to_json"]
 
 StepFn = Callable[[Any], Any | Awaitable[Any]]
+Divergence = Literal["fail", "ignore_inputs", "warn"]
+
+
+@dataclass
+class ModelBase:
+    """The last model request this execution journaled or replayed: what the next one is a delta of.
+
+    Kept by the execution (not by one effect object), so every model call on it, live or
+    replayed, in whatever effect, computes its delta against the same predecessor.
+    """
+
+    position: int
+    """The position of the step that carried the request."""
+    messages: list[Any] = field(default_factory=list)
+    """The request's messages (the objects, so an unchanged prefix is found by identity)."""
+    hashes: list[str] = field(default_factory=list)
+    """Each message's content hash."""
+    chain: list[str] = field(default_factory=list)
+    """``chain[i]``: the running hash of messages ``0..i`` (the request hash's message part)."""
 
 
 class Execution:
     """One durable run: its steps are journaled, and a recorded run replays from the log.
 
-    Obtain one with ``journal.execution(execution_id)``. Not safe to drive from two processes
-    at once; concurrent ``execute`` calls within one event loop are fine (positions are taken
-    in call order).
+    Obtain one with ``journal.execution(execution_id)``. One writer at a time: a second
+    process (or a second ``Execution`` object of the same id that read the log before the first
+    wrote) gets ``ExecutionBusyError`` when it tries to run a step live. Concurrent ``execute``
+    calls within one event loop are fine (positions are taken in call order).
     """
 
     def __init__(
@@ -59,15 +103,19 @@ class Execution:
         principal: Principal | None,
         timeline: Timeline,
         *,
-        divergence: Literal["fail", "warn"] = "fail",
+        divergence: Divergence = "fail",
+        ordinal: int = 0,
     ) -> None:
         self._journal = journal
         self._id = execution_id
         self._principal = principal
         self._timeline = timeline
         self._divergence = divergence
+        self._ordinal = ordinal
         self._next = 0
         self._live_from: int | None = None
+        self.model_base: ModelBase | None = None
+        """The last model request seen on this object (``_requests`` journals the next as a delta)."""
 
     @property
     def execution_id(self) -> str:
@@ -128,10 +176,16 @@ class Execution:
         """Run ``fn(input)`` as the journaled step ``step_id``, or serve it from the log.
 
         Returns the output's JSON round trip (the same value live and replayed). Raises
-        ``ReplayDivergenceError`` when replay meets another step id at this position (with
-        ``divergence="fail"``), ``StepOutputError`` when the input or output is not JSON, and
+        ``ReplayDivergenceError`` when replay meets another step id at this position, or the
+        same step with another input (code ``input_changed``; see ``divergence`` on
+        ``journal.execution``), ``ExecutionBusyError`` when another writer holds the execution
+        (before ``fn`` runs), ``StepOutputError`` when the input or output is not JSON, and
         whatever ``fn`` raised (after journaling ``step_failed``).
         """
+        self._check_step(step_id, fn)
+        return await self._execute(step_id, fn, lambda: input, None)
+
+    def _check_step(self, step_id: object, fn: object) -> None:
         if not is_storable_id(step_id):
             raise JournalError(
                 f"a step id is a non-empty string of valid Unicode, not {step_id!r}.",
@@ -143,6 +197,20 @@ class Execution:
                 f"{type(fn).__name__}.",
                 code="invalid_step_fn",
             )
+
+    async def _execute(
+        self,
+        step_id: str,
+        fn: StepFn,
+        make_input: Callable[[], Any],
+        input_hash: Callable[[], str] | None,
+    ) -> Any:
+        """``execute`` with the input made on demand and, optionally, its hash given.
+
+        ``make_input`` is called only when the step runs live (a model call builds its journaled
+        delta only then); ``input_hash`` (default: the hash of the input's canonical JSON) is
+        what replay compares with the recorded hash.
+        """
         position = self._next
         self._next += 1
         entry = self._recorded(position)
@@ -150,26 +218,96 @@ class Execution:
             if entry.kind != "step" or entry.step_id != step_id:
                 self._diverge(position, entry, step_id)
             elif entry.state == "completed":
-                return self._field(entry.payload, "output", position)
+                recorded = self._fields(entry.payload, position)
+                if self._input_changed(recorded, step_id, make_input, input_hash, position):
+                    return await self._run(position, step_id, fn, make_input(), input_hash)
+                return self._claimed(recorded, "output", position)
             else:
                 self._live_from = position  # failed or interrupted: run it again, live
-        return await self._run(position, step_id, fn, input)
+        try:
+            value = make_input()
+        except BaseException:
+            self._release(position)
+            raise
+        return await self._run(position, step_id, fn, value, input_hash)
+
+    def _input_changed(
+        self,
+        recorded: dict[str, Any],
+        step_id: str,
+        make_input: Callable[[], Any],
+        input_hash: Callable[[], str] | None,
+        position: int,
+    ) -> bool:
+        """Whether the recorded step must not be served because its input changed.
+
+        Raises ``ReplayDivergenceError('input_changed')`` with ``divergence="fail"``; with
+        ``"warn"`` journals a divergence and returns True (the step runs live); with
+        ``"ignore_inputs"``, or for a step recorded without a hash, returns False.
+        """
+        expected = recorded.get("input_hash")
+        if not isinstance(expected, str) or self._divergence == "ignore_inputs":
+            return False
+        try:
+            if input_hash is not None:
+                actual = input_hash()
+            else:
+                actual = text_hash(encode_text(make_input(), step_id=step_id, what="input"))
+        except BaseException:
+            self._release(position)
+            raise
+        if actual == expected:
+            return False
+        if self._divergence == "fail":
+            self._release(position)
+            raise ReplayDivergenceError(
+                f"replay of execution {self._id!r}: step {step_id!r} at position {position} was "
+                f"recorded with another input (hash {expected[:19]}..., now {actual[:19]}...), "
+                "so its recorded output answers a different question. To run the changed step, "
+                "start a new execution id, or fork this one at that step "
+                f"(execution.fork({step_id!r}, new_id)); to replay the old answers anyway, open "
+                "it with divergence='ignore_inputs'.",
+                code="input_changed",
+                expected=expected,
+                actual=actual,
+                step_id=step_id,
+                position=position,
+                execution_id=self._id,
+            )
+        payload = dumps(
+            {"actual": step_id, "expected": step_id, "input_hash": actual, "recorded": expected}
+        )
+        self._append([("divergence", step_id, position, payload)])
+        self._live_from = position
+        return True
 
     def _recorded(self, position: int) -> Entry | None:
         if self._live_from is None and position < len(self._timeline.entries):
             return self._timeline.entries[position]
         return None
 
-    async def _run(self, position: int, step_id: str, fn: StepFn, input: Any) -> Any:
+    async def _run(
+        self,
+        position: int,
+        step_id: str,
+        fn: StepFn,
+        input: Any,
+        input_hash: Callable[[], str] | None,
+    ) -> Any:
         try:
             self._check_live(position, step_id)
-            input_text, _ = encode_value(input, step_id=step_id, what="input")
+            input_text = encode_text(input, step_id=step_id, what="input")
+            digest = input_hash() if input_hash is not None else text_hash(input_text)
+            # One writer: refused here, before fn does anything, when another holds the run.
+            self._journal._hold(self._id, self._ordinal)
         except BaseException:
             self._release(position)
             raise
         # No await between taking the position and journaling the start: concurrent calls
         # journal their steps in position order.
         started = False
+        fields = {"input": input_text, "input_hash": dumps(digest)}
+        self._journal._in_flight(self._id, +1)
         try:
             result = fn(input)
             if inspect.isawaitable(result):
@@ -185,24 +323,30 @@ class Execution:
                 "message": str(exc),
                 "type": type(exc).__qualname__,
             }
-            self._settle(started, "step_failed", step_id, position, input_text, error=dumps(error))
+            self._settle(started, "step_failed", step_id, position, fields, error=dumps(error))
             raise
-        self._settle(started, "step_completed", step_id, position, input_text, output=output_text)
+        finally:
+            self._journal._in_flight(self._id, -1)
+        self._settle(started, "step_completed", step_id, position, fields, output=output_text)
         return output
 
     def _settle(
-        self, started: bool, kind: str, step_id: str, position: int, input_text: str, **outcome: str
+        self,
+        started: bool,
+        kind: str,
+        step_id: str,
+        position: int,
+        fields: dict[str, str],
+        **outcome: str,
     ) -> None:
         """Journal a step's outcome; a step that never suspended gets its start in the same commit."""
         if started:
-            self._write(kind, step_id, position, self._step_payload(input=input_text, **outcome))
+            self._write(kind, step_id, position, self._step_payload(**fields, **outcome))
             return
         try:
-            payload = self._step_payload(input=input_text, **outcome)
-            self._journal._append_pair(
-                self._id,
-                ("step_started", step_id, position, "{}"),
-                (kind, step_id, position, payload),
+            payload = self._step_payload(**fields, **outcome)
+            self._append(
+                [("step_started", step_id, position, "{}"), (kind, step_id, position, payload)]
             )
         except BaseException:
             self._release(position)  # nothing suspended since the position was taken
@@ -217,6 +361,13 @@ class Execution:
             tenant=self._principal.tenant if self._principal is not None else None,
             threshold=self._journal.claim_threshold,
         )
+
+    def _append(
+        self, rows: list[tuple[str, str | None, int | None, str]], *, release: bool = False
+    ) -> None:
+        """Append rows at this execution's next ordinal (the journal checks the lease)."""
+        self._journal._append(self._id, self._ordinal, rows, release=release)
+        self._ordinal += len(rows)
 
     def _release(self, position: int) -> None:
         """Give back a position nothing was journaled at, so the next call takes it (no hole).
@@ -261,18 +412,21 @@ class Execution:
                 f"replay of execution {self._id!r} diverged at position {position}: the log "
                 f"recorded {expected!r} but the code asked for {actual!r}. Step ids must come out "
                 "the same on every run; if the code changed on purpose, open the execution with "
-                "divergence='warn' (the log is superseded from here) or start a new execution id.",
+                "divergence='warn' (the log is superseded from here), fork it at the last step "
+                "that still matches (execution.fork(step, new_id)), or start a new execution id.",
                 expected=expected,
                 actual=actual,
                 position=position,
                 execution_id=self._id,
             )
         payload = dumps({"actual": actual, "expected": expected})
-        self._journal._append(self._id, "divergence", actual, position, payload)
+        self._append([("divergence", actual, position, payload)])
         self._live_from = position
 
-    def _write(self, kind: str, step_id: str | None, position: int, payload: str) -> None:
-        self._journal._append(self._id, kind, step_id, position, payload)
+    def _write(
+        self, kind: str, step_id: str | None, position: int, payload: str, *, release: bool = False
+    ) -> None:
+        self._append([(kind, step_id, position, payload)], release=release)
         self._timeline.apply(kind, step_id, position, payload)
 
     def _field(self, payload: str | None, name: str, position: int) -> Any:
@@ -281,12 +435,16 @@ class Execution:
         Only the field asked for is read back: serving a step's output never reads its
         claim-checked input (a whole transcript, for a model call) from the store.
         """
+        return self._claimed(self._fields(payload, position), name, position)
+
+    def _fields(self, payload: str | None, position: int) -> dict[str, Any]:
         try:
             value = json.loads(payload or "{}")
         except (RecursionError, ValueError):
             value = decode(payload or "{}", where=self._where(position))  # raises with context
-        if not isinstance(value, dict):
-            return None
+        return value if isinstance(value, dict) else {}
+
+    def _claimed(self, value: dict[str, Any], name: str, position: int) -> Any:
         claimed = value.get("claimed")
         if isinstance(claimed, list) and name in claimed:
             where = f"{self._where(position)}.{name}"
@@ -295,6 +453,70 @@ class Execution:
 
     def _where(self, position: int) -> str:
         return f"execution {self._id!r}, position {position}"
+
+    # -- fork ---------------------------------------------------------------------------------
+
+    def fork(self, at_step: str | int, new_id: str) -> Execution:
+        """A new execution ``new_id`` holding this one's timeline BEFORE ``at_step``, opened for replay.
+
+        ``at_step`` is a step id on the timeline (its first occurrence) or a position (0 up to
+        the timeline's length). The new execution serves the copied steps from the log and runs
+        live from ``at_step`` on, so code that now asks something else there (an edited prompt,
+        another tool answer) goes on from the recorded prefix without touching this execution.
+        Its ``execution_started`` names where it came from (``forked_from``), it keeps this
+        execution's principal and divergence setting, and it exports and imports like any
+        other (the copied rows are its own). Raises ``JournalError`` with code ``unknown_step``
+        (no such step), ``execution_exists`` (``new_id`` is taken) or ``invalid_execution_id``.
+        """
+        from loom_nb.journal._journal import now_iso
+
+        if not is_storable_id(new_id):
+            raise JournalError(
+                f"fork: the new execution id is a non-empty string of valid Unicode, not "
+                f"{new_id!r}.",
+                code="invalid_execution_id",
+            )
+        entries = self._timeline.entries
+        position = self._fork_position(at_step)
+        rows: list[tuple[str, str, str | None, int | None, str, str]] = []
+        created = now_iso()
+        started = {
+            "forked_from": {"execution_id": self._id, "position": position},
+            "principal": principal_to_json(self._principal),
+        }
+        rows.append((new_id, "execution_started", None, None, dumps(started), created))
+        for index, entry in enumerate(entries[:position]):
+            for kind, payload in _events_of(entry):
+                rows.append((new_id, kind, entry.step_id, index, payload, created))
+        self._journal._insert_execution(new_id, rows)
+        return self._journal.execution(new_id, divergence=self._divergence)
+
+    def _fork_position(self, at_step: object) -> int:
+        entries = self._timeline.entries
+        if isinstance(at_step, int) and not isinstance(at_step, bool):
+            if 0 <= at_step <= len(entries):
+                return at_step
+            raise JournalError(
+                f"fork: position {at_step} is outside execution {self._id!r}'s timeline "
+                f"(0 to {len(entries)}).",
+                code="unknown_step",
+                execution_id=self._id,
+            )
+        if isinstance(at_step, str):
+            for index, entry in enumerate(entries):
+                if entry.kind == "step" and entry.step_id == at_step:
+                    return index
+            known = ", ".join(repr(e.step_id) for e in entries[:5] if e.kind == "step")
+            raise JournalError(
+                f"fork: execution {self._id!r} has no step {at_step!r} on its timeline (its "
+                f"first steps: {known or 'none'}). Pass a recorded step id or a position.",
+                code="unknown_step",
+                execution_id=self._id,
+            )
+        raise JournalError(
+            f"fork: at_step is a step id (str) or a position (int), not {type(at_step).__name__}.",
+            code="invalid_argument",
+        )
 
     # -- park, resume, complete -------------------------------------------------------------
 
@@ -317,7 +539,8 @@ class Execution:
         try:
             self._check_live(position, "(park)")
             text, _ = encode_value(payload, step_id="(park)", what="payload")
-            self._write("parked", None, position, "{" + f'"payload":{text}' + "}")
+            # A parked run waits for a decision from anyone: the lease is given back.
+            self._write("parked", None, position, "{" + f'"payload":{text}' + "}", release=True)
         except BaseException:
             self._release(position)
             raise
@@ -358,10 +581,26 @@ class Execution:
         try:
             self._check_live(position, "(complete)")
             text, _ = encode_value(output, step_id="(complete)", what="output")
-            self._write("completed", None, position, "{" + f'"output":{text}' + "}")
+            self._write("completed", None, position, "{" + f'"output":{text}' + "}", release=True)
         except BaseException:
             self._release(position)
             raise
+
+
+def _events_of(entry: Entry) -> list[tuple[str, str]]:
+    """The events (kind, raw payload) that fold into ``entry`` (what a fork copies)."""
+    if entry.kind == "step":
+        events = [("step_started", "{}")]
+        if entry.state in ("completed", "failed"):
+            kind = "step_completed" if entry.state == "completed" else "step_failed"
+            events.append((kind, entry.payload or "{}"))
+        return events
+    if entry.kind == "park":
+        events = [("parked", entry.payload or "{}")]
+        if entry.state == "resumed":
+            events.append(("resumed", entry.resume_payload or "{}"))
+        return events
+    return [("completed", entry.payload or "{}")]
 
 
 def principal_to_json(principal: Principal | None) -> dict[str, Any] | None:

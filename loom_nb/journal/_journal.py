@@ -14,23 +14,36 @@ the same setting.
 Concurrency. The connection is shared by the threads of a process under a lock; between
 processes SQLite's own locking serializes writers (``BEGIN IMMEDIATE`` for read-then-write, a
 busy timeout for waiting). Each append is one atomic statement or transaction, so two processes
-appending never interleave half-events. One execution is meant to have one writer at a time.
+appending never interleave half-events. One execution has one writer at a time (issue 15): the
+process running it live holds its lease (``_lease``), taken in the same transaction as an
+append, and checked before a step's function runs; another process, or a stale ``Execution``
+object of this one, gets ``ExecutionBusyError`` before it runs anything. The events table is
+unique on (execution_id, ordinal) as a backstop. A lease whose holder died is taken over (at
+once on the same host, after ``lease_ttl`` seconds elsewhere).
+
+Paths. ``Journal("runs/x.sqlite")`` creates the journal's own folder (``runs``) when its parent
+exists, and nothing else: a mistyped path is refused (``journal_unavailable``), never a tree of
+folders created somewhere. A file that is not a sound SQLite database (a flipped bit, another
+format) is ``journal_corrupt``, on open or on any later read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from loom_nb.errors import JournalError
+from loom_nb.errors import ExecutionBusyError, JournalError
 from loom_nb.journal._claims import DEFAULT_CLAIM_THRESHOLD, unclaim
 from loom_nb.journal._codec import decode, is_storable_id
+from loom_nb.journal._lease import Holder, LeaseRow, decide, me
 from loom_nb.journal._schema import migrate
 from loom_nb.journal._timeline import Event, ExecutionSummary, Timeline
 
@@ -44,10 +57,22 @@ Row = tuple[int, str, str, str | None, int | None, str, str]
 """(seq, execution_id, kind, step_id, position, payload, created) as stored."""
 
 _INSERT = (
-    "INSERT INTO events (execution_id, kind, step_id, position, payload, created) "
+    "INSERT INTO events (execution_id, kind, step_id, position, payload, created, ordinal) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERTS = {n: _INSERT + ", (?, ?, ?, ?, ?, ?, ?)" * (n - 1) for n in (1, 2, 3)}
+_LEASE_GET = "SELECT token, host, pid, expires FROM leases WHERE execution_id = ?"
+_LEASE_PUT = (
+    "INSERT INTO leases (execution_id, token, host, pid, expires, acquired) "
     "VALUES (?, ?, ?, ?, ?, ?)"
 )
-_INSERT_PAIR = _INSERT + ", (?, ?, ?, ?, ?, ?)"
+_LEASE_TAKE = (
+    "UPDATE leases SET token = ?, host = ?, pid = ?, expires = ?, acquired = ? "
+    "WHERE execution_id = ?"
+)
+_LEASE_RENEW = "UPDATE leases SET expires = ? WHERE execution_id = ? AND token = ?"
+_LEASE_DROP = "DELETE FROM leases WHERE execution_id = ? AND token = ?"
+_LAST_ORDINAL = "SELECT MAX(ordinal) FROM events WHERE execution_id = ?"
 _SELECT = (
     "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
     "WHERE execution_id = ? ORDER BY seq"
@@ -62,10 +87,13 @@ def now_iso() -> str:
 class Journal:
     """An append-only SQLite event log of durable executions.
 
-    ``Journal()`` is in memory; ``Journal("run.sqlite")`` is a file (parent folders are
-    created). With ``store``, step inputs and outputs whose JSON is over ``claim_threshold``
-    bytes are kept in the content store and journaled as claim-checks. ``synchronous`` is
-    SQLite's durability setting (``"NORMAL"`` or ``"FULL"``; see the module docstring).
+    ``Journal()`` is in memory; ``Journal("run.sqlite")`` is a file (the file's own folder is
+    created when its parent exists; any other missing folder is refused). With ``store``, step
+    inputs and outputs whose JSON is over ``claim_threshold`` bytes are kept in the content store
+    and journaled as claim-checks. ``synchronous`` is SQLite's durability setting (``"NORMAL"``
+    or ``"FULL"``; see the module docstring). ``lease_ttl`` is how many seconds a writer's lease
+    on an execution outlives its last renewal (a live writer renews it while it runs; a writer
+    that died on another host frees it after this long).
     """
 
     def __init__(
@@ -76,6 +104,7 @@ class Journal:
         claim_threshold: int = DEFAULT_CLAIM_THRESHOLD,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         timeout: float = 30.0,
+        lease_ttl: float = 30.0,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise JournalError(
@@ -91,7 +120,32 @@ class Journal:
                 f"claim_threshold must be a non-negative int of bytes, not {claim_threshold!r}.",
                 code="invalid_argument",
             )
+        if (
+            isinstance(lease_ttl, bool)
+            or not isinstance(lease_ttl, int | float)
+            or not 0.05 <= lease_ttl <= 86_400
+        ):
+            raise JournalError(
+                f"lease_ttl must be a number of seconds from 0.05 to 86400, not {lease_ttl!r}.",
+                code="invalid_argument",
+            )
+        if not isinstance(path, str | os.PathLike):
+            raise JournalError(
+                f"a journal path is a str or os.PathLike (or ':memory:'), not {type(path).__name__}.",
+                code="invalid_argument",
+            )
         self._path = os.fspath(path)
+        if not isinstance(self._path, str):
+            raise JournalError(
+                f"a journal path is text, not {type(self._path).__name__}.",
+                code="invalid_argument",
+            )
+        self.lease_ttl = float(lease_ttl)
+        """Seconds a writer's lease on an execution lasts after its last renewal."""
+        self._held: dict[str, _Held] = {}
+        self._inflight: dict[str, int] = {}
+        self._heartbeat: threading.Thread | None = None
+        self._closed = threading.Event()
         self.store = store
         """The content store claim-checked payloads go to (None: everything stays inline)."""
         self.claim_threshold = claim_threshold
@@ -101,13 +155,22 @@ class Journal:
         self._lock = threading.Lock()
         try:
             if self._path != ":memory:" and not self._path.startswith("file:"):
-                Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+                _make_own_folder(Path(self._path))
             self._conn = sqlite3.connect(
                 self._path, isolation_level=None, check_same_thread=False, timeout=timeout
             )
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
             migrate(self._conn)
+        except sqlite3.DatabaseError as exc:
+            if _is_corruption(exc):
+                raise _corrupt(exc, self._path) from exc
+            raise JournalError(
+                f"cannot open the journal at {self._path!r}: {exc}. Check the path is a writable "
+                "SQLite file (or ':memory:').",
+                code="journal_unavailable",
+                path=self._path,
+            ) from exc
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(
                 f"cannot open the journal at {self._path!r}: {exc}. Check the path is a writable "
@@ -131,21 +194,32 @@ class Journal:
         execution_id: str,
         *,
         principal: Principal | None = None,
-        divergence: Literal["fail", "warn"] = "fail",
+        divergence: Literal["fail", "ignore_inputs", "warn"] = "fail",
     ) -> Execution:
         """Open an execution: a new one (journaling ``execution_started``) or a recorded one to replay.
 
         A recorded execution keeps the principal it was started with; passing a different one
-        is refused. ``divergence`` says what replay does when the code asks for a step the log
-        did not record at that position: ``"fail"`` raises ``ReplayDivergenceError``,
-        ``"warn"`` journals a divergence event and goes on live.
+        is refused. ``divergence`` says what replay does when the code asks for something the log
+        did not record at that position (ADR 0120 decision 10: another step id) or asks for the
+        same step with another input (issue 15: the step's recorded input hash differs):
+
+        - ``"fail"`` (default): raise ``ReplayDivergenceError`` (code ``replay_divergence`` or
+          ``input_changed``);
+        - ``"ignore_inputs"``: serve a recorded step even when its input changed (another step
+          id still raises);
+        - ``"warn"``: journal a divergence event and go on live from there (the log after it is
+          superseded).
+
+        Opening never takes the writer lease: replaying a finished run writes nothing. The lease
+        is taken when the execution first journals something live.
         """
         from loom_nb.journal._execution import Execution, principal_from_json, principal_to_json
 
         _check_id(execution_id)
-        if divergence not in ("fail", "warn"):
+        if divergence not in ("fail", "ignore_inputs", "warn"):
             raise JournalError(
-                f"divergence must be 'fail' or 'warn', not {divergence!r}.", code="invalid_argument"
+                f"divergence must be 'fail', 'ignore_inputs' or 'warn', not {divergence!r}.",
+                code="invalid_argument",
             )
         wanted = principal_to_json(principal)
         with self._lock:
@@ -162,14 +236,16 @@ class Journal:
         timeline = Timeline(execution_id)
         for row in rows:
             timeline.apply(row[2], row[3], row[4], row[5])
-        return Execution(self, execution_id, recorded, timeline, divergence=divergence)
+        return Execution(
+            self, execution_id, recorded, timeline, divergence=divergence, ordinal=len(rows)
+        )
 
     def _open_rows(self, execution_id: str, principal: dict[str, Any] | None) -> list[Row]:
         rows: list[Row] = self._conn.execute(_SELECT, (execution_id,)).fetchall()
         if not rows:
             payload = _json_object({"principal": principal})
             self._conn.execute(
-                _INSERT, (execution_id, "execution_started", None, None, payload, now_iso())
+                _INSERT, (execution_id, "execution_started", None, None, payload, now_iso(), 0)
             )
             rows = self._conn.execute(_SELECT, (execution_id,)).fetchall()
         if rows[0][2] != "execution_started":
@@ -188,7 +264,7 @@ class Journal:
         it, payloads are exactly as stored (markers and their ``claimed`` list).
         """
         with self._lock:
-            rows = self._conn.execute(_SELECT, (execution_id,)).fetchall()
+            rows = self._read(lambda: self._conn.execute(_SELECT, (execution_id,)).fetchall())
         return [self._event(row, resolve_claims=resolve_claims) for row in rows]
 
     def _event(self, row: Row, *, resolve_claims: bool) -> Event:
@@ -219,11 +295,13 @@ class Journal:
     def executions(self) -> list[ExecutionSummary]:
         """A summary of every execution in the journal, oldest first."""
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT execution_id, kind, step_id, position, "
-                "CASE WHEN kind = 'execution_started' THEN payload ELSE '' END, created "
-                "FROM events ORDER BY seq"
-            ).fetchall()
+            rows = self._read(
+                lambda: self._conn.execute(
+                    "SELECT execution_id, kind, step_id, position, "
+                    "CASE WHEN kind = 'execution_started' THEN payload ELSE '' END, created "
+                    "FROM events ORDER BY seq"
+                ).fetchall()
+            )
         folds: dict[str, tuple[Timeline, list[Any]]] = {}
         for execution_id, kind, step_id, position, payload, created in rows:
             if execution_id not in folds:
@@ -259,9 +337,12 @@ class Journal:
         last = 0
         while True:
             with self._lock:
-                batch = self._conn.execute(
-                    "SELECT seq, payload FROM events WHERE seq > ? ORDER BY seq LIMIT 500", (last,)
-                ).fetchall()
+                batch = self._read(
+                    lambda after=last: self._conn.execute(  # type: ignore[misc]
+                        "SELECT seq, payload FROM events WHERE seq > ? ORDER BY seq LIMIT 500",
+                        (after,),
+                    ).fetchall()
+                )
             if not batch:
                 return
             for seq, text in batch:
@@ -290,59 +371,230 @@ class Journal:
 
         return import_jsonl(self, path_or_file, execution_id=execution_id)
 
-    # -- writing --------------------------------------------------------------------------
+    # -- reading and writing --------------------------------------------------------------
+
+    def _read(self, query: Callable[[], Any]) -> Any:
+        """Run a read; a damaged database is ``journal_corrupt``, anything else unavailable."""
+        try:
+            return query()
+        except sqlite3.Error as exc:
+            if _is_corruption(exc):
+                raise _corrupt(exc, self._path) from exc
+            raise JournalError(
+                f"the journal at {self._path!r} could not be read ({exc}). If another process "
+                "holds it locked, retry.",
+                code="journal_unavailable",
+                path=self._path,
+            ) from exc
 
     def _append(
-        self, execution_id: str, kind: str, step_id: str | None, position: int | None, payload: str
-    ) -> None:
-        """Append one event; a single INSERT in autocommit mode is atomic on its own."""
-        values = (execution_id, kind, step_id, position, payload, now_iso())
-        with self._lock:
-            try:
-                self._conn.execute(_INSERT, values)
-            except sqlite3.Error as exc:
-                raise _write_error(exc) from exc
-
-    def _append_pair(
         self,
         execution_id: str,
-        first: tuple[str, str | None, int | None, str],
-        second: tuple[str, str | None, int | None, str],
+        ordinal: int,
+        rows: list[tuple[str, str | None, int | None, str]],
+        *,
+        release: bool = False,
     ) -> None:
-        """Append two events in one atomic statement (one commit), in this order."""
+        """Append ``rows`` (kind, step_id, position, payload) at ``ordinal`` on, atomically.
+
+        The writer lease is taken or renewed in the same transaction, unless this process holds
+        it comfortably and wrote the execution's last row itself: then one INSERT statement (one
+        commit) is the whole append, and the (execution_id, ordinal) uniqueness still refuses a
+        row another writer got in first. ``release`` gives the lease back in the same commit
+        (completion, park).
+        """
         created = now_iso()
-        values = (execution_id, *first, created, execution_id, *second, created)
+        values: list[Any] = []
+        for index, (kind, step_id, position, payload) in enumerate(rows):
+            values += [execution_id, kind, step_id, position, payload, created, ordinal + index]
+        statement = _INSERTS[len(rows)]
         with self._lock:
-            try:
-                self._conn.execute(_INSERT_PAIR, values)
-            except sqlite3.Error as exc:
-                raise _write_error(exc) from exc
+            now = time.time()
+            if not release and self._holds(execution_id, ordinal, now):
+                try:
+                    self._conn.execute(statement, values)
+                except sqlite3.IntegrityError as exc:
+                    raise _moved(execution_id) from exc
+                except sqlite3.Error as exc:
+                    raise self._write_error(exc) from exc
+                self._held[execution_id].next_ordinal = ordinal + len(rows)
+                return
+
+            def body() -> float:
+                expires = self._take_lease(execution_id, ordinal, now)
+                try:
+                    self._conn.execute(statement, values)
+                except sqlite3.IntegrityError as exc:
+                    raise _moved(execution_id) from exc
+                if release:
+                    self._conn.execute(_LEASE_DROP, (execution_id, me().token))
+                return expires
+
+            expires = self._transaction(body, what="append")
+            if release:
+                self._held.pop(execution_id, None)
+            else:
+                self._held[execution_id] = _Held(expires, ordinal + len(rows))
+
+    def _hold(self, execution_id: str, ordinal: int) -> None:
+        """Make sure this process may write ``execution_id`` next at ``ordinal``, or raise.
+
+        Called before a live step's function runs: a second writer is refused here, before it
+        does anything, with ``ExecutionBusyError``.
+        """
+        with self._lock:
+            now = time.time()
+            if self._holds(execution_id, ordinal, now):
+                return
+            expires = self._transaction(
+                lambda: self._take_lease(execution_id, ordinal, now), what="lease"
+            )
+            self._held[execution_id] = _Held(expires, ordinal)
+
+    def _holds(self, execution_id: str, ordinal: int, now: float) -> bool:
+        held = self._held.get(execution_id)
+        return (
+            held is not None
+            and held.next_ordinal == ordinal
+            and held.expires - now > self.lease_ttl / 2
+        )
+
+    def _take_lease(self, execution_id: str, ordinal: int, now: float) -> float:
+        """Inside a write transaction: take or renew the lease, or raise; return its expiry."""
+        holder = me()
+        found = self._conn.execute(_LEASE_GET, (execution_id,)).fetchone()
+        row = None
+        if found is not None:
+            row = LeaseRow(Holder(token=found[0], host=found[1], pid=found[2]), float(found[3]))
+        verdict = decide(row, holder, now)
+        if verdict == "busy":
+            assert row is not None
+            raise _busy(execution_id, row, now)
+        last = self._conn.execute(_LAST_ORDINAL, (execution_id,)).fetchone()[0]
+        if last is not None and last != ordinal - 1:
+            raise _moved(execution_id)
+        expires = now + self.lease_ttl
+        acquired = now_iso()
+        if row is None:
+            self._conn.execute(
+                _LEASE_PUT,
+                (execution_id, holder.token, holder.host, holder.pid, expires, acquired),
+            )
+        elif verdict == "mine":
+            self._conn.execute(_LEASE_RENEW, (expires, execution_id, holder.token))
+        else:
+            self._conn.execute(
+                _LEASE_TAKE,
+                (holder.token, holder.host, holder.pid, expires, acquired, execution_id),
+            )
+        return expires
+
+    def _in_flight(self, execution_id: str, delta: int) -> None:
+        """Count a step of ``execution_id`` starting (+1) or ending (-1); while one is in flight
+        the heartbeat keeps the lease renewed."""
+        with self._lock:
+            count = self._inflight.get(execution_id, 0) + delta
+            if count > 0:
+                self._inflight[execution_id] = count
+            else:
+                self._inflight.pop(execution_id, None)
+            if count > 0 and self._heartbeat is None and self._path != ":memory:":
+                self._heartbeat = threading.Thread(
+                    target=self._beat, name="loom-journal-lease", daemon=True
+                )
+                self._heartbeat.start()
+
+    def _beat(self) -> None:
+        """Renew the leases of executions with a step in flight, every third of ``lease_ttl``."""
+        while not self._closed.wait(self.lease_ttl / 3):
+            with self._lock:
+                if self._closed.is_set():
+                    return
+                now = time.time()
+                for execution_id in list(self._inflight):
+                    held = self._held.get(execution_id)
+                    if held is None:
+                        continue
+                    try:
+                        expires = now + self.lease_ttl
+                        self._conn.execute(_LEASE_RENEW, (expires, execution_id, me().token))
+                        held.expires = expires
+                    except sqlite3.Error:
+                        # Best effort: the next append renews in its transaction or reports.
+                        continue
 
     def _append_rows(
         self, rows: Iterable[tuple[str, str, str | None, int | None, str, str]]
     ) -> None:
-        """Append complete rows (with their own ``created``) in one transaction (for imports)."""
+        """Append complete rows (with their own ``created``) in one transaction (for imports).
+
+        The rows are one execution's events in order; they get ordinals 0, 1, 2 ...
+        """
+        numbered = [(*row, index) for index, row in enumerate(rows)]
         with self._lock:
-            self._transaction(lambda: self._conn.executemany(_INSERT, list(rows)), what="import")
+            self._transaction(lambda: self._conn.executemany(_INSERT, numbered), what="import")
+
+    def _insert_execution(
+        self, execution_id: str, rows: list[tuple[str, str, str | None, int | None, str, str]]
+    ) -> None:
+        """Write a whole new execution (a fork) in one transaction; refuse an id in use."""
+
+        def body() -> None:
+            if self._conn.execute(_LAST_ORDINAL, (execution_id,)).fetchone()[0] is not None:
+                raise JournalError(
+                    f"execution {execution_id!r} already exists in {self!r}; fork under a new id.",
+                    code="execution_exists",
+                    execution_id=execution_id,
+                )
+            numbered = [(*row, index) for index, row in enumerate(rows)]
+            self._conn.executemany(_INSERT, numbered)
+
+        with self._lock:
+            self._transaction(body, what="fork")
 
     def _transaction(self, body: Any, *, what: str) -> Any:
         try:
             self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise _write_error(exc) from exc
+            raise self._write_error(exc) from exc
         try:
             result = body()
             self._conn.execute("COMMIT")
         except BaseException as exc:
             self._conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.IntegrityError) and what == "import":
+                raise JournalError(
+                    f"the recording could not be imported ({exc}): the execution already "
+                    "exists. Import it under another id.",
+                    code="execution_exists",
+                ) from exc
             if isinstance(exc, sqlite3.Error):
-                raise _write_error(exc) from exc
+                raise self._write_error(exc) from exc
             raise
         return result
 
+    def _write_error(self, exc: sqlite3.Error) -> JournalError:
+        if _is_corruption(exc):
+            return _corrupt(exc, self._path)
+        return JournalError(
+            f"the journal could not be written ({exc}). If another process holds the database "
+            "locked, retry; if the disk is full or read-only, free space or move the journal.",
+            code="journal_write_failed",
+        )
+
     def close(self) -> None:
-        """Close the database connection (the journal cannot be used afterwards)."""
+        """Close the database connection (the journal cannot be used afterwards).
+
+        Leases this process holds on executions are given back first, so another process can
+        take over at once.
+        """
+        self._closed.set()
         with self._lock:
+            token = me().token
+            for execution_id in list(self._held):
+                with contextlib.suppress(sqlite3.Error):  # else it expires on its own
+                    self._conn.execute(_LEASE_DROP, (execution_id, token))
+            self._held.clear()
             self._conn.close()
 
     def __enter__(self) -> Journal:
@@ -357,6 +609,79 @@ class Journal:
         self.close()
 
 
+class _Held:
+    """A lease this process holds: when it expires, and the ordinal this process writes next."""
+
+    __slots__ = ("expires", "next_ordinal")
+
+    def __init__(self, expires: float, next_ordinal: int) -> None:
+        self.expires = expires
+        self.next_ordinal = next_ordinal
+
+
+def _busy(execution_id: str, row: LeaseRow, now: float) -> ExecutionBusyError:
+    left = max(0.0, row.expires - now)
+    return ExecutionBusyError(
+        f"execution {execution_id!r} is being run by another live writer (pid {row.holder.pid} "
+        f"on host {row.holder.host!r}; its lease runs {left:.0f} s more unless renewed). Only "
+        "one writer may run an execution: let that one finish (or stop it) and open the "
+        "execution again, or run a copy under a new id (execution.fork(step, new_id)).",
+        execution_id=execution_id,
+        pid=row.holder.pid,
+        host=row.holder.host,
+        expires=row.expires,
+    )
+
+
+def _moved(execution_id: str) -> ExecutionBusyError:
+    return ExecutionBusyError(
+        f"execution {execution_id!r} was written by another writer since this Execution was "
+        "opened, so it cannot go on from what it read. Open it again (journal.execution(id)) "
+        "and run the code from the top: what the other writer did is replayed from the log.",
+        execution_id=execution_id,
+        reason="log_moved",
+    )
+
+
+def _is_corruption(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.DatabaseError) and (
+        "malformed" in text or "not a database" in text or "corrupt" in text
+    )
+
+
+def _corrupt(exc: sqlite3.Error, path: str) -> JournalError:
+    return JournalError(
+        f"the journal at {path!r} is damaged ({exc}): it is not a sound SQLite database. Restore "
+        "it from a backup, or replay from a recording (journal.import_jsonl into a new journal).",
+        code="journal_corrupt",
+        path=path,
+    )
+
+
+def _make_own_folder(path: Path) -> None:
+    """Create the journal file's own folder when its parent exists; refuse any deeper gap."""
+    folder = path.parent
+    if folder.is_dir():
+        return
+    if not folder.parent.is_dir():
+        raise JournalError(
+            f"cannot create the journal at {os.fspath(path)!r}: neither its folder "
+            f"{os.fspath(folder)!r} nor that folder's parent exists. Create the folders first, "
+            "or check the path for a typo.",
+            code="journal_unavailable",
+            path=os.fspath(path),
+        )
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise JournalError(
+            f"cannot create the journal's folder {os.fspath(folder)!r}: {exc}.",
+            code="journal_unavailable",
+            path=os.fspath(path),
+        ) from exc
+
+
 def _json_object(value: dict[str, Any]) -> str:
     from loom_nb.journal._codec import dumps
 
@@ -369,11 +694,3 @@ def _check_id(execution_id: object) -> None:
             f"an execution id is a non-empty string of valid Unicode, not {execution_id!r}.",
             code="invalid_execution_id",
         )
-
-
-def _write_error(exc: sqlite3.Error) -> JournalError:
-    return JournalError(
-        f"the journal could not be written ({exc}). If another process holds the database "
-        "locked, retry; if the disk is full or read-only, free space or move the journal.",
-        code="journal_write_failed",
-    )

@@ -8,6 +8,17 @@ a journal file written by an older version upgrades in place.
 The log is append-only by construction, not by convention: triggers refuse UPDATE and DELETE on
 ``events``. The columns are plain SQL types (integer, text, real) so the same shape ports to
 PostgreSQL; the triggers and pragmas are the only SQLite-specific parts and live here.
+
+The shape another backend mirrors (issue 15):
+
+- ``events(seq, execution_id, kind, step_id, position, payload, created, ordinal)``: ``ordinal``
+  numbers an execution's events 0, 1, 2 ... and ``(execution_id, ordinal)`` is UNIQUE, so two
+  writers can never interleave rows in one execution: the second insert of an ordinal fails.
+- ``leases(execution_id PRIMARY KEY, token, host, pid, expires, acquired)``: who may write the
+  execution (see ``_lease``). Unlike ``events``, a lease row is updated and deleted.
+
+A database that records a migration this code does not know was written by a newer loom_nb;
+it is refused at open (``journal_too_new``) rather than written with an older idea of the shape.
 """
 
 from __future__ import annotations
@@ -15,6 +26,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
+
+from loom_nb.errors import JournalError
 
 __all__ = ["MIGRATIONS", "migrate"]
 
@@ -37,18 +50,59 @@ def m001_events(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX events_by_execution ON events (execution_id, seq)")
 
 
+def _refuse(conn: sqlite3.Connection, action: str) -> None:
+    conn.execute(
+        f"""
+        CREATE TRIGGER events_no_{action.lower()} BEFORE {action} ON events
+        BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END
+        """
+    )
+
+
 def m002_append_only(conn: sqlite3.Connection) -> None:
     """Refuse UPDATE and DELETE on ``events``: history is never rewritten."""
     for action in ("UPDATE", "DELETE"):
-        conn.execute(
-            f"""
-            CREATE TRIGGER events_no_{action.lower()} BEFORE {action} ON events
-            BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END
-            """
+        _refuse(conn, action)
+
+
+def m003_event_ordinal(conn: sqlite3.Connection) -> None:
+    """Number each execution's events and make (execution_id, ordinal) unique: one writer's rows.
+
+    Existing rows are numbered in ``seq`` order (the only time the append-only trigger is lifted,
+    inside the migration's transaction).
+    """
+    conn.execute("ALTER TABLE events ADD COLUMN ordinal INTEGER")
+    conn.execute("DROP TRIGGER events_no_update")
+    conn.execute(
+        "UPDATE events SET ordinal = (SELECT COUNT(*) FROM events AS earlier "
+        "WHERE earlier.execution_id = events.execution_id AND earlier.seq < events.seq)"
+    )
+    _refuse(conn, "UPDATE")
+    conn.execute("CREATE UNIQUE INDEX events_by_ordinal ON events (execution_id, ordinal)")
+
+
+def m004_leases(conn: sqlite3.Connection) -> None:
+    """The writer lease of each execution being run live (one row per execution)."""
+    conn.execute(
+        """
+        CREATE TABLE leases (
+            execution_id TEXT PRIMARY KEY,
+            token TEXT NOT NULL,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            expires REAL NOT NULL,
+            acquired TEXT NOT NULL
         )
+        """
+    )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_events, m002_append_only]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    m001_events,
+    m002_append_only,
+    m003_event_ordinal,
+    m004_leases,
+]
 """Every migration, oldest first; the function name is the migration's identity."""
 
 
@@ -66,6 +120,13 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
             "(name TEXT PRIMARY KEY, applied TEXT NOT NULL)"
         )
         done = {row[0] for row in conn.execute("SELECT name FROM loom_journal_migrations")}
+        unknown = sorted(done - {m.__name__ for m in MIGRATIONS})
+        if unknown:
+            raise JournalError(
+                f"the journal was written by a newer loom_nb (it has migrations {unknown} this "
+                "version does not know). Upgrade loom_nb to open it, or replay from a recording.",
+                code="journal_too_new",
+            )
         applied: list[str] = []
         for migration in MIGRATIONS:
             if migration.__name__ in done:

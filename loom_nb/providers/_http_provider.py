@@ -158,7 +158,7 @@ class HttpProvider(ABC):
             )
         return {}
 
-    def _output_fields(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def _output_fields(self, request: LlmRequest, schema: dict[str, Any]) -> dict[str, Any]:
         """The body fields asking for JSON matching ``schema`` in the vendor's native mode."""
         raise ConfigurationError(
             f"{self._VENDOR} has no structured-output mode in loom_nb. Nothing was sent.",
@@ -225,7 +225,7 @@ class HttpProvider(ABC):
     def _assemble(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
         managed = self._settings_fields(request)
         if request.output_schema is not None:
-            managed = merge_body(managed, self._output_fields(request.output_schema), {})
+            managed = merge_body(managed, self._output_fields(request, request.output_schema), {})
         return merge_body(self._body(request, stream=stream), managed, self._extra)
 
     def _prepare(self, request: LlmRequest | Mapping[str, Any]) -> LlmRequest:

@@ -39,6 +39,7 @@ from loom_nb.settings import ModelSettings, merge_settings
 __all__ = [
     "anthropic_schema",
     "check_output_type",
+    "check_vendor_output",
     "effective_request",
     "output_schema_of",
     "schema_name",
@@ -57,6 +58,31 @@ _ANTHROPIC_UNSUPPORTED = (
     "minItems",
     "maxItems",
 )
+
+
+_ANTHROPIC_STRUCTURED = re.compile(r"^claude-(?:opus|sonnet|haiku)-(?:4-[1-9](?!\d{7})|[5-9])")
+_GEMINI_JSON_WITH_TOOLS = re.compile(r"^gemini-[3-9]")
+
+
+def check_vendor_output(vendor: str, model: str, request: LlmRequest) -> None:
+    """Refuse, before any I/O, structured output the vendor's model cannot do.
+
+    Anthropic's structured outputs exist from the 4.5 models (and Opus 4.1) on; Gemini before 3
+    refuses a JSON response schema together with function calling.
+    """
+    if vendor == "Anthropic" and not _ANTHROPIC_STRUCTURED.match(model):
+        why = "Anthropic's structured outputs need Claude Opus 4.1, Sonnet 4.5, Haiku 4.5 or later."
+    elif vendor == "Gemini" and request.tools and not _GEMINI_JSON_WITH_TOOLS.match(model):
+        why = "Gemini before 3 refuses a JSON response schema together with tools."
+    else:
+        return
+    raise ConfigurationError(
+        f"{vendor} model {model!r} cannot take output_type here: {why} Nothing was sent. Use a "
+        "newer model, or drop output_type (for Gemini: or the tools) for this call.",
+        code="unsupported_output_type",
+        provider=vendor,
+        model=model,
+    )
 
 
 def check_output_type(output_type: Any) -> type[BaseModel] | None:

@@ -30,7 +30,7 @@ from loom_nb.providers._http import (
 )
 from loom_nb.providers._http_provider import HttpProvider, checked_extra_body, error_body
 from loom_nb.providers._settings_wire import anthropic_settings_fields
-from loom_nb.providers._structured import anthropic_schema
+from loom_nb.providers._structured import anthropic_schema, check_vendor_output
 from loom_nb.providers.anthropic_wire import (
     RETRYABLE_ERROR_TYPES,
     AnthropicStreamAssembler,
@@ -125,7 +125,8 @@ class AnthropicProvider(HttpProvider):
             request.settings, model=self.model, default_max_tokens=self.max_tokens
         )
 
-    def _output_fields(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def _output_fields(self, request: LlmRequest, schema: dict[str, Any]) -> dict[str, Any]:
+        check_vendor_output(VENDOR, self.model, request)
         return {
             "output_config": {"format": {"type": "json_schema", "schema": anthropic_schema(schema)}}
         }

@@ -32,6 +32,7 @@ from loom_nb.providers._http import (
 )
 from loom_nb.providers._http_provider import HttpProvider, checked_extra_body, error_body
 from loom_nb.providers._settings_wire import gemini_settings_fields
+from loom_nb.providers._structured import check_vendor_output
 from loom_nb.providers.gemini_wire import (
     GeminiStreamAssembler,
     gemini_error_fields,
@@ -118,7 +119,8 @@ class GeminiProvider(HttpProvider):
     def _settings_fields(self, request: LlmRequest) -> dict[str, Any]:
         return gemini_settings_fields(request.settings, model=self.model)
 
-    def _output_fields(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def _output_fields(self, request: LlmRequest, schema: dict[str, Any]) -> dict[str, Any]:
+        check_vendor_output(VENDOR, self.model, request)
         return {
             "generationConfig": {
                 "responseMimeType": "application/json",

@@ -124,7 +124,7 @@ class OpenAIResponsesProvider(HttpProvider):
             request.settings, model=self.model, official=self._official
         )
 
-    def _output_fields(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def _output_fields(self, request: LlmRequest, schema: dict[str, Any]) -> dict[str, Any]:
         strict_schema, strict = strict_openai_schema(schema)
         return {
             "text": {

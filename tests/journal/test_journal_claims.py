@@ -10,6 +10,7 @@ import pytest
 
 from loom_nb.errors import JournalError
 from loom_nb.journal import CLAIM_MARKER, Journal
+from loom_nb.journal._codec import text_hash
 from loom_nb.store import LocalContentStore, Principal, sweep_unpinned_content
 
 
@@ -36,8 +37,12 @@ async def test_large_output_is_claim_checked_and_resolved_on_replay(
     assert raw["input"] == "small"
     address = raw["output"][CLAIM_MARKER]
     assert store.tenants(address) == {"acme"}
-    assert journal.events("r")[-1].payload == {"input": "small", "output": big}
-    assert await journal.execution("r").execute("s", never) == live == big
+    assert journal.events("r")[-1].payload == {
+        "input": "small",
+        "input_hash": text_hash('"small"'),
+        "output": big,
+    }
+    assert await journal.execution("r").execute("s", never, "small") == live == big
 
 
 async def test_claim_tenant_defaults_to_journal(store: LocalContentStore) -> None:

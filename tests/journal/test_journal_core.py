@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from loom_nb.errors import JournalError, ReplayDivergenceError, StepOutputError
 from loom_nb.journal import Journal
+from loom_nb.journal._codec import text_hash
 from loom_nb.journal._schema import MIGRATIONS
 from loom_nb.store import Principal
 from loom_nb.taint import Untrusted
@@ -37,7 +38,7 @@ async def test_live_step_journals_input_and_output() -> None:
     assert await execution.execute("add", lambda x: x + 1, 41) == 42
     events = journal.events("r")
     assert [e.kind for e in events] == ["execution_started", "step_started", "step_completed"]
-    assert events[2].payload == {"input": 41, "output": 42}
+    assert events[2].payload == {"input": 41, "input_hash": text_hash("41"), "output": 42}
     assert events[2].step_id == "add"
     assert events[2].position == 0
 
@@ -133,6 +134,7 @@ async def test_failed_step_is_journaled_reraised_and_rerun_on_resume() -> None:
     assert failed.payload == {
         "error": {"code": "fire", "message": "disk on fire", "type": "StepOutputError"},
         "input": {"q": 1},
+        "input_hash": text_hash('{"q":1}'),
     }
     replay = journal.execution("r")
     assert await replay.execute("ok", never) == 1

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from pydantic import BaseModel, Field
 
-from loom_nb.content import LlmRequest, Message
+from loom_nb.content import LlmRequest, Message, ToolSpec
 from loom_nb.errors import ConfigurationError, StructuredOutputError
 from loom_nb.journal import Journal, create_llm_effect
 from loom_nb.providers import (
@@ -271,3 +271,49 @@ async def test_a_turn_that_calls_tools_is_not_validated_yet() -> None:
     reply = await provider.complete(HI, output_type=Book)
     assert reply.output is None
     assert reply.tool_calls[0].name == "lookup"
+
+
+@pytest.mark.parametrize(
+    ("make", "tools"),
+    [
+        (
+            lambda c: AnthropicProvider("claude-3-5-sonnet-latest", api_key="k", http_client=c),
+            False,
+        ),
+        (
+            lambda c: AnthropicProvider("claude-sonnet-4-20250514", api_key="k", http_client=c),
+            False,
+        ),
+        (lambda c: GeminiProvider("gemini-2.5-flash", api_key="k", http_client=c), True),
+    ],
+)
+async def test_structured_output_a_model_cannot_do_is_refused_before_io(
+    make: Any, tools: bool
+) -> None:
+    """Older Claude models, and Gemini before 3 with tools, refuse output_type with a code; nothing is sent."""
+    bodies: list[dict[str, Any]] = []
+    provider = make(mock(anthropic_answer(ANSWER), bodies))
+    tool = ToolSpec(name="f", description="d", input_schema={"type": "object"})
+    request = LlmRequest(messages=HI.messages, tools=[tool] if tools else [])
+    with pytest.raises(ConfigurationError) as info:
+        await provider.complete(request, output_type=Book)
+    assert info.value.code == "unsupported_output_type"
+    assert bodies == []
+
+
+async def test_newer_models_take_structured_output() -> None:
+    """Opus 4.1, Haiku 4.5 and Gemini 3 with tools are let through."""
+    for model in ("claude-opus-4-1-20250805", "claude-haiku-4-5"):
+        bodies: list[dict[str, Any]] = []
+        p = AnthropicProvider(
+            model, api_key="k", http_client=mock(anthropic_answer(ANSWER), bodies)
+        )
+        await p.complete(HI, output_type=Book)
+        assert "output_config" in bodies[0]
+    bodies = []
+    g = GeminiProvider(
+        "gemini-3-pro-preview", api_key="k", http_client=mock(gemini_answer(ANSWER), bodies)
+    )
+    tool = ToolSpec(name="f", description="d", input_schema={"type": "object"})
+    await g.complete(LlmRequest(messages=HI.messages, tools=[tool]), output_type=Book)
+    assert "responseJsonSchema" in bodies[0]["generationConfig"]

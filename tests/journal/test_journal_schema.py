@@ -1,0 +1,71 @@
+"""Schema migrations: an older journal upgrades in place, a newer one is refused."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from loom_nb.errors import JournalError
+from loom_nb.journal import Journal
+from loom_nb.journal._schema import MIGRATIONS, m001_events, m002_append_only
+
+
+def old_journal(path: Path) -> None:
+    """A journal as the first release wrote it: two migrations, no ordinals, no leases."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(
+        "CREATE TABLE loom_journal_migrations (name TEXT PRIMARY KEY, applied TEXT NOT NULL)"
+    )
+    for migration in (m001_events, m002_append_only):
+        migration(conn)
+        conn.execute(
+            "INSERT INTO loom_journal_migrations VALUES (?, 'then')", (migration.__name__,)
+        )
+    rows = []
+    for run in ("a", "b"):
+        rows.append((run, "execution_started", None, None, '{"principal":null}'))
+    for run in ("a", "b"):
+        rows.append((run, "step_started", "s", 0, "{}"))
+        rows.append((run, "step_completed", "s", 0, '{"input":1,"output":' + f'"{run}"' + "}"))
+    conn.executemany(
+        "INSERT INTO events (execution_id, kind, step_id, position, payload, created) "
+        "VALUES (?, ?, ?, ?, ?, '2026-01-01T00:00:00+00:00')",
+        rows,
+    )
+    conn.close()
+
+
+async def test_old_journal_gets_ordinals_and_replays(tmp_path: Path) -> None:
+    """Opening a journal written before ordinals numbers each execution's events and replays it (no input hashes recorded)."""
+    path = tmp_path / "old.sqlite"
+    old_journal(path)
+    journal = Journal(path)
+    conn = sqlite3.connect(path)
+    numbered = conn.execute("SELECT execution_id, ordinal FROM events ORDER BY seq").fetchall()
+    assert numbered == [("a", 0), ("b", 0), ("a", 1), ("a", 2), ("b", 1), ("b", 2)]
+    names = [r[0] for r in conn.execute("SELECT name FROM loom_journal_migrations")]
+    assert names == [m.__name__ for m in MIGRATIONS]
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute("UPDATE events SET kind = 'x'")
+    conn.close()
+    execution = journal.execution("a")
+    # Recorded without an input hash: served by step id alone, whatever the input now is.
+    assert await execution.execute("s", lambda _: "live", 99) == "a"
+    assert await execution.execute("t", lambda x: x, 2) == 2
+    assert [e.kind for e in journal.events("a")][-1] == "step_completed"
+
+
+def test_journal_from_a_newer_version_is_refused(tmp_path: Path) -> None:
+    """A journal recording a migration this version does not know is refused with journal_too_new."""
+    path = tmp_path / "new.sqlite"
+    Journal(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO loom_journal_migrations VALUES ('m999_future', 'later')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(JournalError) as info:
+        Journal(path)
+    assert info.value.code == "journal_too_new"
+    assert "m999_future" in info.value.message
