@@ -12,8 +12,8 @@ re-running a notebook with the same ``Chat(..., id=...)`` serves every recorded 
 (no model, no key) and goes on live after the last one. ``chat.run`` drives the agent loop in
 its own execution ``<id>/run-<n>`` (the loop owns an execution from position 0), so a parked
 run is resumed by ``chat.approve(...)`` in this kernel or, after a restart, by re-running the
-cells. ``chat.fork(turn)`` opens ``<id>/fork-<n>``, a new execution sharing the log up to that
-turn. ``chat.undo()`` drops the last turn from the history; the log keeps it (it is
+cells. ``chat.fork(turn)`` is ``execution.fork(position, "<id>/fork-<n>")``: a new execution
+holding the chat's log before that turn, whose copied turns the child replays from that log. ``chat.undo()`` drops the last turn from the history; the log keeps it (it is
 append-only) and replays it as the same code runs again.
 
 Stopping. ``chat.stop()`` cancels the reply in flight (the calling task, e.g. the PromptPad's
@@ -47,7 +47,7 @@ from loom_nb.content import (
     Usage,
     assistant_message_of,
 )
-from loom_nb.errors import ConfigurationError
+from loom_nb.errors import ConfigurationError, JournalError
 from loom_nb.journal import Execution, Journal, create_llm_effect
 from loom_nb.providers._base import ResetCallback, TextCallback, ToolDeltaCallback
 from loom_nb.settings import ModelSettings
@@ -497,8 +497,15 @@ class Chat:
             )
         self._check_idle(allow_parked=True)
         cut = self._turns[turn] if turn < count else None
-        position = cut.position if cut is not None else len(self._positions)
+        positions = [*self._replay_prefix, *self._positions]
+        position = cut.position if cut is not None else len(positions)
         start = cut.start if cut is not None else len(self._history)
+        new_id = id if id is not None else f"{self.id}/fork-{self._forks}"
+        if not isinstance(new_id, str) or not new_id.strip():
+            raise ConfigurationError(
+                f"id is a non-empty string, not {new_id!r}.", code="invalid_argument"
+            )
+        forked = self._fork_execution(position, new_id)
         child = Chat(
             self._provider,
             system=self._system,
@@ -506,7 +513,7 @@ class Chat:
             store=self._store,
             journal=self.journal,
             settings=self._settings,
-            id=id if id is not None else f"{self.id}/fork-{self._forks}",
+            id=new_id,
             tenant=self._principal.tenant,
             stream=self._stream,
             on_text=self._on_text,
@@ -514,9 +521,25 @@ class Chat:
         self._forks += 1
         child._history = self._history[:start]
         child._turns = [replace(t) for t in self._turns[:turn]]
-        child._replay_prefix = self._positions[:position]
+        child._execution = forked
+        child._replay_prefix = positions[:position]
         child._runs = self._runs
         return child
+
+    def _fork_execution(self, position: int, new_id: str) -> Execution | None:
+        """``execution.fork(position, new_id)``: the new execution holds the log before the turn.
+
+        Re-running a notebook forks again: the fork made last time is reopened and replayed.
+        With nothing journaled yet there is nothing to share (None: the child opens its own).
+        """
+        if self._execution is None or position == 0:
+            return None
+        try:
+            return self._execution.fork(position, new_id)
+        except JournalError as exc:
+            if exc.code != "execution_exists":
+                raise
+            return self.journal.execution(new_id, principal=self._principal)
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -575,13 +598,15 @@ class Chat:
         """The chat's execution, opened on first use; a fork first replays its shared prefix."""
         if self._execution is None:
             self._execution = self.journal.execution(self.id, principal=self._principal)
+        if self._replay_prefix:
             prefix, self._replay_prefix = self._replay_prefix, []
             for item in prefix:
                 await self._replay(self._execution, item)
         return self._execution
 
     async def _replay(self, execution: Execution, item: _Position) -> None:
-        """Take one shared position: served from the log, or copied into a new one.
+        """Take one shared position: served from the forked log (or copied, for a chat that had
+        journaled nothing when it was forked).
 
         The step goes through the same effect as the original turn (so its journaled input is
         exactly the original's), on a provider that answers with the recorded response.

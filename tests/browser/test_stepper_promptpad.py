@@ -99,3 +99,55 @@ def test_prompt_pad_streams_a_scripted_answer(
     assert pad.locator("textarea.loom-pp-input").input_value() == ""
     page.screenshot(path=str(SCREENSHOTS / "promptpad-streamed.png"), full_page=True)
     close_notebook(page)
+
+
+SLOW_PAD = """
+import asyncio
+from loom_nb import PromptPad
+from loom_nb.providers import LlmStreamChunk, ScriptedProvider
+
+class Slow(ScriptedProvider):
+    async def stream(self, request, **kwargs):
+        for n in range(600):
+            yield LlmStreamChunk(kind="text", text=f"word{n} ")
+            await asyncio.sleep(0.05)
+        yield LlmStreamChunk(kind="done")
+
+pad = PromptPad(Slow([]))
+pad
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_prompt_pad_stop_button_keeps_the_partial_text(
+    jupyter_server: JupyterServer, browser_page: Any
+) -> None:
+    """Clicking stop while an answer streams cancels it: the partial text stays, marked stopped."""
+    page = browser_page
+    panel = run_notebook(page, jupyter_server, "stop.ipynb", [REPO_ON_PATH, SLOW_PAD])
+    pad = panel.locator(".loom-pp")
+    pad.wait_for(timeout=30_000)
+    pad.locator(".loom-pp-conversation .loom-tv").wait_for(timeout=30_000)
+    stop = pad.locator("button.loom-pp-stop")
+    assert stop.is_hidden()  # only while streaming
+    pad.locator("textarea.loom-pp-input").fill("Talk for a long time")
+    pad.locator("button.loom-pp-send").click()
+    page.wait_for_function(
+        "(el) => el.querySelector('.loom-pp-live-text').textContent.includes('word3 ')",
+        arg=pad.element_handle(),
+        timeout=30_000,
+    )
+    assert "streaming" in pad.locator(".loom-pp-status").inner_text()
+    assert "1 message" in pad.locator(".loom-pp-status").inner_text()
+    stop.click()
+    pad.locator(".loom-pp-stopped").wait_for(state="visible", timeout=30_000)
+    answer = pad.locator(".loom-pp-conversation .loom-msg.loom-assistant")
+    answer.wait_for(timeout=30_000)
+    text = answer.inner_text()
+    assert "word0 word1 word2 word3" in text
+    assert "word599" not in text
+    assert stop.is_hidden()
+    assert "2 messages" in pad.locator(".loom-pp-status").inner_text()
+    page.screenshot(path=str(SCREENSHOTS / "promptpad-stopped.png"), full_page=True)
+    close_notebook(page)

@@ -209,6 +209,8 @@ async def test_fork_shares_the_log_up_to_the_turn(tmp_path: Path) -> None:
     assert reply.content == "fork says"
     assert [m.content for m in provider.requests[-1].messages] == ["zero", "0", "another one"]
     assert [s for _, s in _kinds(journal, "f/fork-0")] == ["#chat:0:model", "#chat:1:model"]
+    started = journal.events("f/fork-0")[0]
+    assert started.payload["forked_from"] == {"execution_id": "f", "position": 1}
     assert chat.history[-1].content == "1"  # the parent is untouched
     # Re-running the notebook: the same fork replays from its own log, no model needed.
     again = Chat(ScriptedProvider([]), journal=journal, id="f")
@@ -519,3 +521,33 @@ async def test_run_with_no_text_resumes_a_parked_run_with_approve() -> None:
     done = await chat.run(approve={"c1": True})
     assert done.status == "completed"
     assert done.text == "sent"
+
+
+async def test_a_fork_of_a_fork_and_a_failed_turn_in_the_prefix() -> None:
+    """Forking a fork before its first call works, and a failed turn in the shared log is not replayed as completed."""
+    provider = ScriptedProvider([{"text": "0"}, {"text": "2"}, {"text": "grandchild"}])
+    journal = Journal()
+    chat = Chat(provider, journal=journal, id="g")
+    await chat("zero")
+    with pytest.raises(MediaError):
+        await chat("bad", 42)  # refused before any step: no position taken
+    from loom_nb import Capabilities, UnsupportedModalityError
+
+    provider._capabilities = Capabilities()  # the next turn is refused inside its step
+    with pytest.raises(UnsupportedModalityError):
+        await chat("img", chart_png("x"))
+    provider._capabilities = SCRIPTED_CAPABILITIES
+    await chat("two")
+    assert [k for k, _ in _kinds(journal, "g")] == [
+        "step_completed",
+        "step_failed",
+        "step_completed",
+    ]
+    child = chat.fork(1)  # before "two": zero, plus the failed position
+    grandchild = child.fork(1)
+    reply = await grandchild("again")
+    assert reply.content == "grandchild"
+    assert [m.content for m in provider.requests[-1].messages] == ["zero", "0", "again"]
+    kinds = [k for k, _ in _kinds(journal, grandchild.id)]
+    assert kinds.count("step_completed") == 2  # the copied turn 0 and the new turn
+    assert grandchild.id == "g/fork-0/fork-0"

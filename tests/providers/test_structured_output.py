@@ -317,3 +317,38 @@ async def test_newer_models_take_structured_output() -> None:
     tool = ToolSpec(name="f", description="d", input_schema={"type": "object"})
     await g.complete(LlmRequest(messages=HI.messages, tools=[tool]), output_type=Book)
     assert "responseJsonSchema" in bodies[0]["generationConfig"]
+
+
+class BookV2(BaseModel):
+    """Book with one more field: a different schema."""
+
+    title: str
+    author: Author
+    year: int | None = None
+
+
+async def test_replay_with_a_changed_schema_or_settings_diverges() -> None:
+    """The schema and the effective settings are step inputs: changing either on replay is input_changed."""
+    from loom_nb.errors import ReplayDivergenceError
+
+    journal = Journal()
+    live = journal.execution("div")
+    provider = ScriptedProvider([{"text": ANSWER}], settings=ModelSettings(temperature=0.1))
+    await create_llm_effect(provider, output_type=Book)(live, "llm", HI)
+
+    same = journal.execution("div")
+    replayed = ScriptedProvider([], settings=ModelSettings(temperature=0.1))
+    again = await create_llm_effect(replayed, output_type=Book)(same, "llm", HI)
+    assert isinstance(again.output, Book)
+
+    for provider_settings, output_type in (
+        (ModelSettings(temperature=0.1), BookV2),
+        (ModelSettings(temperature=0.9), Book),
+    ):
+        replay = journal.execution("div")
+        effect = create_llm_effect(
+            ScriptedProvider([], settings=provider_settings), output_type=output_type
+        )
+        with pytest.raises(ReplayDivergenceError) as info:
+            await effect(replay, "llm", HI)
+        assert info.value.code == "input_changed"
