@@ -44,7 +44,6 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from loom_nb.errors import JournalError, ReplayDivergenceError
@@ -57,6 +56,7 @@ from loom_nb.journal._codec import (
     is_storable_id,
     text_hash,
 )
+from loom_nb.journal._requests import ModelBase, ModelStepInput, model_input
 from loom_nb.journal._timeline import Entry, ExecutionStatus, Timeline
 
 if TYPE_CHECKING:
@@ -67,24 +67,6 @@ __all__ = ["Execution", "principal_from_json", "principal_to_json"]
 
 StepFn = Callable[[Any], Any | Awaitable[Any]]
 Divergence = Literal["fail", "ignore_inputs", "warn"]
-
-
-@dataclass
-class ModelBase:
-    """The last model request this execution journaled or replayed: what the next one is a delta of.
-
-    Kept by the execution (not by one effect object), so every model call on it, live or
-    replayed, in whatever effect, computes its delta against the same predecessor.
-    """
-
-    position: int
-    """The position of the step that carried the request."""
-    messages: list[Any] = field(default_factory=list)
-    """The request's messages (the objects, so an unchanged prefix is found by identity)."""
-    hashes: list[str] = field(default_factory=list)
-    """Each message's content hash."""
-    chain: list[str] = field(default_factory=list)
-    """``chain[i]``: the running hash of messages ``0..i`` (the request hash's message part)."""
 
 
 class Execution:
@@ -114,6 +96,7 @@ class Execution:
         self._ordinal = ordinal
         self._next = 0
         self._live_from: int | None = None
+        self._exact = True
         self.model_base: ModelBase | None = None
         """The last model request seen on this object (``_requests`` journals the next as a delta)."""
 
@@ -183,7 +166,23 @@ class Execution:
         whatever ``fn`` raised (after journaling ``step_failed``).
         """
         self._check_step(step_id, fn)
+        if isinstance(input, ModelStepInput):  # a model call handed through a wrapper
+            return await self._model_step(step_id, fn, input.request, input.capabilities)
         return await self._execute(step_id, fn, lambda: input, None)
+
+    async def _model_step(self, step_id: str, fn: StepFn, request: Any, capabilities: Any) -> Any:
+        """A model call: its messages journaled as a delta, its hash over the whole request."""
+        self._check_step(step_id, fn)
+        prepared = model_input(request, self.model_base, self._next, capabilities)
+        try:
+            output = await self._execute(
+                step_id, fn, prepared.journaled, lambda: prepared.input_hash
+            )
+        except BaseException:
+            self.model_base = None  # the next call journals its messages in full
+            raise
+        self.model_base = prepared.base if self._exact else None
+        return output
 
     def _check_step(self, step_id: object, fn: object) -> None:
         if not is_storable_id(step_id):
@@ -214,6 +213,7 @@ class Execution:
         position = self._next
         self._next += 1
         entry = self._recorded(position)
+        self._exact = True
         if entry is not None:
             if entry.kind != "step" or entry.step_id != step_id:
                 self._diverge(position, entry, step_id)
@@ -247,6 +247,7 @@ class Execution:
         """
         expected = recorded.get("input_hash")
         if not isinstance(expected, str) or self._divergence == "ignore_inputs":
+            self._exact = False  # served without knowing that the input is the recorded one
             return False
         try:
             if input_hash is not None:
@@ -407,7 +408,7 @@ class Execution:
 
     def _diverge(self, position: int, entry: Entry, actual: str) -> None:
         expected = entry.label
-        if self._divergence == "fail":
+        if self._divergence != "warn":
             raise ReplayDivergenceError(
                 f"replay of execution {self._id!r} diverged at position {position}: the log "
                 f"recorded {expected!r} but the code asked for {actual!r}. Step ids must come out "

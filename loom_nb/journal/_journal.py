@@ -30,6 +30,7 @@ format) is ``journal_corrupt``, on open or on any later read.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sqlite3
 import threading
@@ -256,16 +257,22 @@ class Journal:
             )
         return rows
 
-    def events(self, execution_id: str, *, resolve_claims: bool = True) -> list[Event]:
+    def events(
+        self, execution_id: str, *, resolve_claims: bool = True, expand_inputs: bool = True
+    ) -> list[Event]:
         """Every event of an execution, in order, with payloads decoded.
 
         With ``resolve_claims`` (the default), claim-checked step inputs and outputs are read
         back from the content store and the payload looks as if they had been inline; without
-        it, payloads are exactly as stored (markers and their ``claimed`` list).
+        it, payloads are exactly as stored (markers and their ``claimed`` list). With
+        ``expand_inputs`` (the default, needs ``resolve_claims``), a model step's messages
+        journaled as a delta of an earlier step are shown whole, so every model step's input
+        reads as its full request.
         """
         with self._lock:
             rows = self._read(lambda: self._conn.execute(_SELECT, (execution_id,)).fetchall())
-        return [self._event(row, resolve_claims=resolve_claims) for row in rows]
+        events = [self._event(row, resolve_claims=resolve_claims) for row in rows]
+        return _expanded(events) if resolve_claims and expand_inputs else events
 
     def _event(self, row: Row, *, resolve_claims: bool) -> Event:
         seq, execution_id, kind, step_id, position, text, created = row
@@ -607,6 +614,31 @@ class Journal:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _expanded(events: list[Event]) -> list[Event]:
+    """``events`` with each model step's delta-journaled messages expanded to the whole list."""
+    from loom_nb.journal._requests import expand_messages
+
+    earlier: dict[int, list[Any]] = {}
+    out: list[Event] = []
+    for event in events:
+        payload = event.payload
+        if (
+            event.kind in ("step_completed", "step_failed")
+            and event.position is not None
+            and isinstance(payload, dict)
+        ):
+            step_input = payload.get("input")
+            where = f"execution {event.execution_id!r}, event {event.seq}"
+            messages = expand_messages(step_input, earlier, where=where)
+            if messages is not None and isinstance(step_input, dict):
+                earlier[event.position] = messages
+                if messages is not step_input.get("messages"):
+                    full = {**payload, "input": {**step_input, "messages": messages}}
+                    event = dataclasses.replace(event, payload=full)
+        out.append(event)
+    return out
 
 
 class _Held:

@@ -2,7 +2,11 @@
 
 The step's input is the request as JSON, ``{messages, tools, system}``, exactly as the caller
 built it: media travel as addresses and untrusted marks stay on (``{"__loomUntrusted": ...}``),
-so the journal grows with the conversation, never with the media. The step's output is the
+so the journal grows with the conversation, never with the media. Its messages are journaled as
+a delta of the execution's previous model step (``_requests``), so a turn costs what it added;
+its input hash covers the whole request and the provider's declared capabilities, so a replay
+with an edited transcript or on a provider declaring other capabilities raises
+``ReplayDivergenceError('input_changed')`` rather than rebuilding a different run. The step's output is the
 response's JSON; the effect returns it as an ``LlmResponse`` whether the call ran or was
 served from the log.
 
@@ -28,7 +32,7 @@ its text into ``Model`` live and on replay alike, so a replayed step returns a r
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 
@@ -36,6 +40,8 @@ from loom_nb.capabilities import assert_request_supported
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ConfigurationError, ContentAccessDeniedError
 from loom_nb.guard import guard_request
+from loom_nb.journal._execution import Execution
+from loom_nb.journal._requests import ModelStepInput
 from loom_nb.providers._base import (
     LlmProvider,
     ResetCallback,
@@ -46,9 +52,6 @@ from loom_nb.providers._base import (
 from loom_nb.providers._structured import check_output_type, effective_request, validate_output
 from loom_nb.settings import ModelSettings
 from loom_nb.store import ContentResolver, ResolveContext, resolve_request_content
-
-if TYPE_CHECKING:
-    from loom_nb.journal._execution import Execution
 
 __all__ = ["LlmEffect", "create_llm_effect"]
 
@@ -100,12 +103,21 @@ class LlmEffect:
             None,
             self.output_type,
         )
-        step_input = req.model_dump(mode="json")
 
         async def call(_input: Any) -> LlmResponse:
             return await self._live(execution, step_id, req)
 
-        output = await execution.execute(step_id, call, step_input)
+        capabilities = getattr(self.provider, "capabilities", None)
+        if isinstance(cast(object, execution), Execution):
+            output = await execution._model_step(step_id, call, req, capabilities)
+        else:
+            # A stand-in (a wrapper that records or filters steps) gets the plain contract,
+            # execute(step_id, fn, input) with the whole request, which the execution behind it
+            # journals exactly as above.
+            output = await execution.execute(step_id, call, ModelStepInput(req, capabilities))
+        return self._response(req, output)
+
+    def _response(self, req: LlmRequest, output: Any) -> LlmResponse:
         response = LlmResponse.model_validate(output)
         if req.output_schema is None:
             return response

@@ -5,7 +5,9 @@ event's ``kind``, ``step_id``, ``position``, ``payload``, ``created`` and ``exec
 ``seq`` renumbered 1, 2, 3 ... within the recording, so two recordings of the same run differ
 only where the run did. The text diffs and reviews like code.
 
-A recording is self-contained: claim-checked payloads are inlined on export (the content store
+A recording is self-contained: model steps keep their messages as deltas of earlier steps of
+the same execution (``_requests``), so a recording grows with the run, not with its square,
+and claim-checked payloads are inlined on export (the content store
 is not needed to replay it, nor shipped with it). Media refs stay addresses, because a replay
 never resolves them: the recorded model responses are served from the log. On import the
 payloads go through the importing journal's claim-check again, so a large recorded step lands
@@ -32,7 +34,7 @@ __all__ = ["export_jsonl", "import_jsonl", "recording_lines"]
 
 def recording_lines(journal: Journal, execution_id: str) -> list[str]:
     """The recording of an execution, one canonical JSON line per event (no newlines)."""
-    events = journal.events(execution_id, resolve_claims=True)
+    events = journal.events(execution_id, resolve_claims=True, expand_inputs=False)
     if not events:
         raise JournalError(
             f"no execution {execution_id!r} in {journal!r}; `loom-nb journal ls` lists them.",

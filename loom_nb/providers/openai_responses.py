@@ -13,7 +13,6 @@ endpoint, as with ``OpenAIProvider``, capabilities default to text-only and the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -23,7 +22,14 @@ from loom_nb.capabilities import Capabilities
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ConfigurationError, ProviderError
 from loom_nb.providers._base import LlmStreamChunk
-from loom_nb.providers._http import DEFAULT_TIMEOUT, RetryPolicy, Secret, SseEvent, resolve_api_key
+from loom_nb.providers._http import (
+    DEFAULT_TIMEOUT,
+    RetryPolicy,
+    Secret,
+    SseEvent,
+    decode_json,
+    resolve_api_key,
+)
 from loom_nb.providers._http_provider import HttpProvider, checked_extra_body
 from loom_nb.providers._settings_wire import openai_responses_settings_fields
 from loom_nb.providers._structured import schema_name, strict_openai_schema
@@ -161,8 +167,8 @@ async def decode_responses_events(
     async for event in events:
         if event.data.strip() == "[DONE]":
             break
+        data = decode_json(event.data, provider=VENDOR, what="a Responses stream event")
         try:
-            data = json.loads(event.data)
             if not isinstance(data, dict):
                 raise TypeError("the event is not a JSON object")
             chunks = assembler.feed(data)

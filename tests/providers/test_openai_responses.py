@@ -676,3 +676,42 @@ async def test_conformance_kit_passes() -> None:
     cases = await run_llm_provider_conformance(make_responses)
     assert "settings_honoured_or_refused" in cases
     assert "output_schema_on_wire" in cases
+
+
+async def test_an_echoed_key_is_redacted_and_deep_nesting_is_malformed() -> None:
+    """A 401 quoting the key never shows it; a response nested 100,000 deep is malformed_response."""
+    key = "sk-live-abcdef1234567890"
+    echo = {
+        "error": {
+            "message": f"Incorrect API key provided: Bearer {key}",
+            "type": "invalid_request_error",
+        }
+    }
+    p = OpenAIResponsesProvider("gpt-4o", api_key=key, http_client=mock(echo, 401))
+    with pytest.raises(ProviderError) as info:
+        await p.complete(HI)
+    assert key not in info.value.message
+    assert key not in repr(info.value)
+    deep = '{"output":' + "[" * 100_000 + "]" * 100_000 + "}"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, content=deep.encode(), headers={"content-type": "application/json"}
+        )
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    p = OpenAIResponsesProvider("gpt-4o", api_key="k", http_client=client)
+    with pytest.raises(ProviderError) as info:
+        await p.complete(HI)
+    assert info.value.code == "malformed_response"
+
+
+async def test_a_stream_event_nested_too_deep_is_malformed() -> None:
+    """An SSE event nested 100,000 deep is malformed_response, not a bare RecursionError."""
+    deep = "data: " + "[" * 100_000 + "]" * 100_000 + "\n\n"
+    p = OpenAIResponsesProvider(
+        "gpt-4o", api_key="k", http_client=mock(deep), retry_policy=RetryPolicy(max_retries=0)
+    )
+    with pytest.raises(ProviderError) as info:
+        await collect_stream(p.stream(HI))
+    assert info.value.code == "malformed_response"

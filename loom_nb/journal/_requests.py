@@ -1,0 +1,189 @@
+"""A model step's input as what changed since the previous model step, and the request's hash (issue 15).
+
+Journaling every model call's whole request made a long agent run quadratic: turn ``t`` wrote
+all ``2t`` messages again. A model step now journals its messages as a delta of the previous
+model step of the same execution::
+
+    {"messages": {"__loomMessages": {"base": 4, "keep": 9, "append": [<message>, ...]}}, "tools": ...}
+
+meaning "the first 9 messages of the request journaled at position 4, then these". The first
+model call, one whose messages share no prefix with the previous one (after compaction), or one
+with no known predecessor journals its messages in full, as before. ``Journal.events`` expands
+deltas back into whole requests (what views and the replay stepper read); recordings keep the
+delta form, which stays self-contained because a base is always an earlier step of the same
+execution (a fork copies its prefix).
+
+The step's input hash is the hash of the WHOLE request, computed incrementally: each message is
+hashed once (``sha256`` of its canonical JSON, cached per message object along the transcript),
+the message hashes are chained (``chain[i] = sha256(chain[i-1] + hash[i])``), and the input hash
+is ``sha256`` over the chain's last link, the canonical JSON of the rest of the request (tools,
+system, settings) and the provider's declared capabilities. So replay detects an edited message
+anywhere in the transcript (``input_changed``), and a replay on a provider that declares other
+capabilities diverges instead of silently rebuilding a different transcript (issue 15, item 5).
+Per turn, hashing and the journaled delta cost what the turn added, not the transcript's length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from loom_nb.content import LlmRequest, Message, canonical_json
+from loom_nb.errors import JournalError
+
+__all__ = [
+    "DELTA_MARKER",
+    "ModelBase",
+    "ModelInput",
+    "ModelStepInput",
+    "expand_messages",
+    "model_input",
+]
+
+DELTA_MARKER = "__loomMessages"
+"""Key of the object that stands for a model step's messages journaled as a delta."""
+
+_EMPTY_CHAIN = "sha256:" + hashlib.sha256(b"").hexdigest()
+
+
+def _sha(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass
+class ModelBase:
+    """The last model request an execution journaled or replayed: what the next one is a delta of.
+
+    Kept by the execution (not by one effect object), so every model call on it, live or
+    replayed, in whatever effect, computes its delta against the same predecessor.
+    """
+
+    position: int
+    """The position of the step that carried the request."""
+    messages: list[Any] = field(default_factory=list)
+    """The request's messages (the objects, so an unchanged prefix is found by identity)."""
+    hashes: list[str] = field(default_factory=list)
+    """Each message's content hash."""
+    chain: list[str] = field(default_factory=list)
+    """``chain[i]``: the running hash of messages ``0..i`` (the request hash's message part)."""
+
+
+class ModelStepInput(dict[str, Any]):
+    """The whole request as a dict, for a wrapper around an execution that reads step inputs.
+
+    ``Execution.execute`` recognises it and journals the model step as a delta with the whole
+    request's hash, exactly as when the effect calls the execution directly.
+    """
+
+    def __init__(self, request: LlmRequest, capabilities: Any) -> None:
+        super().__init__(request.model_dump(mode="json"))
+        self.request = request
+        self.capabilities = capabilities
+
+
+@dataclass
+class ModelInput:
+    """A model request prepared for journaling: its input hash, the new base, and the input."""
+
+    input_hash: str
+    base: ModelBase
+    previous: ModelBase | None
+    rest: dict[str, Any]
+    texts: list[str]
+    """Canonical JSON of each message from ``keep`` on (what the delta appends)."""
+    keep: int
+
+    def journaled(self) -> dict[str, Any]:
+        """The step input as journaled (built only when the step runs live)."""
+        appended = [json.loads(text) for text in self.texts]
+        value = dict(self.rest)
+        if self.previous is not None and self.keep > 0:
+            value["messages"] = {
+                DELTA_MARKER: {
+                    "append": appended,
+                    "base": self.previous.position,
+                    "keep": self.keep,
+                }
+            }
+        else:
+            value["messages"] = appended
+        return value
+
+
+def model_input(
+    request: LlmRequest, previous: ModelBase | None, position: int, capabilities: Any
+) -> ModelInput:
+    """Hash ``request`` against ``previous`` (the execution's last model request) and plan its delta."""
+    if previous is not None and previous.position >= position:
+        previous = None  # rewound: the remembered request is not before this step
+    messages: list[Message] = list(request.messages)
+    keep = 0
+    hashes: list[str] = []
+    chain: list[str] = []
+    if previous is not None:
+        old = previous.messages
+        limit = min(len(old), len(messages))
+        while keep < limit and messages[keep] is old[keep]:
+            keep += 1
+        hashes = previous.hashes[:keep]
+        chain = previous.chain[:keep]
+    texts: list[str] = []
+    same_prefix = previous is not None
+    for index in range(keep, len(messages)):
+        text = canonical_json(messages[index])
+        digest = _sha(text)
+        if (
+            same_prefix
+            and previous is not None
+            and index < len(previous.hashes)
+            and previous.hashes[index] == digest
+        ):
+            keep = index + 1  # equal content in a new object: still shared
+        else:
+            same_prefix = False
+            texts.append(text)
+        hashes.append(digest)
+        chain.append(_sha((chain[-1] if chain else _EMPTY_CHAIN) + digest))
+    rest = json.loads(canonical_json(request.model_copy(update={"messages": []})))
+    rest.pop("messages", None)
+    declared = capabilities.model_dump(mode="json") if hasattr(capabilities, "model_dump") else None
+    tail = json.dumps(
+        {"capabilities": declared, "request": rest},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    input_hash = _sha((chain[-1] if chain else _EMPTY_CHAIN) + tail)
+    base = ModelBase(position=position, messages=messages, hashes=hashes, chain=chain)
+    return ModelInput(input_hash, base, previous, rest, texts, keep)
+
+
+def expand_messages(value: Any, earlier: dict[int, list[Any]], *, where: str) -> list[Any] | None:
+    """The whole message list a journaled model input stands for (None: not a model input).
+
+    ``earlier`` maps positions to the message lists expanded so far (in log order).
+    """
+    if not isinstance(value, dict):
+        return None
+    messages = value.get("messages")
+    if isinstance(messages, list):
+        return messages
+    if not (isinstance(messages, dict) and isinstance(messages.get(DELTA_MARKER), dict)):
+        return None
+    delta = messages[DELTA_MARKER]
+    base, keep, append = delta.get("base"), delta.get("keep"), delta.get("append")
+    if not (
+        isinstance(base, int)
+        and isinstance(keep, int)
+        and isinstance(append, list)
+        and base in earlier
+        and 0 <= keep <= len(earlier[base])
+    ):
+        raise JournalError(
+            f"{where}: the model input is a delta of position {base!r} keeping {keep!r} messages, "
+            "but no such earlier request is in the log; the journal is damaged.",
+            code="journal_corrupt",
+        )
+    return earlier[base][:keep] + append
