@@ -94,6 +94,7 @@ _EXPORTS: dict[str, str] = {
     # durable runs
     "Execution": "loom_nb.journal",
     "Journal": "loom_nb.journal",
+    "JournalWatch": "loom_nb.journal",
     "create_llm_effect": "loom_nb.journal",
     "hash_request": "loom_nb.journal",
     # agent

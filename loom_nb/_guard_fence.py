@@ -13,10 +13,14 @@ Two independent properties keep the content from ending its own fence:
   request that contains that very text. The nonce is still deterministic, so a replayed run sends
   the same bytes and recordings match.
 - Whatever the nonce, ``neutralize_fences`` defuses every ``<untrusted`` / ``</untrusted``
-  look-alike inside the text (any case; whitespace, zero-width and other default-ignorable
-  characters, full-width letters, full-width or entity-encoded brackets and slashes), so even a
-  guessed or leaked nonce (the one used for a similar request, say) cannot close the fence. The bracket of a look-alike becomes
-  ``‹`` (U+2039), which no fence starts with, so neutralising is idempotent.
+  look-alike inside the text, so even a guessed or leaked nonce (the one used for a similar
+  request, say) cannot close the fence. Look-alikes are matched on a normalized skeleton (see
+  ``_guard_skeleton``): any case; NFKC and Unicode confusables (full-width, mathematical,
+  Cyrillic, Greek, Armenian letters; other angle brackets, big and fraction slashes,
+  backslashes); controls, bidi controls, combining marks and default-ignorable characters as
+  filler; HTML, percent and JSON escapes decoded, nested ones too; tags written backwards. The
+  bracket of a look-alike becomes ``‹`` (U+2039), which no fence starts with and the skeleton
+  does not count as a bracket, so neutralising is idempotent.
 
 The fence is a label, not a sandbox: the refusals of the guard are the structural defence; the
 fence tells the model where text it must not obey begins and ends.
@@ -30,6 +34,7 @@ import re
 from collections.abc import Mapping
 
 from loom_nb._guard_canonical import canonical_request_json
+from loom_nb._guard_skeleton import DEFUSED_BRACKET, lookalike_brackets
 from loom_nb.content import (
     AudioPart,
     FilePart,
@@ -55,47 +60,25 @@ NONCE_HEX_LENGTH = 24
 
 _NONCE = re.compile(r"[0-9a-f]{8,64}")
 
-# Characters a reader or a model may skip over: whitespace and every Unicode
-# Default_Ignorable_Code_Point (soft hyphen, combining grapheme joiner, zero-width and
-# directional marks, embeddings and isolates, word joiners, Hangul fillers, variation
-# selectors, the byte-order mark, musical formatting and tag characters).
-_FILLER = (
-    r"[\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
-    r"\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
-    r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]*"
-)
-_BRACKET = r"(?:<|\uff1c|\ufe64|&lt;?|&#0*60;?|&#x0*3c;?)"
-_SLASH = r"(?:/|\uff0f|\u2215|\u2044|&sol;|&#0*47;?|&#x0*2f;?)"
-
-
-def _letter(char: str) -> str:
-    """A class matching one letter in ASCII or full-width form, either case."""
-    lower, upper = char.lower(), char.upper()
-    wide_lower = chr(ord(lower) - ord("a") + 0xFF41)
-    wide_upper = chr(ord(upper) - ord("A") + 0xFF21)
-    return f"[{lower}{upper}{wide_lower}{wide_upper}]"
-
-
-_WORD = _FILLER.join(_letter(c) for c in "untrusted")
-_LOOKALIKE = re.compile(
-    f"(?P<bracket>{_BRACKET}){_FILLER}(?:{_SLASH}{_FILLER})?{_WORD}", re.IGNORECASE
-)
-_DEFUSED_BRACKET = "\u2039"
-_BRACKET_STARTS = ("<", "&", "\uff1c", "\ufe64")
-
 
 def neutralize_fences(text: str) -> str:
     """``text`` with every ``<untrusted`` / ``</untrusted`` look-alike defused (idempotent).
 
-    Only the bracket changes (to ``‹``), so the text still reads the same to a person.
+    Look-alikes are found on a normalized skeleton (``_guard_skeleton``: escapes decoded, NFKC,
+    Unicode confusables, fillers skipped, backwards tags too). Only the bracket changes (to
+    ``‹``; an escaped bracket is replaced whole), so the text still reads the same to a person.
+    Text without a look-alike is returned as the same object.
     """
-    if not any(c in text for c in _BRACKET_STARTS):
-        return text  # fast path: no bracket, no look-alike
-    return _LOOKALIKE.sub(_defuse, text)
-
-
-def _defuse(match: re.Match[str]) -> str:
-    return _DEFUSED_BRACKET + match.group(0)[len(match.group("bracket")) :]
+    spans = lookalike_brackets(text)
+    if not spans:
+        return text
+    pieces: list[str] = []
+    done = 0
+    for start, end in spans:
+        pieces += (text[done:start], DEFUSED_BRACKET)
+        done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def _escape_origin(origin: str) -> str:

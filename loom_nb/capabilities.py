@@ -19,9 +19,10 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from loom_nb._guard_checks import media_essence
+from loom_nb._strict import StrictModel
 from loom_nb._walk import iter_media
 from loom_nb.content import LlmRequest, parse_request
 from loom_nb.errors import UnsupportedModalityError
@@ -32,7 +33,7 @@ Modality = Literal["image", "audio", "file"]
 """The media modalities a provider can declare."""
 
 
-class Capabilities(BaseModel):
+class Capabilities(StrictModel):
     """Media types a provider accepts, per modality, as patterns: ``image/png``, ``image/*``, ``*``.
 
     ``Capabilities()`` is text-only (text and tool calls). Patterns match case-insensitively and

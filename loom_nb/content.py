@@ -47,7 +47,8 @@ from pydantic import (
     model_serializer,
 )
 
-from loom_nb.errors import ContentValidationError
+from loom_nb._strict import StrictModel
+from loom_nb._strict import content_error as content_error
 from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted, mark_untrusted_values
 
@@ -89,8 +90,8 @@ ADDRESS_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
 """A content address: the algorithm tag and the lowercase hex digest of the bytes."""
 
 
-class _Model(BaseModel):
-    """Frozen, strict about unknown fields; the base of every content value."""
+class _Model(StrictModel):
+    """Frozen, strict about unknown fields; the base of every content value (bad input: ContentValidationError)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -563,7 +564,7 @@ def assistant_message_of(response: LlmResponse) -> Message:
         return Message(role="assistant", content=response.content)
     parts: list[Part] = list(response.reasoning)
     if response.content:
-        parts.append(TextPart(text=response.content))
+        parts.append(TextPart(text=response.content))  # raw-content: LlmResponse.content is str
     parts.extend(
         ToolUsePart(id=c.id, name=c.name, input=c.input, provider_data=c.provider_data)
         for c in response.tool_calls
@@ -593,30 +594,3 @@ def parse_request(data: Any) -> LlmRequest:
         return LlmRequest.model_validate(data)
     except ValidationError as exc:
         raise content_error(exc, "request") from exc
-
-
-def content_error(exc: ValidationError, what: str) -> ContentValidationError:
-    """Turn pydantic's error into a ``ContentValidationError`` that names the first bad field."""
-    errors = exc.errors(include_url=False)
-    # Unions report one error per branch; the deepest one is about the field the caller meant.
-    first = max(errors, key=lambda e: len(e["loc"]))
-    where = ".".join(str(p) for p in first["loc"] if not _is_branch_label(p)) or "(root)"
-    count = exc.error_count()
-    more = f" (and {count - 1} more problem{'s' if count > 2 else ''})" if count > 1 else ""
-    return ContentValidationError(
-        f"invalid {what}: field '{where}': {first['msg']}{more}. "
-        "Parts are dicts with a 'type' of text, image, audio, file, tool_use, tool_result or "
-        "reasoning; "
-        "roles are 'user' or 'assistant'; a media source is {'kind': 'ref', 'ref': {'address': ...}} "
-        "or {'kind': 'data', 'data': <base64>}.",
-        field=where,
-        errors=exc.errors(include_url=False, include_context=False, include_input=False),
-    )
-
-
-def _is_branch_label(loc: int | str) -> bool:
-    """Pydantic names union branches in error paths ('str', 'list[...]'); they are not fields."""
-    return isinstance(loc, str) and (
-        loc in {"str", "Untrusted", "dict[str,any]"}
-        or loc.startswith(("list[", "function-", "tagged-union["))
-    )

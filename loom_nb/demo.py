@@ -42,7 +42,13 @@ from loom_nb.content import (
 from loom_nb.journal import Journal
 from loom_nb.providers import ScriptedProvider, ToolDelta
 from loom_nb.render import to_html
-from loom_nb.store import LocalContentStore, Principal, ResolveContext, StoreResolver
+from loom_nb.store import (
+    ContentStore,
+    Principal,
+    ResolveContext,
+    StoreResolver,
+    open_store,
+)
 
 __all__ = [
     "DEMO_TENANT",
@@ -119,7 +125,7 @@ def chart_png(metric: str, values: dict[str, float] | None = None) -> bytes:
     return out.getvalue()
 
 
-def demo_tools(store: LocalContentStore, *, tenant: str = DEMO_TENANT) -> list[ToolDefinition]:
+def demo_tools(store: ContentStore, *, tenant: str = DEMO_TENANT) -> list[ToolDefinition]:
     """The demo's three tools: ``chart`` (image by ref), ``web_fetch`` (untrusted), ``send_email`` (approval)."""
 
     def chart(value: dict[str, Any]) -> Any:
@@ -201,7 +207,7 @@ def demo_model(request: LlmRequest) -> dict[str, Any]:
     }
 
 
-def start_messages(store: LocalContentStore, *, tenant: str = DEMO_TENANT) -> list[Message]:
+def start_messages(store: ContentStore, *, tenant: str = DEMO_TENANT) -> list[Message]:
     """The user's opening message: a request and the memo PDF attached by ref."""
     ref = store.put(memo_pdf(), tenant)
     memo = FilePart(media_type="application/pdf", source=RefSource(ref=ref), name="q3-memo.pdf")
@@ -215,16 +221,24 @@ class DemoRun:
 
     result: AgentResult
     execution_id: str
-    journal_path: Path
-    store_path: Path
+    journal_path: Path | str
+    """The journal file (or the journal URL given to ``run_demo``)."""
+    store_path: Path | str
+    """The store directory (or the store URL given to ``run_demo``)."""
     html_path: Path
     parked_first: bool
 
 
-def _open_workdir(root: Path) -> tuple[Path, LocalContentStore, Journal]:
+def _open_workdir(
+    root: Path, journal: str | None = None, store: str | None = None
+) -> tuple[Path, ContentStore, Journal]:
     root.mkdir(parents=True, exist_ok=True)
-    store = LocalContentStore(root / "store")
-    return root, store, Journal(root / "journal.sqlite", store=store)
+    opened = open_store(store if store is not None else root / "store")
+    return (
+        root,
+        opened,
+        Journal(journal if journal is not None else root / "journal.sqlite", store=opened),
+    )
 
 
 PROJECT_NOTEBOOKS = "https://github.com/loom-nb/loom_nb/tree/main/notebooks"
@@ -261,9 +275,11 @@ def _pasteable_command(*args: str) -> str:
     return shlex.join([*prefix, *args])
 
 
-def _inspect_command(root: Path, execution_id: str) -> str:
+def _inspect_command(root: Path, execution_id: str, journal: str | None = None) -> str:
     args = ["journal", "show", execution_id]
-    if root.resolve() != Path(".loom").resolve():
+    if journal is not None:
+        args += ["--journal", journal]
+    elif root.resolve() != Path(".loom").resolve():
         args += ["--journal", _shown(root / "journal.sqlite")]
     return _pasteable_command(*args)
 
@@ -282,6 +298,8 @@ async def run_demo(
     out: Callable[[str], None] = print,
     stream: Callable[[str], None] | None = None,
     on_call: Callable[[str], None] | None = None,
+    journal_url: str | None = None,
+    store_url: str | None = None,
 ) -> DemoRun:
     """Run the demo agent offline under ``workdir`` and write its transcript as ``demo-N.html`` there.
 
@@ -291,9 +309,13 @@ async def run_demo(
     The run parks on ``send_email``; the demo then resumes the same execution with the decision
     ``approve`` (as a person would, from a notebook or another process). ``out`` receives progress
     lines; ``stream`` receives the model's text as it streams and ``on_call`` the name of each
-    tool call as it starts streaming (without them the model is not streamed).
+    tool call as it starts streaming (without them the model is not streamed). ``journal_url``
+    and ``store_url`` (a ``postgresql://`` URL, an ``s3://`` URL or paths) put the run on shared
+    backends instead of ``workdir``; the HTML page still goes to ``workdir``.
     """
-    root, store, journal = _open_workdir(Path(workdir))
+    journal_at: Path | str = journal_url or Path(workdir) / "journal.sqlite"
+    store_at: Path | str = store_url or Path(workdir) / "store"
+    root, store, journal = _open_workdir(Path(workdir), journal_url, store_url)
     principal = Principal(DEMO_TENANT, subject="demo-user")
     execution_id = f"demo-{len(journal.executions()) + 1}"
     tools = demo_tools(store)
@@ -302,8 +324,8 @@ async def run_demo(
     context = ResolveContext(execution_id=execution_id, step_id=None, principal=principal)
     messages = start_messages(store)
     out("loom_nb demo: offline (scripted model, local store, SQLite journal; no API key)")
-    out(f"  store    {root / 'store'}")
-    out(f"  journal  {root / 'journal.sqlite'}  (execution {execution_id})")
+    out(f"  store    {store_at}")
+    out(f"  journal  {journal_at}  (execution {execution_id})")
     out("  user     asks for a Q3 briefing, attaches q3-memo.pdf (stored by address)")
 
     def show_text(chunk: str) -> None:
@@ -357,14 +379,14 @@ async def run_demo(
     steps = sum(1 for e in journal.events(execution_id) if e.kind == "step_completed")
     out(f"\n  {result.status} after {result.turns} turns; {steps} journaled steps")
     out(f"  transcript: {html_path.resolve().as_uri()}")
-    out(f"  inspect: {_inspect_command(root, execution_id)}")
+    out(f"  inspect: {_inspect_command(root, execution_id, journal_url)}")
     out(_notebooks_hint())
     journal.close()
     return DemoRun(
         result=result,
         execution_id=execution_id,
-        journal_path=root / "journal.sqlite",
-        store_path=root / "store",
+        journal_path=journal_at,
+        store_path=store_at,
         html_path=html_path,
         parked_first=parked,
     )

@@ -9,7 +9,8 @@ ride in ``details``.
 
     LoomError
     ├── ConfigurationError            bad settings: a missing API key, an unknown option
-    ├── ContentValidationError        a part / message / request dict that does not fit the model
+    ├── ContentValidationError        a part / message / request that does not fit the model
+    │                                 (also ValueError and TypeError; from model_validate also pydantic's ValidationError)
     ├── MediaError                    a file or bytes that cannot become a media part (unknown type, unreadable)
     ├── GuardError                    structure and provenance refusals (ADR 0120 decision 7)
     │   ├── OversizedInlinePartError  inline bytes over MAX_INLINE_BYTES / the request total (decision 5)
@@ -80,8 +81,13 @@ class ConfigurationError(LoomError):
     default_code = "configuration"
 
 
-class ContentValidationError(LoomError):
-    """A part, message or request does not fit the content model; the message names the field."""
+class ContentValidationError(LoomError, ValueError, TypeError):
+    """A part, message or request does not fit the content model; the message names the field.
+
+    Also a ``ValueError`` and a ``TypeError``, so callers written for plain Python or pydantic
+    (``except ValueError``, ``except TypeError``) keep working; raised by ``Model.model_validate``
+    it is pydantic's ``ValidationError`` too (see ``loom_nb._strict``).
+    """
 
     default_code = "invalid_content"
 

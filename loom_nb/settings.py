@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
@@ -29,6 +28,7 @@ from pydantic import (
     model_serializer,
 )
 
+from loom_nb._strict import StrictModel
 from loom_nb.errors import ConfigurationError
 
 __all__ = ["ModelSettings", "ReasoningEffort", "merge_settings"]
@@ -47,7 +47,7 @@ _FIELDS = (
 )
 
 
-class ModelSettings(BaseModel):
+class ModelSettings(StrictModel):
     """Generation settings mapped to every vendor; a field left None is not sent at all.
 
     ``ModelSettings(max_tokens=1024, temperature=0.2, stop_sequences=["END"])``. A value out of

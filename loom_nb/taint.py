@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
+from pydantic import ConfigDict, model_serializer, model_validator
+
+from loom_nb._strict import StrictModel
 
 __all__ = ["UNTRUSTED_MARKER", "Untrusted", "contains_untrusted", "mark_untrusted_values"]
 
@@ -25,7 +27,7 @@ UNTRUSTED_MARKER = "__loomUntrusted"
 """Key of the JSON object an ``Untrusted`` value serializes to."""
 
 
-class Untrusted(BaseModel):
+class Untrusted(StrictModel):
     """A value that came from an untrusted source, with where it came from.
 
     ``Untrusted("page text", "tool:web_fetch")`` may stand wherever text can (a text part's

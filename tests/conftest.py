@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
 from collections.abc import Callable, Iterator
@@ -104,3 +105,76 @@ def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
 def address_of(data: bytes) -> str:
     """The content address of ``data``."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+# -- backends: every journal test runs on SQLite and on PostgreSQL --------------------------------
+
+
+class JournalBackend:
+    """Opens journals of one backend for a test: ``open(name)`` again reopens the same journal."""
+
+    def __init__(self, name: str, tmp_path: Path, server: str | None = None) -> None:
+        self.name = name
+        self._tmp = tmp_path
+        self._server = server
+        self._urls: dict[str, str] = {}
+        self._schemas: list[str] = []
+        self._opened: list[Any] = []
+
+    def url(self, name: str = "journal") -> str:
+        """The path or URL of the journal called ``name`` in this test (created on first use)."""
+        if name not in self._urls:
+            if self.name == "sqlite":
+                self._urls[name] = str(self._tmp / f"{name}.sqlite")
+            else:
+                assert self._server is not None
+                url, schema = services.fresh_schema_url(self._server)
+                self._schemas.append(schema)
+                self._urls[name] = url
+        return self._urls[name]
+
+    def open(self, name: str | None = None, **options: Any) -> Any:
+        """``Journal(url, **options)``: a new journal each call, or the one called ``name`` again."""
+        from loom_nb.journal import Journal
+
+        if name is None:
+            name = f"journal-{len(self._opened)}"
+
+        journal = Journal(self.url(name), **options)
+        self._opened.append(journal)
+        return journal
+
+    def close(self) -> None:
+        for journal in self._opened:
+            with contextlib.suppress(Exception):  # a test may have closed it already
+                journal.close()
+        for schema in self._schemas:
+            assert self._server is not None
+            services.drop_schema(self._server, schema)
+
+
+@pytest.fixture(scope="session")
+def postgres_service() -> str | None:
+    """The PostgreSQL server URL for the run, or None (with the reason printed) when unreachable."""
+    url = services.postgres_url()
+    return None if services.postgres_reachable(url) else url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def journal_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JournalBackend]:
+    """A journal backend: SQLite, then the same test on PostgreSQL (a fresh schema per journal)."""
+    server = None
+    if request.param == "postgres":
+        server = request.getfixturevalue("postgres_service")
+        if server is None:
+            url = services.postgres_url()
+            services.unavailable(services.postgres_reachable(url) or f"PostgreSQL at {url}")
+    backend = JournalBackend(request.param, tmp_path, server)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def open_journal(journal_backend: JournalBackend) -> Callable[..., Any]:
+    """``open_journal(**options)``: a fresh journal on the backend under test (``Journal()`` on each)."""
+    return journal_backend.open

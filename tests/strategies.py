@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import base64
+import functools
+import html.entities
 import string
+import urllib.parse
 from typing import Any
 
 from hypothesis import strategies as st
@@ -24,6 +27,7 @@ from loom_nb.content import (
     ToolUsePart,
 )
 from loom_nb.taint import UNTRUSTED_MARKER, Untrusted
+from tests.fence_oracle import DEFUSED, sources_of
 
 texts = st.text(max_size=40)
 origins = st.sampled_from(["tool:web_fetch", "upload", "peer:agent-7", 'odd"origin<>'])
@@ -341,3 +345,73 @@ def guard_transcripts(
     if wrong():
         system = Untrusted(draw(attacker_texts), draw(origins))
     return LlmRequest(messages=messages, system=system)
+
+
+# -- fence look-alikes drawn from the Unicode confusables data (issue 17) -------------------------
+# Each character of "</untrusted" is replaced by the ASCII character, its upper case, or any
+# character confusables.txt sends to either; fillers a reader skips are sprinkled between; and a
+# character may be written as an HTML reference, percent-encoded UTF-8, a JSON escape, or one of
+# those escaped once more. ``reversed_fence_lookalikes`` writes the tag backwards after a
+# right-to-left override (what a bidi-reversed tag is in logical order).
+
+LOOKALIKE_FILLERS = [
+    "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u034f", "\u061c", "\x00",
+    "\x7f", "\x1b", "\u0085", "\u202e", "\u202d", "\u2066", "\u2067", "\u2069", "\u200e",
+    "\u200f", "\ufe0f", "\U000e0041", "\U000e007f", "\u0301", "\u0308", "\u20d2", "\u3164",
+    "\u115f", "\u180e", "\U0001d173", " ", "\t", "\n", "\u3000", "\u2800",
+]  # fmt: skip
+EXTRA_BRACKETS = ["\u3008", "\u27e8", "\u2329", "\u02c2", "\u1438", "\u22d6", "\uff1c", "\ufe64"]
+
+
+@functools.cache
+def lookalike_glyphs(char: str) -> list[str]:
+    """``char``, its upper case, and every character confusables.txt sends to either."""
+    glyphs = {char, char.upper(), *sources_of(char), *sources_of(char.upper())}
+    if char == "<":
+        glyphs |= set(EXTRA_BRACKETS)
+    if char == "/":
+        glyphs |= {"\\", *sources_of("\\")}
+    glyphs.discard(DEFUSED)  # what the guard itself writes: defused by definition
+    return sorted(glyphs)
+
+
+def _escaped(draw: st.DrawFn, glyph: str) -> str:
+    how = draw(st.sampled_from(["raw"] * 5 + ["dec", "hex", "name", "pct", "json", "double"]))
+    names = [k for k, v in html.entities.html5.items() if v == glyph and k.endswith(";")]
+    if how == "dec":
+        return f"&#{ord(glyph)};"
+    if how == "hex":
+        return f"&#x{ord(glyph):x};"
+    if how == "name" and names:
+        return "&" + draw(st.sampled_from(sorted(names)))
+    if how == "pct":
+        return urllib.parse.quote(glyph, safe="")
+    if how == "json":
+        units = glyph.encode("utf-16-be", "surrogatepass")
+        return "".join("\\u" + units[i : i + 2].hex() for i in range(0, len(units), 2))
+    if how == "double":
+        inner = draw(st.sampled_from([f"&#{ord(glyph)};", urllib.parse.quote(glyph, safe="")]))
+        return (
+            inner.replace("&", "&amp;", 1) if inner.startswith("&") else inner.replace("%", "%25")
+        )
+    return glyph
+
+
+@st.composite
+def fence_lookalikes(draw: st.DrawFn) -> str:
+    """A forged ``<untrusted`` or ``</untrusted`` built from confusables, fillers and escapes."""
+    closing = draw(st.booleans())
+    pieces = []
+    for char in "<" + ("/" if closing else "") + "untrusted":
+        pieces.append(_escaped(draw, draw(st.sampled_from(lookalike_glyphs(char)))))
+        pieces.append("".join(draw(st.lists(st.sampled_from(LOOKALIKE_FILLERS), max_size=2))))
+    return "".join(pieces)
+
+
+@st.composite
+def reversed_fence_lookalikes(draw: st.DrawFn) -> str:
+    """``</untrusted`` in logical order for a right-to-left display: RLO, the letters backwards, then the bracket."""
+    letters = [draw(st.sampled_from(lookalike_glyphs(c))) for c in "detsurtnu"]
+    slash = draw(st.sampled_from(["", *lookalike_glyphs("/")]))
+    bracket = draw(st.sampled_from(lookalike_glyphs("<") + lookalike_glyphs(">")))
+    return "\u202e" + "".join(letters) + slash + bracket

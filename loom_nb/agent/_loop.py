@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from loom_nb._strict import StrictModel
 from loom_nb.agent._approval import Approver, ask, digest_of, normalize_decision, refusal_of
 from loom_nb.agent._compaction import Compaction, is_tainted, summary_message
 from loom_nb.agent._results import (
@@ -77,7 +78,7 @@ class ToolCallRecord(BaseModel):
     """``ok``, or why the call failed or was not run."""
 
 
-class AgentResult(BaseModel):
+class AgentResult(StrictModel):
     """What ``agent_loop`` returns: the transcript, why it stopped, and what happened on the way."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -100,7 +101,9 @@ class AgentResult(BaseModel):
     @property
     def text(self) -> str:
         """The last response's text ("" when there is none)."""
-        return self.response.content if self.response is not None else ""
+        if self.response is None:
+            return ""
+        return self.response.content  # raw-content: LlmResponse.content is str
 
     def header(self) -> str:
         """The one-line summary the views show: status, turns, tool calls, pending approvals."""

@@ -30,6 +30,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--decline", action="store_true", help="decline the email instead of approving it"
     )
+    parser.add_argument(
+        "--journal",
+        metavar="URL",
+        help="journal for the run: a SQLite file or postgresql:// URL (default: $LOOM_JOURNAL, "
+        "else DIR/journal.sqlite)",
+    )
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="content store for the run: a directory or s3://bucket/prefix (default: "
+        "$LOOM_STORE, else DIR/store)",
+    )
     parser.set_defaults(handler=_demo)
 
 
@@ -59,7 +71,19 @@ def _demo(args: Any) -> int:
         sys.stdout.write(f"\n  call     {name}\n")
         mid_line = False
 
+    from loom_nb.cli._backends import journal_target, store_target
+
+    journal, named_journal = journal_target(args)
+    store, named_store = store_target(args)
     asyncio.run(
-        run_demo(args.dir, approve=not args.decline, out=out, stream=streamed, on_call=call)
+        run_demo(
+            args.dir,
+            approve=not args.decline,
+            out=out,
+            stream=streamed,
+            on_call=call,
+            journal_url=journal if named_journal else None,
+            store_url=store if named_store else None,
+        )
     )
     return 0

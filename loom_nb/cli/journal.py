@@ -2,52 +2,49 @@
 
 ``ls`` lists executions with their status; ``show EXECUTION`` prints its events, one per line;
 ``export EXECUTION -o run.jsonl`` writes the JSON Lines recording to commit next to a notebook;
-``import run.jsonl`` loads one (``--as ID`` under another id). The journal file is
-``--journal``, else ``$LOOM_NB_JOURNAL``, else ``./.loom/journal.sqlite``. Claim-checked payloads
-are read from the content store given with ``--store`` (else ``$LOOM_NB_STORE``, else
-``./.loom/store`` when it exists).
+``import run.jsonl`` loads one (``--as ID`` under another id). The journal is ``--journal`` (a
+SQLite file or a ``postgresql://`` URL), else ``$LOOM_JOURNAL``, else ``./.loom/journal.sqlite``.
+Claim-checked payloads are read from the content store given with ``--store`` (a directory or
+``s3://`` URL; else ``$LOOM_STORE``, else ``./.loom/store`` when it exists).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from loom_nb.cli._backends import (
+    JOURNAL_ENV,
+    add_journal_option,
+    add_store_option,
+    journal_target,
+    open_journal,
+    open_store_target,
+    store_target,
+)
 from loom_nb.errors import ConfigurationError
 from loom_nb.journal import Journal
 from loom_nb.journal._recording import recording_lines
 
 __all__ = ["JOURNAL_ENV", "default_journal_path", "register"]
 
-JOURNAL_ENV = "LOOM_NB_JOURNAL"
-"""Environment variable naming the journal file when ``--journal`` is not given."""
-
-_STORE_ENV = "LOOM_NB_STORE"
 _PREVIEW = 100
 
 
 def default_journal_path() -> Path:
-    """``$LOOM_NB_JOURNAL``, else ``./.loom/journal.sqlite``."""
-    return Path(os.environ.get(JOURNAL_ENV) or Path(".loom") / "journal.sqlite")
+    """``$LOOM_JOURNAL`` (or the older ``$LOOM_NB_JOURNAL``) as a path, else ``./.loom/journal.sqlite``."""
+    target, _ = journal_target(argparse.Namespace())
+    return Path(target)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``loom-nb journal`` and its ``ls`` / ``show`` / ``export`` / ``html`` / ``import`` subcommands."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--journal",
-        metavar="FILE",
-        help=f"journal file (default: ${JOURNAL_ENV}, else ./.loom/journal.sqlite)",
-    )
-    common.add_argument(
-        "--store",
-        metavar="DIR",
-        help=f"content store for claim-checked payloads (default: ${_STORE_ENV}, else ./.loom/store if present)",
-    )
+    add_journal_option(common)
+    add_store_option(common, what="content store for claim-checked payloads and media")
     journal = subparsers.add_parser(
         "journal", help="durable runs: list, show, export, html, import"
     )
@@ -90,13 +87,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> Journal:
-    path = Path(args.journal) if args.journal else default_journal_path()
-    if not create and not path.is_file():
-        raise ConfigurationError(
-            f"no journal at {str(path)!r}. Pass --journal FILE or set ${JOURNAL_ENV}.",
-            code="no_journal",
-        )
-    return Journal(path, store=_store(args))
+    target, _ = journal_target(args)
+    return open_journal(target, store=_store(args), create=create)
 
 
 def _html(args: argparse.Namespace) -> int:
@@ -124,13 +116,10 @@ def _html(args: argparse.Namespace) -> int:
 
 
 def _store(args: argparse.Namespace) -> Any:
-    named = args.store or os.environ.get(_STORE_ENV)
-    folder = Path(named) if named else Path(".loom") / "store"
-    if not named and not folder.is_dir():
+    target, named = store_target(args)
+    if not named and not Path(target).is_dir():
         return None
-    from loom_nb.store import LocalContentStore
-
-    return LocalContentStore(folder)
+    return open_store_target(target, create=True)
 
 
 def _ls(args: argparse.Namespace) -> int:

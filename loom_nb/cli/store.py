@@ -2,8 +2,9 @@
 
 ``put FILE... --tenant T`` prints one ref per line as JSON (progress on stderr for large files);
 ``ls`` lists blobs; ``gc --ttl 7d`` reclaims blobs that no scanned log cites and that were last
-stored more than the TTL ago (``--dry-run`` only reports). The store directory is ``--store``,
-else ``$LOOM_NB_STORE``, else ``./.loom/store``.
+stored more than the TTL ago (``--dry-run`` only reports). The store is ``--store`` (a directory
+or ``s3://bucket/prefix``), else ``$LOOM_STORE``, else ``./.loom/store``; ``gc`` scans the journals
+named with ``--journal`` (files or ``postgresql://`` URLs), else ``$LOOM_JOURNAL`` when set.
 
 A gc that reclaims with no log to scan would erase every blob older than the TTL, so it is refused
 unless ``--no-logs`` says that is meant.
@@ -13,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import json
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -23,14 +22,22 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from loom_nb.cli._backends import (
+    JOURNAL_ENV,
+    STORE_ENV,
+    add_store_option,
+    is_url,
+    journal_target,
+    open_journal,
+    open_store_target,
+    store_target,
+)
 from loom_nb.content import canonical_json
 from loom_nb.errors import ConfigurationError
-from loom_nb.store import LocalContentStore, sweep_unpinned_content
+from loom_nb.store import sweep_unpinned_content
 
-__all__ = ["default_store_dir", "parse_ttl", "register"]
+__all__ = ["STORE_ENV", "default_store_dir", "parse_ttl", "register"]
 
-STORE_ENV = "LOOM_NB_STORE"
-"""Environment variable naming the store directory when ``--store`` is not given."""
 
 _PROGRESS_FROM = 8 * 1024 * 1024
 _TTL = re.compile(r"^(\d+)([smhdw])$")
@@ -40,12 +47,8 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``loom-nb store`` and its ``put`` / ``ls`` / ``gc`` subcommands."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--store",
-        metavar="DIR",
-        help=f"store directory (default: ${STORE_ENV}, else ./.loom/store)",
-    )
-    store = subparsers.add_parser("store", help="the local content store")
+    add_store_option(common)
+    store = subparsers.add_parser("store", help="the content store (local or S3)")
     commands = store.add_subparsers(dest="store_command", metavar="COMMAND", required=True)
 
     put = commands.add_parser("put", parents=[common], help="store files; print each ref as JSON")
@@ -63,7 +66,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     gc.add_argument("--dry-run", action="store_true", help="report what would be reclaimed")
     gc.add_argument(
-        "--journal", action="append", default=[], metavar="FILE", help="a journal to scan"
+        "--journal",
+        action="append",
+        default=[],
+        metavar="URL",
+        help=f"a journal to scan: a SQLite file or postgresql:// URL (default: ${JOURNAL_ENV} if set)",
     )
     gc.add_argument(
         "--jsonl",
@@ -82,8 +89,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def default_store_dir() -> Path:
-    """``$LOOM_NB_STORE`` if set, else ``./.loom/store``."""
-    return Path(os.environ.get(STORE_ENV) or Path(".loom") / "store")
+    """``$LOOM_STORE`` (or the older ``$LOOM_NB_STORE``) as a path, else ``./.loom/store``."""
+    target, _ = store_target(argparse.Namespace())
+    return Path(target)
 
 
 def parse_ttl(text: str) -> timedelta:
@@ -97,13 +105,9 @@ def parse_ttl(text: str) -> timedelta:
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 
 
-def _store(args: argparse.Namespace, *, create: bool) -> LocalContentStore:
-    path = Path(args.store) if args.store else default_store_dir()
-    if not create and not (path / "index.sqlite3").exists():
-        raise ConfigurationError(
-            f"no content store at {path}; pass --store DIR or set ${STORE_ENV}.", code="no_store"
-        )
-    return LocalContentStore(path)
+def _store(args: argparse.Namespace, *, create: bool) -> Any:
+    target, _ = store_target(args)
+    return open_store_target(target, create=create)
 
 
 def _put(args: argparse.Namespace) -> int:
@@ -133,6 +137,9 @@ def _ls(args: argparse.Namespace) -> int:
 
 def _gc(args: argparse.Namespace) -> int:
     ttl = parse_ttl(args.ttl)
+    if not args.journal:
+        named, given = journal_target(argparse.Namespace())
+        args.journal = [named] if given else []
     if not (args.journal or args.jsonl or args.dry_run or args.no_logs):
         raise ConfigurationError(
             "gc with no --journal or --jsonl to scan would reclaim every blob older than the TTL. "
@@ -157,18 +164,10 @@ def _gc(args: argparse.Namespace) -> int:
 
 
 def _open_journal(name: str, stack: contextlib.ExitStack) -> Any:
-    path = Path(name)
-    if not path.is_file():  # opening a missing journal would create an empty one that cites nothing
+    if not is_url(name) and not Path(name).is_file():
+        # Opening a missing journal would create an empty one that cites nothing.
         raise ConfigurationError(f"--journal {name}: no such file.", code="no_journal")
-    try:
-        module = importlib.import_module("loom_nb.journal")
-    except ImportError as exc:
-        raise ConfigurationError(
-            "--journal needs loom_nb.journal, which this installation lacks; export the runs as "
-            "JSON Lines and pass --jsonl instead.",
-            code="journal_unavailable",
-        ) from exc
-    journal = module.Journal(path)
+    journal = open_journal(name)
     stack.callback(journal.close)
     return journal
 

@@ -1,4 +1,4 @@
-"""Durable runs: the SQLite event log, executions, journaled steps, replay and recordings."""
+"""Durable runs: the event log (SQLite, or PostgreSQL by URL), executions, journaled steps, replay and recordings."""
 
 from loom_nb.journal._claims import CLAIM_MARKER, DEFAULT_CLAIM_THRESHOLD
 from loom_nb.journal._execution import Execution
@@ -6,6 +6,7 @@ from loom_nb.journal._hash import hash_request
 from loom_nb.journal._journal import Journal
 from loom_nb.journal._llm_effect import LlmEffect, create_llm_effect
 from loom_nb.journal._timeline import Event, EventKind, ExecutionSummary
+from loom_nb.journal._watch import JournalWatch
 
 __all__ = [
     "CLAIM_MARKER",
@@ -15,6 +16,7 @@ __all__ = [
     "Execution",
     "ExecutionSummary",
     "Journal",
+    "JournalWatch",
     "LlmEffect",
     "create_llm_effect",
     "hash_request",

@@ -39,9 +39,9 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, ClassVar, Literal
 
-from loom_nb.errors import ExecutionBusyError, JournalError
+from loom_nb.errors import ConfigurationError, ExecutionBusyError, JournalError
 from loom_nb.journal._claims import DEFAULT_CLAIM_THRESHOLD, unclaim
 from loom_nb.journal._codec import decode, is_storable_id
 from loom_nb.journal._lease import Holder, LeaseRow, decide, me
@@ -50,6 +50,7 @@ from loom_nb.journal._timeline import Event, ExecutionSummary, Timeline
 
 if TYPE_CHECKING:
     from loom_nb.journal._execution import Execution
+    from loom_nb.journal._watch import JournalWatch
     from loom_nb.store import ContentStore, Principal
 
 __all__ = ["Journal"]
@@ -80,13 +81,19 @@ _SELECT = (
 )
 
 
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
 def now_iso() -> str:
     """The current UTC time as ISO 8601 with microseconds (how ``created`` is stored)."""
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 class Journal:
-    """An append-only SQLite event log of durable executions.
+    """An append-only event log of durable executions: SQLite by path, PostgreSQL by URL.
+
+    ``Journal("postgresql://user@host/db")`` is the same journal on PostgreSQL (issue 16; see
+    ``loom_nb.journal._postgres``, which also takes ``pool_size``).
 
     ``Journal()`` is in memory; ``Journal("run.sqlite")`` is a file (the file's own folder is
     created when its parent exists; any other missing folder is refused). With ``store``, step
@@ -96,6 +103,21 @@ class Journal:
     on an execution outlives its last renewal (a live writer renews it while it runs; a writer
     that died on another host frees it after this long).
     """
+
+    def __new__(
+        cls, path: str | os.PathLike[str] = ":memory:", *args: Any, **kwargs: Any
+    ) -> Journal:
+        # Journal("postgresql://...") is the PostgreSQL journal (issue 16); everything else SQLite.
+        if cls is Journal and isinstance(path, str) and path.startswith(_POSTGRES_SCHEMES):
+            try:
+                from loom_nb.journal._postgres import PostgresJournal
+            except ImportError as exc:
+                raise ConfigurationError(
+                    "a PostgreSQL journal needs psycopg 3: pip install 'loom_nb[postgres]'.",
+                    code="backend_not_installed",
+                ) from exc
+            return super().__new__(PostgresJournal)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -154,15 +176,28 @@ class Journal:
         self.synchronous = synchronous
         """SQLite's ``synchronous`` setting in force."""
         self._lock = threading.Lock()
+        self._conn: Any = self._connect(synchronous, timeout)
+
+    # The storage seam (issue 16). A backend is a DB-API style connection in autocommit mode
+    # (``execute(sql, params)`` with ``?`` placeholders, ``executemany``, ``close``) opened and
+    # migrated by ``_connect``, plus its error classes; every semantic above and below (events,
+    # replay, leases, ordinals, claims, recordings, forks) is this one implementation.
+    # ``_BEGIN_WRITE`` starts a read-then-write transaction holding the journal's write lock.
+    _Error: ClassVar[type[Exception]] = sqlite3.Error
+    _IntegrityError: ClassVar[type[Exception]] = sqlite3.IntegrityError
+    _BEGIN_WRITE: ClassVar[str] = "BEGIN IMMEDIATE"
+
+    def _connect(self, synchronous: str, timeout: float) -> Any:
+        """Open and migrate the SQLite database (the PostgreSQL journal overrides this)."""
         try:
             if self._path != ":memory:" and not self._path.startswith("file:"):
                 _make_own_folder(Path(self._path))
-            self._conn = sqlite3.connect(
+            conn = sqlite3.connect(
                 self._path, isolation_level=None, check_same_thread=False, timeout=timeout
             )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(f"PRAGMA synchronous={synchronous}")
-            migrate(self._conn)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            migrate(conn)
         except sqlite3.DatabaseError as exc:
             if _is_corruption(exc):
                 raise _corrupt(exc, self._path) from exc
@@ -179,6 +214,7 @@ class Journal:
                 code="journal_unavailable",
                 path=self._path,
             ) from exc
+        return conn
 
     @property
     def path(self) -> str:
@@ -309,6 +345,10 @@ class Journal:
                     "FROM events ORDER BY seq"
                 ).fetchall()
             )
+        return self._summaries(rows)
+
+    def _summaries(self, rows: Iterable[tuple[Any, ...]]) -> list[ExecutionSummary]:
+        """Fold (execution_id, kind, step_id, position, started payload, created) rows into summaries."""
         folds: dict[str, tuple[Timeline, list[Any]]] = {}
         for execution_id, kind, step_id, position, payload, created in rows:
             if execution_id not in folds:
@@ -356,6 +396,43 @@ class Journal:
                 yield decode(text, where=f"event {seq}")
             last = batch[-1][0]
 
+    def events_after(self, execution_id: str, seq: int) -> list[Event]:
+        """The events of an execution with ``seq`` greater than ``seq``, in order (claims resolved)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
+                "WHERE execution_id = ? AND seq > ? ORDER BY seq",
+                (execution_id, seq),
+            ).fetchall()
+        return [self._event(row, resolve_claims=True) for row in rows]
+
+    def watch(
+        self,
+        execution_id: str,
+        callback: Callable[[Event], object] | None = None,
+        *,
+        after_seq: int = 0,
+        poll: float = 0.25,
+    ) -> JournalWatch:
+        """Follow an execution live: every event appended to it (after ``after_seq``), as it lands.
+
+        A viewer in another process (a ``ReplayStepper`` in a second kernel) sees a running
+        execution's steps as they are journaled. Each new event goes to ``callback`` (called on
+        the watch's own thread) or, without one, is queued for ``watch.get(timeout)``. On
+        PostgreSQL the watch waits on ``LISTEN/NOTIFY``; on SQLite it looks every ``poll``
+        seconds. Stop it with ``watch.stop()`` (or use it as a context manager).
+        """
+        from loom_nb.journal._watch import JournalWatch
+
+        _check_id(execution_id)
+        return JournalWatch(self, execution_id, callback, after_seq=after_seq, poll=poll)
+
+    def _listen(self) -> Any:
+        """What a watch waits on between looks: SQLite has no notifications, so it sleeps."""
+        from loom_nb.journal._watch import PollListener
+
+        return PollListener()
+
     # -- recordings -----------------------------------------------------------------------
 
     def export_jsonl(
@@ -384,7 +461,7 @@ class Journal:
         """Run a read; a damaged database is ``journal_corrupt``, anything else unavailable."""
         try:
             return query()
-        except sqlite3.Error as exc:
+        except self._Error as exc:
             if _is_corruption(exc):
                 raise _corrupt(exc, self._path) from exc
             raise JournalError(
@@ -420,9 +497,9 @@ class Journal:
             if not release and self._holds(execution_id, ordinal, now):
                 try:
                     self._conn.execute(statement, values)
-                except sqlite3.IntegrityError as exc:
+                except self._IntegrityError as exc:
                     raise _moved(execution_id) from exc
-                except sqlite3.Error as exc:
+                except self._Error as exc:
                     raise self._write_error(exc) from exc
                 self._held[execution_id].next_ordinal = ordinal + len(rows)
                 return
@@ -431,7 +508,7 @@ class Journal:
                 expires = self._take_lease(execution_id, ordinal, now)
                 try:
                     self._conn.execute(statement, values)
-                except sqlite3.IntegrityError as exc:
+                except self._IntegrityError as exc:
                     raise _moved(execution_id) from exc
                 if release:
                     self._conn.execute(_LEASE_DROP, (execution_id, me().token))
@@ -526,7 +603,7 @@ class Journal:
                         expires = now + self.lease_ttl
                         self._conn.execute(_LEASE_RENEW, (expires, execution_id, me().token))
                         held.expires = expires
-                    except sqlite3.Error:
+                    except self._Error:
                         # Best effort: the next append renews in its transaction or reports.
                         continue
 
@@ -561,26 +638,26 @@ class Journal:
 
     def _transaction(self, body: Any, *, what: str) -> Any:
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
+            self._conn.execute(self._BEGIN_WRITE)
+        except self._Error as exc:
             raise self._write_error(exc) from exc
         try:
             result = body()
             self._conn.execute("COMMIT")
         except BaseException as exc:
             self._conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.IntegrityError) and what == "import":
+            if isinstance(exc, self._IntegrityError) and what == "import":
                 raise JournalError(
                     f"the recording could not be imported ({exc}): the execution already "
                     "exists. Import it under another id.",
                     code="execution_exists",
                 ) from exc
-            if isinstance(exc, sqlite3.Error):
+            if isinstance(exc, self._Error):
                 raise self._write_error(exc) from exc
             raise
         return result
 
-    def _write_error(self, exc: sqlite3.Error) -> JournalError:
+    def _write_error(self, exc: BaseException) -> JournalError:
         if _is_corruption(exc):
             return _corrupt(exc, self._path)
         return JournalError(
@@ -599,7 +676,7 @@ class Journal:
         with self._lock:
             token = me().token
             for execution_id in list(self._held):
-                with contextlib.suppress(sqlite3.Error):  # else it expires on its own
+                with contextlib.suppress(self._Error):  # else it expires on its own
                     self._conn.execute(_LEASE_DROP, (execution_id, token))
             self._held.clear()
             self._conn.close()
@@ -675,14 +752,14 @@ def _moved(execution_id: str) -> ExecutionBusyError:
     )
 
 
-def _is_corruption(exc: sqlite3.Error) -> bool:
+def _is_corruption(exc: BaseException) -> bool:
     text = str(exc).lower()
     return isinstance(exc, sqlite3.DatabaseError) and (
         "malformed" in text or "not a database" in text or "corrupt" in text
     )
 
 
-def _corrupt(exc: sqlite3.Error, path: str) -> JournalError:
+def _corrupt(exc: BaseException, path: str) -> JournalError:
     return JournalError(
         f"the journal at {path!r} is damaged ({exc}): it is not a sound SQLite database. Restore "
         "it from a backup, or replay from a recording (journal.import_jsonl into a new journal).",

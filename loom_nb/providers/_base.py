@@ -15,6 +15,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
+from loom_nb._strict import StrictModel
 from loom_nb.capabilities import Capabilities
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ProviderError
@@ -42,7 +43,7 @@ class ToolDelta(BaseModel):
     """The next fragment of the call's input JSON (concatenate fragments per index)."""
 
 
-class LlmStreamChunk(BaseModel):
+class LlmStreamChunk(StrictModel):
     """One event of a streamed model call."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -57,7 +57,8 @@ __all__ = ["HttpProvider", "checked_extra_body", "error_body"]
 def error_body(response: httpx.Response) -> Any:
     """The decoded JSON of an error response, or None when it is not JSON."""
     try:
-        return decode_json(response.content, provider="the vendor", what="an error body")
+        body = response.content  # raw-content: httpx.Response.content is bytes
+        return decode_json(body, provider="the vendor", what="an error body")
     except ProviderError:
         return None
 
@@ -266,7 +267,8 @@ class HttpProvider(ABC):
                 http_timeout=self._timeout,
             )
             try:
-                data = decode_json(response.content, provider=self._VENDOR, what="a body")
+                raw = response.content  # raw-content: httpx.Response.content is bytes
+                data = decode_json(raw, provider=self._VENDOR, what="a body")
             except ProviderError as exc:
                 if "not JSON" not in exc.message:
                     raise  # nested too deep: the message says so

@@ -204,7 +204,7 @@ def validate_output(
     """
     if response.tool_calls:
         return response
-    raw = response.content
+    raw = response.content  # raw-content: LlmResponse.content is str
     where = f"{vendor} answered"
     if not raw.strip():
         raise StructuredOutputError(

@@ -189,7 +189,7 @@ class ScriptedProvider:
         for part in response.reasoning:
             for piece in self._split(part.text):
                 yield LlmStreamChunk(kind="reasoning", text=piece)
-        for piece in self._split(response.content):
+        for piece in self._split(response.content):  # raw-content: LlmResponse.content is str
             yield LlmStreamChunk(kind="text", text=piece)
         for index, call in enumerate(response.tool_calls):
             first = ToolDelta(index=index, id=call.id, name=call.name)

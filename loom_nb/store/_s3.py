@@ -203,8 +203,13 @@ class S3ContentStore:
                 ),
             )
 
-        md5 = hashlib.md5(view, usedforsecurity=False).hexdigest()
-        self._record_and_ensure(digest, encoded, view.nbytes, upload, md5=md5)
+        self._record_and_ensure(
+            digest,
+            encoded,
+            view.nbytes,
+            upload,
+            md5=lambda: hashlib.md5(view, usedforsecurity=False).hexdigest(),
+        )
         return ContentRef(address=address, size=view.nbytes)
 
     def put_file(
@@ -296,7 +301,7 @@ class S3ContentStore:
                 )
 
         self._record_and_ensure(
-            digest, encoded, size, upload, large=size > self.chunk_size, md5=md5_of.hexdigest()
+            digest, encoded, size, upload, large=size > self.chunk_size, md5=md5_of.hexdigest
         )
         return ContentRef(address="sha256:" + digest, size=size)
 
@@ -308,11 +313,11 @@ class S3ContentStore:
         upload: Callable[[bool], None],
         *,
         large: bool = False,
-        md5: str | None = None,
+        md5: Callable[[], str] | None = None,
     ) -> None:
         """Write this put's marker, then make sure the blob is there (see the module docstring).
 
-        With ``md5`` (the bytes are in hand), a present object whose single-part ETag is another
+        With ``md5`` (the bytes' MD5, computed only if an object is found), a present object whose single-part ETag is another
         MD5 was damaged in place at the same size, and is rewritten rather than deduped onto.
         """
         earlier = self._markers(digest)
@@ -403,15 +408,15 @@ class S3ContentStore:
         """
         digest = check_address(address)[7:]
         result = self._call("get", digest, lambda: obstore.get(self._s3, _blob(digest)))
-        data = bytes(self._call("get", digest, result.bytes))
-        if hashlib.sha256(data).hexdigest() != digest:
+        body = self._call("get", digest, result.bytes)
+        if hashlib.sha256(memoryview(body)).hexdigest() != digest:
             self._quarantine(digest, result.meta.get("e_tag"))
             raise ContentIntegrityError(
                 f"the object for {address} in {self.url} does not hash to its address (corrupted); "
                 "it was moved to corrupt/. Store the original bytes again to repair it.",
                 address=address,
             )
-        return data
+        return bytes(body)
 
     def has(self, address: str) -> bool:
         """Whether a blob is stored at ``address`` (some tenant recorded and the object present)."""
@@ -555,14 +560,14 @@ def _parse_url(url: object) -> tuple[str, str]:
     return bucket, prefix
 
 
-def _sound(meta: ObjectMeta, size: int, md5: str | None) -> bool:
+def _sound(meta: ObjectMeta, size: int, md5: Callable[[], str] | None) -> bool:
     """Whether a present object can stand for ``size`` bytes with this MD5 (as far as S3 tells)."""
     if meta["size"] != size:
         return False
     e_tag = (meta.get("e_tag") or "").strip('"')
     if md5 is None or "-" in e_tag or len(e_tag) != 32:
         return True  # a multipart (or encrypted) ETag is no MD5: every read verifies instead
-    return e_tag == md5
+    return e_tag == md5()
 
 
 def _blob(digest: str) -> str:

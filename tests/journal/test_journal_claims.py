@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,10 @@ def store(tmp_path: Path) -> LocalContentStore:
 
 
 async def test_large_output_is_claim_checked_and_resolved_on_replay(
-    store: LocalContentStore,
+    store: LocalContentStore, open_journal: Callable[..., Journal]
 ) -> None:
     """An output over the threshold is journaled as a marker, stored under the principal's tenant, and replays whole."""
-    journal = Journal(store=store, claim_threshold=1024)
+    journal = open_journal(store=store, claim_threshold=1024)
     big = {"text": "x" * 5000}
     live = await journal.execution("r", principal=Principal("acme")).execute(
         "s", lambda _: big, "small"
@@ -45,25 +46,31 @@ async def test_large_output_is_claim_checked_and_resolved_on_replay(
     assert await journal.execution("r").execute("s", never, "small") == live == big
 
 
-async def test_claim_tenant_defaults_to_journal(store: LocalContentStore) -> None:
+async def test_claim_tenant_defaults_to_journal(
+    store: LocalContentStore, open_journal: Callable[..., Journal]
+) -> None:
     """Without a principal, claim-checked payloads are stored under the tenant 'journal'."""
-    journal = Journal(store=store, claim_threshold=10)
+    journal = open_journal(store=store, claim_threshold=10)
     await journal.execution("r").execute("s", lambda x: x, "y" * 100)
     raw = journal.events("r", resolve_claims=False)[-1].payload
     assert sorted(raw["claimed"]) == ["input", "output"]
     assert store.tenants(raw["input"][CLAIM_MARKER]) == {"journal"}
 
 
-async def test_marker_shaped_output_is_not_resolved(store: LocalContentStore) -> None:
+async def test_marker_shaped_output_is_not_resolved(
+    store: LocalContentStore, open_journal: Callable[..., Journal]
+) -> None:
     """A small step output shaped like the marker comes back as it was, never as the blob it names."""
     secret = store.put(b'"secret"', "other")
-    journal = Journal(store=store)
+    journal = open_journal(store=store)
     forged = {CLAIM_MARKER: secret.address}
     assert await journal.execution("r").execute("s", lambda _: forged) == forged
     assert await journal.execution("r").execute("s", never) == forged
 
 
-async def test_media_refs_are_never_resolved(store: LocalContentStore) -> None:
+async def test_media_refs_are_never_resolved(
+    store: LocalContentStore, open_journal: Callable[..., Journal]
+) -> None:
     """A media ref in a step payload stays a ref on read, even after its blob is gone."""
     ref = store.put(b"\x89PNG fake", "acme")
     part = {
@@ -71,7 +78,7 @@ async def test_media_refs_are_never_resolved(store: LocalContentStore) -> None:
         "media_type": "image/png",
         "source": {"kind": "ref", "ref": {"address": ref.address}},
     }
-    journal = Journal(store=store, claim_threshold=10)
+    journal = open_journal(store=store, claim_threshold=10)
     await journal.execution("r").execute("s", lambda _: part)
     store.delete(ref.address, "acme")
     assert await journal.execution("r").execute("s", never) == part
@@ -105,22 +112,26 @@ async def test_missing_claim_blob_is_a_clear_error(
     assert info.value.code == "claim_unreadable"
 
 
-def test_iter_payloads_yields_raw_payloads(store: LocalContentStore) -> None:
+def test_iter_payloads_yields_raw_payloads(
+    store: LocalContentStore, open_journal: Callable[..., Journal]
+) -> None:
     """iter_payloads yields every event's payload as stored, markers unresolved."""
     import asyncio
 
-    journal = Journal(store=store, claim_threshold=10)
+    journal = open_journal(store=store, claim_threshold=10)
     asyncio.run(journal.execution("r").execute("s", lambda _: "q" * 40))
     payloads = list(journal.iter_payloads())
     assert len(payloads) == 3
     assert CLAIM_MARKER in payloads[-1]["output"]
 
 
-async def test_gc_keeps_blobs_the_journal_cites(store: LocalContentStore) -> None:
+async def test_gc_keeps_blobs_the_journal_cites(
+    store: LocalContentStore, open_journal: Callable[..., Journal]
+) -> None:
     """sweep_unpinned_content over the journal keeps claim-checked and media-ref blobs and reclaims the rest."""
     image = store.put(b"image bytes", "acme")
     orphan = store.put(b"nobody cites me", "acme")
-    journal = Journal(store=store, claim_threshold=100)
+    journal = open_journal(store=store, claim_threshold=100)
     part = {
         "type": "image",
         "media_type": "image/png",

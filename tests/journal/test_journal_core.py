@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,9 @@ def kinds(journal: Journal, execution_id: str) -> list[tuple[str, str | None, in
     return [(e.kind, e.step_id, e.position) for e in journal.events(execution_id)]
 
 
-async def test_live_step_journals_input_and_output() -> None:
+async def test_live_step_journals_input_and_output(open_journal: Callable[..., Journal]) -> None:
     """A live step runs fn(input) and journals step_started then step_completed with input and output."""
-    journal = Journal()
+    journal = open_journal()
     execution = journal.execution("r")
     assert await execution.execute("add", lambda x: x + 1, 41) == 42
     events = journal.events("r")
@@ -43,9 +44,11 @@ async def test_live_step_journals_input_and_output() -> None:
     assert events[2].position == 0
 
 
-async def test_async_fn_is_awaited_and_its_start_committed_first() -> None:
+async def test_async_fn_is_awaited_and_its_start_committed_first(
+    open_journal: Callable[..., Journal],
+) -> None:
     """An async fn is awaited, and its step_started is in the log while it runs."""
-    journal = Journal()
+    journal = open_journal()
     execution = journal.execution("r")
     seen: list[list[str]] = []
 
@@ -59,9 +62,11 @@ async def test_async_fn_is_awaited_and_its_start_committed_first() -> None:
     assert [e.kind for e in journal.events("r")][-1] == "step_completed"
 
 
-async def test_replay_serves_recorded_outputs_without_calling_fn() -> None:
+async def test_replay_serves_recorded_outputs_without_calling_fn(
+    open_journal: Callable[..., Journal],
+) -> None:
     """A reopened execution returns each completed step's recorded output and never calls fn."""
-    journal = Journal()
+    journal = open_journal()
     first = journal.execution("r")
     outputs = [await first.execute(f"s{i}", lambda x: {"n": x * 10}, i) for i in range(3)]
     replay = journal.execution("r")
@@ -73,9 +78,11 @@ async def test_replay_serves_recorded_outputs_without_calling_fn() -> None:
     assert kinds(journal, "r")[-1] == ("step_completed", "s3", 3)
 
 
-async def test_live_and_replayed_values_are_the_same_json_round_trip() -> None:
+async def test_live_and_replayed_values_are_the_same_json_round_trip(
+    open_journal: Callable[..., Journal],
+) -> None:
     """Live and replayed, execute returns the JSON round trip (models dumped, tuples as lists, taint as its marker)."""
-    journal = Journal()
+    journal = open_journal()
     value = {"point": Point(x=1, y=(2, 3)), "pair": (1, 2), "t": Untrusted("hi", "tool:web")}
     live = await journal.execution("r").execute("s", lambda _: value)
     replayed = await journal.execution("r").execute("s", never)
@@ -87,9 +94,11 @@ async def test_live_and_replayed_values_are_the_same_json_round_trip() -> None:
     assert live == replayed == expected
 
 
-async def test_divergence_fail_names_expected_and_actual() -> None:
+async def test_divergence_fail_names_expected_and_actual(
+    open_journal: Callable[..., Journal],
+) -> None:
     """Replay meeting another step id at a position raises ReplayDivergenceError naming both ids."""
-    journal = Journal()
+    journal = open_journal()
     await journal.execution("r").execute("fetch", lambda _: 1)
     replay = journal.execution("r")
     with pytest.raises(ReplayDivergenceError) as info:
@@ -101,9 +110,9 @@ async def test_divergence_fail_names_expected_and_actual() -> None:
     assert [e.kind for e in journal.events("r")][-1] == "step_completed"  # nothing written
 
 
-async def test_divergence_warn_records_and_goes_live() -> None:
+async def test_divergence_warn_records_and_goes_live(open_journal: Callable[..., Journal]) -> None:
     """With divergence='warn' the divergence is journaled and the step runs live, superseding the old timeline."""
-    journal = Journal()
+    journal = open_journal()
     old = journal.execution("r")
     await old.execute("a", lambda _: "a")
     await old.execute("b", lambda _: "b")
@@ -118,9 +127,11 @@ async def test_divergence_warn_records_and_goes_live() -> None:
     assert not replay.is_replaying
 
 
-async def test_failed_step_is_journaled_reraised_and_rerun_on_resume() -> None:
+async def test_failed_step_is_journaled_reraised_and_rerun_on_resume(
+    open_journal: Callable[..., Journal],
+) -> None:
     """A raising fn journals step_failed {type, code, message}, re-raises, and is run again on replay."""
-    journal = Journal()
+    journal = open_journal()
     execution = journal.execution("r")
     await execution.execute("ok", lambda _: 1)
 
@@ -147,9 +158,11 @@ async def test_failed_step_is_journaled_reraised_and_rerun_on_resume() -> None:
     ]
 
 
-async def test_failure_caught_by_the_app_supersedes_later_steps_on_rerun() -> None:
+async def test_failure_caught_by_the_app_supersedes_later_steps_on_rerun(
+    open_journal: Callable[..., Journal],
+) -> None:
     """Re-running a failed step goes live from its position: steps recorded after it run again."""
-    journal = Journal()
+    journal = open_journal()
     execution = journal.execution("r")
     with pytest.raises(RuntimeError):
         await execution.execute("try", lambda _: (_ for _ in ()).throw(RuntimeError("x")))
@@ -169,9 +182,11 @@ async def test_failure_caught_by_the_app_supersedes_later_steps_on_rerun() -> No
         ({"inf": float("inf")}, "step_output_not_json"),
     ],
 )
-async def test_output_that_is_not_json_is_a_step_output_error(output: Any, code: str) -> None:
+async def test_output_that_is_not_json_is_a_step_output_error(
+    output: Any, code: str, open_journal: Callable[..., Journal]
+) -> None:
     """An output JSON cannot hold raises StepOutputError at that step; no step_completed is written."""
-    journal = Journal()
+    journal = open_journal()
     execution = journal.execution("r")
     with pytest.raises(StepOutputError) as info:
         await execution.execute("bad", lambda _: output)
@@ -184,38 +199,42 @@ async def test_output_that_is_not_json_is_a_step_output_error(output: Any, code:
     ]
 
 
-async def test_too_deep_output_is_a_step_output_error() -> None:
+async def test_too_deep_output_is_a_step_output_error(open_journal: Callable[..., Journal]) -> None:
     """An output nested deeper than the encoder allows is StepOutputError('step_value_too_deep'), not RecursionError."""
     deep: list[Any] = []
     for _ in range(100_000):
         deep = [deep]
-    journal = Journal()
+    journal = open_journal()
     with pytest.raises(StepOutputError) as info:
         await journal.execution("r").execute("deep", lambda _: deep)
     assert info.value.code == "step_value_too_deep"
     assert "step_completed" not in [e.kind for e in journal.events("r")]
 
 
-async def test_circular_output_is_a_step_output_error() -> None:
+async def test_circular_output_is_a_step_output_error(open_journal: Callable[..., Journal]) -> None:
     """A circular output raises StepOutputError rather than ValueError."""
     loop: dict[str, Any] = {}
     loop["self"] = loop
     with pytest.raises(StepOutputError):
-        await Journal().execution("r").execute("loop", lambda _: loop)
+        await open_journal().execution("r").execute("loop", lambda _: loop)
 
 
-async def test_input_that_is_not_json_fails_before_fn_runs() -> None:
+async def test_input_that_is_not_json_fails_before_fn_runs(
+    open_journal: Callable[..., Journal],
+) -> None:
     """A non-JSON input is refused before fn runs and nothing is journaled for the step."""
-    journal = Journal()
+    journal = open_journal()
     with pytest.raises(StepOutputError) as info:
         await journal.execution("r").execute("s", never, {1, 2})
     assert info.value.code == "step_input_not_json"
     assert [e.kind for e in journal.events("r")] == ["execution_started"]
 
 
-async def test_park_resume_and_replay_returns_the_decision() -> None:
+async def test_park_resume_and_replay_returns_the_decision(
+    open_journal: Callable[..., Journal],
+) -> None:
     """park journals a payload and waits; resume records the decision; replayed, park returns it."""
-    journal = Journal()
+    journal = open_journal()
     execution = journal.execution("r")
     await execution.execute("plan", lambda _: "plan")
     assert await execution.park({"approve": "delete"}) is None
@@ -237,16 +256,18 @@ async def test_park_resume_and_replay_returns_the_decision() -> None:
     assert [e.kind for e in journal.events("r")].count("parked") == 1
 
 
-async def test_resume_when_not_parked_is_refused() -> None:
+async def test_resume_when_not_parked_is_refused(open_journal: Callable[..., Journal]) -> None:
     """resume on a running execution raises JournalError('execution_not_parked')."""
     with pytest.raises(JournalError) as info:
-        await Journal().execution("r").resume("yes")
+        await open_journal().execution("r").resume("yes")
     assert info.value.code == "execution_not_parked"
 
 
-async def test_complete_is_recorded_once_and_ends_the_run() -> None:
+async def test_complete_is_recorded_once_and_ends_the_run(
+    open_journal: Callable[..., Journal],
+) -> None:
     """complete journals the output once; replayed it is kept; a live step after it is refused."""
-    journal = Journal()
+    journal = open_journal()
     execution = journal.execution("r")
     await execution.execute("s", lambda _: 1)
     await execution.complete({"answer": (4, 2)})
@@ -261,9 +282,9 @@ async def test_complete_is_recorded_once_and_ends_the_run() -> None:
     assert info.value.code == "execution_completed"
 
 
-async def test_principal_is_recorded_and_enforced() -> None:
+async def test_principal_is_recorded_and_enforced(open_journal: Callable[..., Journal]) -> None:
     """The starting principal is journaled, returned on reopen, and a different one is refused."""
-    journal = Journal()
+    journal = open_journal()
     journal.execution("r", principal=Principal("acme", "ann"))
     assert journal.events("r")[0].payload == {"principal": {"subject": "ann", "tenant": "acme"}}
     assert journal.execution("r").principal == Principal("acme", "ann")
@@ -272,9 +293,11 @@ async def test_principal_is_recorded_and_enforced() -> None:
     assert info.value.code == "principal_mismatch"
 
 
-async def test_concurrent_steps_take_positions_in_call_order() -> None:
+async def test_concurrent_steps_take_positions_in_call_order(
+    open_journal: Callable[..., Journal],
+) -> None:
     """Steps gathered concurrently are numbered in call order and replay in that order."""
-    journal = Journal()
+    journal = open_journal()
     execution = journal.execution("r")
 
     async def slow(x: int) -> int:
@@ -290,11 +313,11 @@ async def test_concurrent_steps_take_positions_in_call_order() -> None:
     assert await asyncio.gather(*(replay.execute(f"s{i}", never, i) for i in range(3))) == [0, 1, 2]
 
 
-def test_executions_summarize_status_and_steps() -> None:
+def test_executions_summarize_status_and_steps(open_journal: Callable[..., Journal]) -> None:
     """journal.executions() lists each execution with its status, tenant and completed steps."""
 
     async def run() -> Journal:
-        journal = Journal()
+        journal = open_journal()
         a = journal.execution("a", principal=Principal("acme"))
         await a.execute("s", lambda _: 1)
         await a.complete(1)
@@ -322,17 +345,19 @@ def test_executions_summarize_status_and_steps() -> None:
         (lambda j: Journal(claim_threshold=-1), "invalid_argument"),
     ],
 )
-def test_bad_arguments_are_journal_errors(call: Any, code: str) -> None:
+def test_bad_arguments_are_journal_errors(
+    call: Any, code: str, open_journal: Callable[..., Journal]
+) -> None:
     """Bad arguments raise JournalError with a stable code."""
     with pytest.raises(JournalError) as info:
-        call(Journal())
+        call(open_journal())
     assert info.value.code == code
 
 
-async def test_bad_step_id_is_refused() -> None:
+async def test_bad_step_id_is_refused(open_journal: Callable[..., Journal]) -> None:
     """An empty or non-string step id raises JournalError('invalid_step_id')."""
     with pytest.raises(JournalError) as info:
-        await Journal().execution("r").execute("", never)
+        await open_journal().execution("r").execute("", never)
     assert info.value.code == "invalid_step_id"
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from loom_nb import ExecutionBusyError, JournalError, LoomError
 from loom_nb.agent import agent_loop
 from loom_nb.journal import Journal
+from tests.conftest import JournalBackend
 
 WORKER = Path(__file__).with_name("race_worker.py")
 TURNS = 3
@@ -27,9 +29,25 @@ def never(_: Any) -> Any:
     raise AssertionError("a refused writer must not run the step")
 
 
-def race(tmp_path: Path, racers: int, kill_at: int = -1) -> tuple[list[Any], list[str], Path]:
+def _rows(target: str | Path, sql: str) -> list[Any]:
+    """Rows of a query on the journal's database, SQLite file or PostgreSQL URL."""
+    if str(target).startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(str(target)) as pg:
+            return pg.execute(sql).fetchall()
+    conn = sqlite3.connect(target)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def race(
+    tmp_path: Path, racers: int, kill_at: int = -1, target: str | None = None
+) -> tuple[list[Any], list[str], str | Path]:
     """Start ``racers`` workers at once on one execution; return their reports and the emails sent."""
-    path = tmp_path / "race.sqlite"
+    path: str | Path = target or tmp_path / "race.sqlite"
     sent = tmp_path / "sent.txt"
     Journal(path).close()
     procs = [
@@ -57,13 +75,11 @@ def race(tmp_path: Path, racers: int, kill_at: int = -1) -> tuple[list[Any], lis
     return reports, lines, path
 
 
-def assert_whole(path: Path) -> None:
+def assert_whole(path: str | Path) -> None:
     """The execution opens, is completed, has ordinals 0..n-1, and replays without a model."""
-    conn = sqlite3.connect(path)
-    ordinals = [r[0] for r in conn.execute("SELECT ordinal FROM events ORDER BY seq")]
+    ordinals = [r[0] for r in _rows(path, "SELECT ordinal FROM events ORDER BY seq")]
     assert ordinals == list(range(len(ordinals)))
-    assert conn.execute("SELECT COUNT(*) FROM leases").fetchone()[0] == 0
-    conn.close()
+    assert _rows(path, "SELECT COUNT(*) FROM leases")[0][0] == 0
     journal = Journal(path)
     execution = journal.execution("race")
     assert execution.status == "completed"
@@ -89,9 +105,11 @@ def assert_whole(path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_racing_processes_send_each_approved_email_once(tmp_path: Path) -> None:
+def test_racing_processes_send_each_approved_email_once(
+    tmp_path: Path, journal_backend: JournalBackend
+) -> None:
     """Four processes run the same execution at once: one writes at a time, each email is sent once, the log stays whole."""
-    reports, lines, path = race(tmp_path, 4)
+    reports, lines, path = race(tmp_path, 4, target=journal_backend.url("race"))
     assert all(r["status"] == "completed" for r in reports)
     assert sum(r["busy"] for r in reports) >= 1
     assert Counter(lines) == {f"u{t}@x": 1 for t in range(TURNS)}
@@ -100,10 +118,12 @@ def test_racing_processes_send_each_approved_email_once(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kill_at", range(TURNS + 1))
-def test_sigkilled_holder_is_taken_over_at_once(tmp_path: Path, kill_at: int) -> None:
+def test_sigkilled_holder_is_taken_over_at_once(
+    tmp_path: Path, kill_at: int, journal_backend: JournalBackend
+) -> None:
     """The lease holder SIGKILLed mid-model-call at any turn: another racer takes over at once and sends every email once."""
     start = time.monotonic()
-    reports, lines, path = race(tmp_path, 2, kill_at)
+    reports, lines, path = race(tmp_path, 2, kill_at, target=journal_backend.url("race"))
     assert reports.count("killed") == 1
     assert all(r["status"] == "completed" for r in reports if r != "killed")
     assert Counter(lines) == {f"u{t}@x": 1 for t in range(TURNS)}
@@ -112,9 +132,11 @@ def test_sigkilled_holder_is_taken_over_at_once(tmp_path: Path, kill_at: int) ->
     assert_whole(path)
 
 
-async def test_stale_execution_object_is_refused_before_running() -> None:
+async def test_stale_execution_object_is_refused_before_running(
+    open_journal: Callable[..., Journal],
+) -> None:
     """An Execution opened before another one wrote the log gets ExecutionBusyError and does not run its step."""
-    journal = Journal()
+    journal = open_journal()
     first = journal.execution("r")
     stale = journal.execution("r")
     await first.execute("a", lambda x: x, 1)

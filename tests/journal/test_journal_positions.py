@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,11 @@ async def test_a_refused_input_leaves_no_gap_before_the_next_step(tmp_path: Path
     assert await reopened.execute("good", never, 1) == 2
 
 
-async def test_refused_park_and_completion_payloads_leave_no_gap() -> None:
+async def test_refused_park_and_completion_payloads_leave_no_gap(
+    open_journal: Callable[..., Journal],
+) -> None:
     """A non-JSON park or completion payload is refused and the next call takes its position."""
-    journal = Journal()
+    journal = open_journal()
     execution = journal.execution("r")
     with pytest.raises(StepOutputError):
         await execution.park({1, 2})
@@ -43,9 +46,11 @@ async def test_refused_park_and_completion_payloads_leave_no_gap() -> None:
     assert journal.execution("r").output == "ok"
 
 
-async def test_steps_refused_on_a_parked_execution_never_damage_the_log() -> None:
+async def test_steps_refused_on_a_parked_execution_never_damage_the_log(
+    open_journal: Callable[..., Journal],
+) -> None:
     """Repeated steps on a parked execution are refused as parked, and the log still reopens."""
-    journal = Journal()
+    journal = open_journal()
     execution = journal.execution("r")
     await execution.park("wait")
     for _ in range(3):
@@ -55,9 +60,11 @@ async def test_steps_refused_on_a_parked_execution_never_damage_the_log() -> Non
     assert journal.execution("r").status == "parked"
 
 
-async def test_a_step_fn_that_is_not_callable_is_a_journal_error() -> None:
+async def test_a_step_fn_that_is_not_callable_is_a_journal_error(
+    open_journal: Callable[..., Journal],
+) -> None:
     """A step fn that is not callable is refused before anything is journaled."""
-    journal = Journal()
+    journal = open_journal()
     execution = journal.execution("r")
     with pytest.raises(JournalError) as info:
         await execution.execute("s", None, 1)  # type: ignore[arg-type]

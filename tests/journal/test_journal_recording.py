@@ -8,6 +8,7 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +60,11 @@ async def test_export_import_round_trip_replays_without_provider(tmp_path: Path)
     assert (tmp_path / "again.jsonl").read_text("utf-8") == path.read_text("utf-8")
 
 
-async def test_recording_lines_are_canonical_reviewable_json(tmp_path: Path) -> None:
+async def test_recording_lines_are_canonical_reviewable_json(
+    tmp_path: Path, open_journal: Callable[..., Journal]
+) -> None:
     """Each line is one event as canonical JSON (sorted keys, compact, UTF-8 kept), seq renumbered from 1."""
-    journal = Journal()
+    journal = open_journal()
     await recorded(journal)
     out = io.StringIO()
     journal.export_jsonl("demo", out)
@@ -79,36 +82,42 @@ async def test_recording_lines_are_canonical_reviewable_json(tmp_path: Path) -> 
     assert "ünï" in lines[2]
 
 
-async def test_claim_checked_payloads_are_inlined_on_export(tmp_path: Path) -> None:
+async def test_claim_checked_payloads_are_inlined_on_export(
+    tmp_path: Path, open_journal: Callable[..., Journal]
+) -> None:
     """Export inlines claim-checked payloads, so the recording imports into a journal without a store."""
     store = LocalContentStore(tmp_path / "store")
-    journal = Journal(store=store, claim_threshold=64)
+    journal = open_journal(store=store, claim_threshold=64)
     big = "z" * 1000
     await journal.execution("r").execute("s", lambda _: big)
     assert CLAIM_MARKER in journal.events("r", resolve_claims=False)[-1].payload["output"]
     out = io.StringIO()
     journal.export_jsonl("r", out)
     assert CLAIM_MARKER not in out.getvalue()
-    plain = Journal()
+    plain = open_journal()
     plain.import_jsonl(io.StringIO(out.getvalue()), execution_id="copy")
     assert await plain.execution("copy").execute("s", never) == big
 
 
-async def test_import_reapplies_the_importing_journals_claim_checks(tmp_path: Path) -> None:
+async def test_import_reapplies_the_importing_journals_claim_checks(
+    tmp_path: Path, open_journal: Callable[..., Journal]
+) -> None:
     """Imported into a journal with a store, large payloads are claim-checked again."""
-    source = Journal()
+    source = open_journal()
     await source.execution("r").execute("s", lambda _: "y" * 1000)
     out = io.StringIO()
     source.export_jsonl("r", out)
-    target = Journal(store=LocalContentStore(tmp_path / "store"), claim_threshold=64)
+    target = open_journal(store=LocalContentStore(tmp_path / "store"), claim_threshold=64)
     target.import_jsonl(io.StringIO(out.getvalue()))
     assert target.events("r", resolve_claims=False)[-1].payload["claimed"] == ["output"]
     assert await target.execution("r").execute("s", never) == "y" * 1000
 
 
-async def test_import_of_an_existing_execution_is_refused() -> None:
+async def test_import_of_an_existing_execution_is_refused(
+    open_journal: Callable[..., Journal],
+) -> None:
     """Importing over an existing execution id raises JournalError('execution_exists'); --as another id works."""
-    journal = Journal()
+    journal = open_journal()
     await recorded(journal)
     out = io.StringIO()
     journal.export_jsonl("demo", out)
@@ -119,10 +128,10 @@ async def test_import_of_an_existing_execution_is_refused() -> None:
     assert journal.execution("demo-2").status == "completed"
 
 
-def test_export_of_unknown_execution_is_refused() -> None:
+def test_export_of_unknown_execution_is_refused(open_journal: Callable[..., Journal]) -> None:
     """Exporting an id the journal does not hold raises JournalError('execution_not_found')."""
     with pytest.raises(JournalError) as info:
-        Journal().export_jsonl("nope", io.StringIO())
+        open_journal().export_jsonl("nope", io.StringIO())
     assert info.value.code == "execution_not_found"
 
 
@@ -151,9 +160,11 @@ START = '{"created":"2026-01-01T00:00:00+00:00","execution_id":"r","kind":"execu
         ),
     ],
 )
-def test_malformed_recordings_are_refused_with_the_line(text: str, code: str, needle: str) -> None:
+def test_malformed_recordings_are_refused_with_the_line(
+    text: str, code: str, needle: str, open_journal: Callable[..., Journal]
+) -> None:
     """A malformed recording raises JournalError naming the problem, and nothing is imported."""
-    journal = Journal()
+    journal = open_journal()
     with pytest.raises(JournalError) as info:
         journal.import_jsonl(io.StringIO(text))
     assert info.value.code == code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,11 @@ async def test_lone_surrogates_that_json_parsed_are_journaled_and_replayed(
     assert journal.events("r")[-1].payload["error"]["message"] == cut
 
 
-async def test_ids_that_cannot_be_stored_are_journal_errors() -> None:
+async def test_ids_that_cannot_be_stored_are_journal_errors(
+    open_journal: Callable[..., Journal],
+) -> None:
     """A step or execution id holding a lone surrogate is refused as a JournalError before anything is journaled."""
-    journal = Journal()
+    journal = open_journal()
     execution = journal.execution("r")
     with pytest.raises(JournalError) as info:
         await execution.execute(json.loads('"step\\ud800"'), never)

@@ -1,0 +1,142 @@
+"""``journal.watch(execution_id)``: follow a live execution from another process (issue 16).
+
+A watch is a thread that reads the execution's events after the last one it delivered, hands
+each to a callback (or a queue), and then waits for the next append: on PostgreSQL on
+``LISTEN/NOTIFY`` (an insert notifies in its own transaction, so the rows are visible when the
+notification arrives), on SQLite by sleeping ``poll`` seconds. Waiting on a notification also
+times out after ``poll``, so a notification lost with a dropped connection costs one poll, not
+an event. Delivery is in ``seq`` order and each event once.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from loom_nb.errors import JournalError
+
+if TYPE_CHECKING:
+    from loom_nb.journal._journal import Journal
+    from loom_nb.journal._timeline import Event
+
+__all__ = ["JournalWatch", "PollListener"]
+
+_SLICE = 0.2
+
+
+class PollListener:
+    """A listener for journals without notifications: waiting is sleeping."""
+
+    def wait(self, execution_id: str, timeout: float) -> bool:
+        """Sleep ``timeout`` seconds; never announces anything."""
+        time.sleep(timeout)
+        return False
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class JournalWatch:
+    """A running watch over one execution; ``stop()`` ends it. Obtain one with ``journal.watch(id)``."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        execution_id: str,
+        callback: Callable[[Event], object] | None,
+        *,
+        after_seq: int = 0,
+        poll: float = 0.25,
+    ) -> None:
+        if callback is not None and not callable(callback):
+            raise JournalError(
+                f"watch callback must be callable, not {type(callback).__name__}.",
+                code="invalid_argument",
+            )
+        if isinstance(poll, bool) or not isinstance(poll, int | float) or not 0.01 <= poll <= 60:
+            raise JournalError(
+                f"poll must be a number of seconds from 0.01 to 60, not {poll!r}.",
+                code="invalid_argument",
+            )
+        if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
+            raise JournalError(
+                f"after_seq must be a non-negative int, not {after_seq!r}.", code="invalid_argument"
+            )
+        self.execution_id = execution_id
+        """The execution being watched."""
+        self.last_seq = after_seq
+        """The ``seq`` of the last event delivered."""
+        self.error: BaseException | None = None
+        """What stopped the watch early (the callback raised, the journal failed), else None."""
+        self._journal = journal
+        self._callback = callback
+        self._poll = float(poll)
+        self._queue: queue.Queue[Event] = queue.Queue()
+        self._stop = threading.Event()
+        self._listener: Any = journal._listen()  # subscribe before the first read: no gap
+        self._thread = threading.Thread(
+            target=self._run, name=f"loom_nb-watch-{execution_id}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for event in self._journal.events_after(self.execution_id, self.last_seq):
+                    self.last_seq = event.seq
+                    if self._callback is not None:
+                        self._callback(event)
+                    else:
+                        self._queue.put(event)
+                if self._stop.is_set():
+                    break
+                self._wait()
+        except BaseException as exc:  # reported through .error; a watch must not kill the kernel
+            self.error = exc
+        finally:
+            self._listener.close()
+
+    def _wait(self) -> None:
+        """Wait for an announcement or ``poll`` seconds, in short slices so ``stop()`` is prompt."""
+        deadline = time.monotonic() + self._poll
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._listener.wait(self.execution_id, min(left, _SLICE)):
+                return
+
+    def get(self, timeout: float | None = None) -> Event | None:
+        """The next event (without a callback), waiting up to ``timeout`` seconds; None if none came."""
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    @property
+    def running(self) -> bool:
+        """Whether the watch is still following the execution."""
+        return self._thread.is_alive()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop following and wait (up to ``timeout`` seconds) for the thread to end."""
+        self._stop.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> JournalWatch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<JournalWatch {self.execution_id!r} {state}, after seq {self.last_seq}>"

@@ -1,0 +1,164 @@
+"""Journal backends: the URL picks PostgreSQL, migrations are checked at open, live viewers follow a run.
+
+The journal's behaviour tests run on SQLite and PostgreSQL through ``open_journal``; these pin
+what the backends themselves must get right.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from loom_nb.errors import JournalError
+from loom_nb.journal import Journal
+from loom_nb.journal._postgres import PG_MIGRATIONS, PostgresJournal
+from tests import services
+from tests.conftest import JournalBackend
+
+
+@pytest.fixture
+def pg(postgres_service: str | None, tmp_path: Path) -> Iterator[JournalBackend]:
+    """PostgreSQL journals only (what these tests pin has no SQLite counterpart)."""
+    if postgres_service is None:
+        services.unavailable(f"PostgreSQL at {services.postgres_url()} is not reachable")
+    backend = JournalBackend("postgres", tmp_path, postgres_service)
+    yield backend
+    backend.close()
+
+
+def test_a_postgresql_url_opens_the_postgres_journal_with_its_migrations(
+    pg: JournalBackend,
+) -> None:
+    """Journal('postgresql://...') is a PostgresJournal, and every migration is recorded once."""
+    journal = pg.open("j")
+    assert isinstance(journal, PostgresJournal)
+    assert isinstance(journal, Journal)
+    pg.open("j").close()  # a second open applies nothing twice
+    with psycopg.connect(pg.url("j")) as conn:
+        names = [
+            r[0] for r in conn.execute("SELECT name FROM loom_journal_migrations ORDER BY name")
+        ]
+    assert names == [name for name, _ in PG_MIGRATIONS]
+
+
+def test_a_journal_written_by_a_newer_version_is_refused_at_open(pg: JournalBackend) -> None:
+    """An unknown migration in the database: JournalError journal_too_new, nothing written."""
+    pg.open("j").close()
+    with psycopg.connect(pg.url("j"), autocommit=True) as conn:
+        conn.execute("INSERT INTO loom_journal_migrations VALUES ('m999_future', 'later')")
+    with pytest.raises(JournalError) as info:
+        Journal(pg.url("j"))
+    assert info.value.code == "journal_too_new"
+
+
+async def test_the_events_table_is_append_only_on_the_server(pg: JournalBackend) -> None:
+    """UPDATE and DELETE on events are refused by the database itself, not only by the code."""
+    journal = pg.open("j")
+    await journal.execution("r").execute("s", lambda x: x, 1)
+    with psycopg.connect(pg.url("j"), autocommit=True) as conn:
+        for statement in ("UPDATE events SET kind = 'x'", "DELETE FROM events"):
+            with pytest.raises(psycopg.errors.RaiseException):
+                conn.execute(statement)
+    assert len(journal.events("r")) == 3
+
+
+def test_two_processes_opening_a_new_execution_start_it_once(pg: JournalBackend) -> None:
+    """Concurrent opens of the same new id (separate pools) journal one execution_started."""
+    journals = [pg.open("j"), pg.open("j"), pg.open("j"), pg.open("j")]
+    barrier = threading.Barrier(len(journals))
+
+    def open_it(journal: Journal) -> None:
+        barrier.wait()
+        journal.execution("shared")
+
+    threads = [threading.Thread(target=open_it, args=(j,)) for j in journals]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert [e.kind for e in journals[0].events("shared")] == ["execution_started"]
+
+
+def test_an_unreachable_server_is_journal_unavailable_and_the_password_is_not_shown() -> None:
+    """Nothing listening: JournalError journal_unavailable, with the URL's password redacted."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(JournalError) as info:
+        Journal(f"postgresql://loom:s3cret@127.0.0.1:{port}/test", timeout=2)
+    assert info.value.code == "journal_unavailable"
+    assert "s3cret" not in info.value.message
+    assert "127.0.0.1" in info.value.message
+
+
+async def test_a_second_viewer_sees_a_live_runs_steps_as_they_land(
+    journal_backend: JournalBackend,
+) -> None:
+    """watch() on another connection delivers each appended event once, in order, while the run goes on."""
+    writer = journal_backend.open("j")
+    viewer = journal_backend.open("j")
+    execution = writer.execution("live")
+    seen: list[Any] = []
+    arrived = threading.Event()
+
+    def on_event(event: Any) -> None:
+        seen.append(event)
+        if event.kind == "step_completed":
+            arrived.set()
+
+    # On PostgreSQL the poll is long: only LISTEN/NOTIFY can deliver within the wait below.
+    poll = 30.0 if journal_backend.name == "postgres" else 0.05
+    with viewer.watch("live", on_event, poll=poll) as watch:
+        for i in range(3):
+            arrived.clear()
+            started = time.monotonic()
+            await execution.execute(f"step-{i}", lambda x: x * 2, i)
+            assert await asyncio.to_thread(arrived.wait, 5), f"step {i} never reached the viewer"
+            assert time.monotonic() - started < 5
+        assert watch.running
+    assert not watch.running
+    assert watch.error is None
+    kinds = [(e.kind, e.step_id) for e in seen]
+    assert kinds == [("execution_started", None)] + [
+        (kind, f"step-{i}") for i in range(3) for kind in ("step_started", "step_completed")
+    ]
+    assert [e.seq for e in seen] == sorted({e.seq for e in seen})
+    assert (seen[-1].payload["input"], seen[-1].payload["output"]) == (2, 4)
+
+
+async def test_watch_without_a_callback_queues_events_after_a_seq(
+    open_journal: Callable[..., Journal],
+) -> None:
+    """With no callback the events queue for get(); after_seq skips what the viewer already has."""
+    journal = open_journal()
+    execution = journal.execution("r")
+    await execution.execute("a", lambda x: x, 1)
+    already = journal.events("r")[-1].seq
+    await execution.execute("b", lambda x: x, 2)
+    with journal.watch("r", after_seq=already, poll=0.05) as watch:
+        first = await asyncio.to_thread(watch.get, 5)
+        second = await asyncio.to_thread(watch.get, 5)
+        assert await asyncio.to_thread(watch.get, 0.2) is None
+    assert first is not None
+    assert second is not None
+    assert (first.kind, first.step_id, second.kind) == ("step_started", "b", "step_completed")
+
+
+def test_watch_arguments_are_checked(open_journal: Callable[..., Journal]) -> None:
+    """A bad callback, poll or seq is a JournalError invalid_argument before any thread starts."""
+    journal = open_journal()
+    for kwargs in ({"callback": 3}, {"poll": 0}, {"after_seq": -1}, {"poll": True}):
+        with pytest.raises(JournalError) as info:
+            journal.watch("r", **kwargs)
+        assert info.value.code == "invalid_argument"
+    with pytest.raises(JournalError) as info:
+        journal.watch("")
+    assert info.value.code == "invalid_execution_id"
