@@ -60,9 +60,10 @@ async def baseline(turns: int) -> float:
 async def effect(turns: int) -> float:
     """Seconds for ``turns`` journaled model steps made by hand with ``create_llm_effect``."""
     call = create_llm_effect(ScriptedProvider(_script(turns)))
-    execution = Journal().execution("effect")
+    journal = Journal()
     history: list[Message] = []
     start = time.perf_counter()
+    execution = journal.execution("effect")  # timed: Chat opens its execution on the first turn
     for i in range(turns):
         message = Message(role="user", content=f"question {i}: " + "text " * 10)
         request = LlmRequest(messages=[*history, message])

@@ -186,11 +186,7 @@ class ImagePart(_OmitNone):
         tenant: str = "notebook",
         origin: str | None = None,
     ) -> ImagePart:
-        """The image file at ``path``, its type sniffed from the bytes (Pillow), never the name.
-
-        Inline up to ``MAX_INLINE_BYTES``, by ref through ``store`` above it (no store:
-        ``OversizedInlinePartError``). ``MediaError`` for an unreadable path or non-image bytes.
-        """
+        """The image at ``path``, typed from its bytes (Pillow); inline to the cap, by ref above it."""
         from loom_nb.media import image_from_path
 
         return image_from_path(path, store=store, tenant=tenant, origin=origin)
@@ -249,10 +245,7 @@ class AudioPart(_OmitNone):
         tenant: str = "notebook",
         origin: str | None = None,
     ) -> AudioPart:
-        """The audio file at ``path`` (WAV, MP3, AAC, OGG, FLAC, M4A, WebM), type from the bytes.
-
-        Inline up to ``MAX_INLINE_BYTES``, by ref through ``store`` above it.
-        """
+        """The audio at ``path`` (WAV, MP3, AAC, OGG, FLAC, M4A, WebM), typed from its bytes."""
         from loom_nb.media import audio_from_path
 
         return audio_from_path(path, store=store, tenant=tenant, origin=origin)
@@ -284,10 +277,7 @@ class FilePart(_OmitNone):
         origin: str | None = None,
         name: str | None = None,
     ) -> FilePart:
-        """The document at ``path`` (PDF, UTF-8 text, ...), type from the bytes, named after it.
-
-        Inline up to ``MAX_INLINE_BYTES``, by ref through ``store`` above it.
-        """
+        """The document at ``path`` (PDF, UTF-8 text ...), typed from its bytes, named after it."""
         from loom_nb.media import file_from_path
 
         return file_from_path(path, store=store, tenant=tenant, origin=origin, name=name)
@@ -510,16 +500,9 @@ class LlmResponse(_Model):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """Shown in a notebook as the assistant turn, headed by model, tokens and stop reason."""
-        from loom_nb.render._bundle import transcript_bundle
+        from loom_nb.render._bundle import response_bundle
 
-        head = ["response", *([self.model] if self.model else [])]
-        head.append(f"{self.usage.input_tokens:,} in · {self.usage.output_tokens:,} out")
-        head.append(f"stop: {self.stop_reason}")
-        calls = "".join(f"\ntool call {c.name} ({c.id})" for c in self.tool_calls)
-        plain = f"{' · '.join(head)}\n{text_of(self.content)}{calls}"
-        return transcript_bundle(
-            [assistant_message_of(self)], header=" · ".join(head), plain=plain, **kwargs
-        )
+        return response_bundle(self, **kwargs)
 
 
 def text_of(content: MessageContent | ToolResultContent) -> str:

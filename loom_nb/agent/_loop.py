@@ -123,7 +123,13 @@ class AgentResult(StrictModel):
         from loom_nb.render._bundle import transcript_bundle
 
         plain = f"AgentResult({self.header()})"
-        return transcript_bundle(self.messages, header=self.header(), plain=plain, **kwargs)
+        awaiting = {
+            str(d.get("id")): {"state": "awaiting", "by": None, "reason": None}
+            for d in self.pending_approvals
+        }
+        return transcript_bundle(
+            self.messages, header=self.header(), plain=plain, approvals=awaiting, **kwargs
+        )
 
 
 class _Plan:

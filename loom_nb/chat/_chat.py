@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -38,7 +39,21 @@ from loom_nb.agent import AgentResult, ToolDefinition, agent_loop
 from loom_nb.agent._decorator import tool as make_tool
 from loom_nb.agent._tools import menu_of
 from loom_nb.chat._attach import user_message
-from loom_nb.chat._cost import format_cost, price_of
+from loom_nb.chat._cost import format_cost, price_of, run_usage
+from loom_nb.chat._records import (
+    DEFAULT_HOME,
+    ChatTurn,
+    Position,
+    Recorded,
+    Skipped,
+    TurnStatus,
+    check_arguments,
+    print_delta,
+    run_decisions,
+    settings_of,
+    shared_journal,
+    shared_store,
+)
 from loom_nb.content import (
     LlmRequest,
     LlmResponse,
@@ -51,7 +66,7 @@ from loom_nb.errors import ConfigurationError, JournalError
 from loom_nb.journal import Execution, Journal, create_llm_effect
 from loom_nb.providers._base import ResetCallback, TextCallback, ToolDeltaCallback
 from loom_nb.settings import ModelSettings
-from loom_nb.store import ContentStore, LocalContentStore, Principal, StoreResolver
+from loom_nb.store import ContentStore, Principal, StoreResolver
 from loom_nb.taint import Untrusted
 
 if TYPE_CHECKING:
@@ -59,50 +74,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Chat", "ChatTurn"]
 
-TurnStatus = Literal["completed", "stopped", "parked", "max_turns"]
-
-DEFAULT_HOME = Path(".loom")
-"""Where the default journal (``journal.sqlite``) and content store (``store/``) live."""
-
-
-@dataclass(frozen=True)
-class ChatTurn:
-    """One turn of a chat: a ``chat(...)`` reply or a ``chat.run(...)`` agent run."""
-
-    index: int
-    """The turn's number (0 for the first)."""
-    kind: Literal["chat", "run"]
-    """``chat`` (one model call) or ``run`` (the agent loop with the chat's tools)."""
-    start: int
-    """Index in ``chat.history`` of the user message that opened the turn."""
-    status: TurnStatus
-    """``completed``, ``stopped`` (cancelled while streaming), ``parked`` or ``max_turns``."""
-    response: LlmResponse | None
-    """The (last) model response; for a stopped turn, the partial text."""
-    usage: Usage
-    """Tokens of the turn (summed over the model calls of a run)."""
-    cost: Decimal | None
-    """USD cost from genai-prices; None when the vendor or model has no known price."""
-    position: int
-    """Position in the chat's execution when the turn started (fork points)."""
-    run_id: str | None = None
-    """The execution id of a run turn's agent loop."""
-    result: AgentResult | None = None
-    """A run turn's agent result."""
-
-
-@dataclass(frozen=True)
-class _Position:
-    """One position of the chat's execution: what a fork copies or replays."""
-
-    step_id: str
-    request: LlmRequest
-    response: LlmResponse | None  # None: the step failed or was stopped (not completed)
-    output_type: type[BaseModel] | None = None
-
-
-class _Skipped(Exception):
-    """Raised by a fork's replay of a position that did not complete in the parent."""
+_log = logging.getLogger(__name__)
 
 
 class Chat:
@@ -131,47 +103,7 @@ class Chat:
         stream: bool = False,
         on_text: TextCallback | None = None,
     ) -> None:
-        if not callable(getattr(provider, "complete", None)) or not hasattr(
-            provider, "capabilities"
-        ):
-            raise ConfigurationError(
-                f"Chat needs a provider with capabilities, complete() and stream(), not "
-                f"{type(provider).__name__}; pass e.g. ScriptedProvider([...]) or "
-                "AnthropicProvider('claude-sonnet-4-5').",
-                code="invalid_provider",
-            )
-        if system is not None and not isinstance(system, str | Untrusted):
-            raise ConfigurationError(
-                f"system is a str or None, not {type(system).__name__}.", code="invalid_argument"
-            )
-        if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Sequence):
-            raise ConfigurationError(
-                f"tools is a list of ToolDefinition (or typed functions), not "
-                f"{type(tools).__name__}.",
-                code="invalid_argument",
-            )
-        if store is not None and not callable(getattr(store, "put", None)):
-            raise ConfigurationError(
-                f"store is a content store (LocalContentStore(...)), not {type(store).__name__}.",
-                code="invalid_argument",
-            )
-        if journal is not None and not isinstance(journal, Journal | str | Path):
-            raise ConfigurationError(
-                f"journal is a Journal or a path, not {type(journal).__name__}.",
-                code="invalid_argument",
-            )
-        if id is not None and (not isinstance(id, str) or not id.strip()):
-            raise ConfigurationError(
-                f"id is a non-empty string, not {id!r}.", code="invalid_argument"
-            )
-        if not isinstance(tenant, str) or not tenant.strip():
-            raise ConfigurationError(
-                f"tenant is a non-empty string, not {tenant!r}.", code="invalid_argument"
-            )
-        if on_text is not None and not callable(on_text):
-            raise ConfigurationError(
-                "on_text is a function of the text delta.", code="invalid_argument"
-            )
+        check_arguments(provider, system, tools, store, journal, id, tenant, on_text)
         self._provider = provider
         self._system = system
         self._tools = [t if isinstance(t, ToolDefinition) else make_tool(t) for t in tools]
@@ -179,7 +111,7 @@ class Chat:
         self._store = store
         self._journal_arg = journal
         self._journal: Journal | None = journal if isinstance(journal, Journal) else None
-        self._settings = _settings_of(settings)
+        self._settings = settings_of(settings)
         self._home = Path.cwd() / DEFAULT_HOME
         self.id: str = id if id is not None else f"chat-{uuid.uuid4().hex[:12]}"
         """The chat's execution id in the journal (pass it again to replay)."""
@@ -188,13 +120,14 @@ class Chat:
         self._on_text = on_text
         self._history: list[Message] = []
         self._turns: list[ChatTurn] = []
-        self._positions: list[_Position] = []
-        self._replay_prefix: list[_Position] = []
+        self._positions: list[Position] = []
+        self._replay_prefix: list[Position] = []
         self._execution: Execution | None = None
         self._runs = 0
         self._forks = 0
         self._parked: tuple[str, list[Message], int, int] | None = None
         self._decisions: dict[str, dict[str, Any]] = {}
+        self._deciders: dict[str, str] = {}
         self._caller: asyncio.Task[Any] | None = None
         self._stopping = False
         self.live_text = ""
@@ -227,7 +160,7 @@ class Chat:
         """The journal the turns are recorded in (``.loom/journal.sqlite`` unless given)."""
         if self._journal is None:
             if self._journal_arg is None:
-                self._journal = _shared(self._home / "journal.sqlite", self)
+                self._journal = shared_journal(self._home / "journal.sqlite", self.store)
             else:
                 self._journal = Journal(str(self._journal_arg), store=self._store)
         return self._journal
@@ -236,8 +169,7 @@ class Chat:
     def store(self) -> ContentStore:
         """The content store media over the inline cap goes to (``.loom/store`` unless given)."""
         if self._store is None:
-            path = self._home / "store"
-            self._store = _STORES.get(path) or _STORES.setdefault(path, LocalContentStore(path))
+            self._store = shared_store(self._home / "store")
         return self._store
 
     # -- the conversation ------------------------------------------------------------------------
@@ -306,7 +238,7 @@ class Chat:
         position = len(self._positions)
         step_id = f"#chat:{position}:model"
         streaming = self._stream if stream is None else bool(stream)
-        sink = on_text or self._on_text or (_print_delta if streaming else None)
+        sink = on_text or self._on_text or (print_delta if streaming else None)
         effect = create_llm_effect(
             self._provider,
             resolve_content=StoreResolver(self._store) if self._store is not None else None,
@@ -321,7 +253,7 @@ class Chat:
         try:
             response = await effect(execution, step_id, request)
         except asyncio.CancelledError:
-            self._positions.append(_Position(step_id, request, None, output_type))
+            self._positions.append(Position(step_id, request, None, output_type))
             if not self._stopping:
                 raise
             current = asyncio.current_task()
@@ -330,12 +262,12 @@ class Chat:
             response = LlmResponse(content=self.live_text, stop_reason="other", model=None)
             status = "stopped"
         except BaseException:
-            self._positions.append(_Position(step_id, request, None, output_type))
+            self._positions.append(Position(step_id, request, None, output_type))
             raise
         else:
-            self._positions.append(_Position(step_id, request, response, output_type))
+            self._positions.append(Position(step_id, request, response, output_type))
         finally:
-            if sink is _print_delta and self.live_text:
+            if sink is print_delta and self.live_text:
                 print(flush=True)  # end the streamed line
             self._leave()
         start = len(self._history)
@@ -431,10 +363,12 @@ class Chat:
                 f"{type(decisions).__name__}.",
                 code="invalid_argument",
             )
+        for call_id in table:
+            self._deciders.setdefault(str(call_id), "chat.approve")
         return await self._drive(table)
 
     async def decide(
-        self, call_id: str, approved: bool, *, reason: str | None = None
+        self, call_id: str, approved: bool, *, reason: str | None = None, by: str = "chat.decide"
     ) -> AgentResult | None:
         """Decide one pending call (what the view's Approve / Decline buttons call).
 
@@ -454,10 +388,11 @@ class Chat:
                 code="invalid_argument",
             )
         self._decisions[call_id] = {"approved": approved, "reason": reason}
+        self._deciders[call_id] = by
         if not pending <= set(self._decisions):
             return None
         decisions, self._decisions = dict(self._decisions), {}
-        return await self.approve(decisions)
+        return await self._drive(decisions)
 
     async def decline(self, reason: str | None = None) -> AgentResult:
         """Decline every call the parked run waits on (the model is told, with ``reason``)."""
@@ -604,7 +539,7 @@ class Chat:
                 await self._replay(self._execution, item)
         return self._execution
 
-    async def _replay(self, execution: Execution, item: _Position) -> None:
+    async def _replay(self, execution: Execution, item: Position) -> None:
         """Take one shared position: served from the forked log (or copied, for a chat that had
         journaled nothing when it was forked).
 
@@ -612,11 +547,11 @@ class Chat:
         exactly the original's), on a provider that answers with the recorded response.
         """
         effect = create_llm_effect(
-            _Recorded(self._provider, item.response),
+            Recorded(self._provider, item.response),
             resolve_content=StoreResolver(self._store) if self._store is not None else None,
             output_type=item.output_type,
         )
-        with contextlib.suppress(_Skipped):
+        with contextlib.suppress(Skipped):
             await effect(execution, item.step_id, item.request)
         self._positions.append(item)
 
@@ -631,7 +566,7 @@ class Chat:
         assert self._parked is not None
         run_id, messages, max_turns, index = self._parked
         streaming = self._stream if stream is None else bool(stream)
-        sink = on_text or self._on_text or (_print_delta if streaming else None)
+        sink = on_text or self._on_text or (print_delta if streaming else None)
         execution = self.journal.execution(run_id, principal=self._principal)
         await self._ready()
         self._enter()
@@ -650,17 +585,7 @@ class Chat:
             )
         finally:
             self._leave()
-        responses = self._run_responses(run_id)
-        usage = Usage(
-            input_tokens=sum(r.usage.input_tokens for r in responses),
-            output_tokens=sum(r.usage.output_tokens for r in responses),
-        )
-        prices = [price_of(self._provider, r) for r in responses]
-        cost = (
-            None
-            if not prices or any(p is None for p in prices)
-            else sum((p for p in prices if p is not None), Decimal(0))
-        )
+        usage, cost = run_usage(self.journal, run_id, self._provider)
         start = len(messages) - 1
         turn = ChatTurn(
             index=index,
@@ -679,21 +604,6 @@ class Chat:
         self._history = list(result.messages)
         self._parked = self._parked if result.status == "parked" else None
         return result
-
-    def _run_responses(self, run_id: str) -> list[LlmResponse]:
-        """The model responses a run journaled (live or replayed), for its tokens and cost."""
-        out: list[LlmResponse] = []
-        for event in self.journal.events(run_id):
-            if event.kind != "step_completed" or not isinstance(event.step_id, str):
-                continue
-            if not event.step_id.endswith((":model", ":compact")):
-                continue
-            payload = event.payload if isinstance(event.payload, dict) else {}
-            try:
-                out.append(LlmResponse.model_validate(payload.get("output")))
-            except ValueError:
-                continue
-        return out
 
     # -- display ---------------------------------------------------------------------------------
 
@@ -730,52 +640,62 @@ class Chat:
             principal=self._principal,
             plain=repr(self),
             system=self._system,
+            tools=[t.name for t in self._tools],
+            approvals=self.approvals(),
+            stats=self._stats(),
+            on_decision=self._on_view_decision if self._parked is not None else None,
             **kwargs,
         )
 
+    def approvals(self) -> dict[str, dict[str, Any]]:
+        """Every call that needed a decision: ``{call id: {"state", "by", "reason"}}``.
 
-_STORES: dict[Path, ContentStore] = {}
-_JOURNALS: dict[Path, Journal] = {}
+        ``state`` is ``awaiting`` (the parked run waits on it), ``approved``, ``declined`` or
+        ``undecidable``; ``by`` says who decided (the view's buttons, ``chat.approve``, the
+        ``approve=`` given to ``chat.run``), so the transcript can say who decided what.
+        """
+        states: dict[str, dict[str, Any]] = {}
+        for turn in self._turns:
+            if turn.kind != "run" or turn.run_id is None:
+                continue
+            for call_id, decision in run_decisions(self.journal, turn.run_id).items():
+                states[call_id] = _state_of(decision, self._deciders.get(call_id, "the approver"))
+        for digest in self.pending_approvals:
+            states[str(digest["id"])] = {"state": "awaiting", "by": None, "reason": None}
+        return states
 
+    def _stats(self) -> dict[int, dict[str, Any]]:
+        """Tokens per assistant turn of a plain chat turn (message index -> counts)."""
+        out: dict[int, dict[str, Any]] = {}
+        for turn in self._turns:
+            usage = turn.usage
+            if turn.kind == "chat" and (usage.input_tokens or usage.output_tokens):
+                index = turn.start + 1
+                if index < len(self._history):
+                    out[index] = {
+                        "input_tokens": usage.input_tokens,
+                        "output_tokens": usage.output_tokens,
+                        "latency_s": None,
+                    }
+        return out
 
-def _shared(path: Path, chat: Chat) -> Journal:
-    """The default journal at ``path``, one per process (every Chat of a notebook shares it)."""
-    journal = _JOURNALS.get(path)
-    if journal is None:
-        journal = _JOURNALS.setdefault(path, Journal(path, store=chat.store))
-    return journal
-
-
-class _Recorded:
-    """A provider that answers with a recorded response (a fork's copy of its parent's turn)."""
-
-    def __init__(self, provider: Any, response: LlmResponse | None) -> None:
-        self._provider = provider
-        self._response = response
-        self.capabilities = provider.capabilities
-        self.settings = getattr(provider, "settings", None)
-        self.name = getattr(provider, "name", type(provider).__name__)
-        self.model = getattr(provider, "model", None)
-
-    async def complete(self, request: LlmRequest, **_kwargs: Any) -> LlmResponse:
-        if self._response is None:
-            raise _Skipped("the parent's turn did not complete")
-        return self._response
-
-    def stream(self, request: LlmRequest, **_kwargs: Any) -> Any:
-        raise _Skipped("a fork copies turns without streaming")
-
-
-def _settings_of(settings: Any) -> ModelSettings | None:
-    if settings is None or isinstance(settings, ModelSettings):
-        return settings
-    if isinstance(settings, Mapping):
-        return ModelSettings(**dict(settings))
-    raise ConfigurationError(
-        f"settings is a ModelSettings (or a dict of its fields), not {type(settings).__name__}.",
-        code="invalid_argument",
-    )
+    async def _on_view_decision(self, call_id: str, approved: bool) -> None:
+        """The transcript view's Approve / Decline: decide the call, resume once all are decided."""
+        try:
+            await self.decide(call_id, approved, by="the notebook view")
+        except Exception:  # shown by the view as still awaiting; the kernel log has the cause
+            _log.exception("Chat: a decision from the view could not be applied")
 
 
-def _print_delta(delta: str) -> None:
-    print(delta, end="", flush=True)  # streaming into the cell is the point
+def _state_of(decision: Any, by: str) -> dict[str, Any]:
+    """A journaled decision as the views show it."""
+    if isinstance(decision, dict) and decision.get("pending") is True:
+        return {"state": "awaiting", "by": None, "reason": None}
+    if isinstance(decision, dict) and isinstance(decision.get("approved"), bool):
+        reason = decision.get("reason")
+        return {
+            "state": "approved" if decision["approved"] else "declined",
+            "by": by,
+            "reason": reason if isinstance(reason, str) else None,
+        }
+    return {"state": "undecidable", "by": by, "reason": "the decision was not True/False"}

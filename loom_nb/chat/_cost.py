@@ -14,11 +14,14 @@ fetches prices over the network: ``update_prices`` is not started.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loom_nb.content import LlmResponse, Usage
 
-__all__ = ["format_cost", "price_of", "vendor_of"]
+if TYPE_CHECKING:
+    from loom_nb.journal import Journal
+
+__all__ = ["format_cost", "price_of", "run_usage", "vendor_of"]
 
 _VENDORS = {
     "AnthropicProvider": "anthropic",
@@ -80,3 +83,29 @@ def format_cost(cost: Decimal | None) -> str:
     if cost >= Decimal("0.01"):
         return f"${cost:.4f}"
     return f"${cost:.6f}"
+
+
+def run_usage(journal: Journal, run_id: str, provider: object) -> tuple[Usage, Decimal | None]:
+    """Tokens and cost of every model call an agent run journaled (live or replayed).
+
+    The cost is None unless every call has a known price.
+    """
+    responses: list[LlmResponse] = []
+    for event in journal.events(run_id):
+        if event.kind != "step_completed" or not isinstance(event.step_id, str):
+            continue
+        if not event.step_id.endswith((":model", ":compact")):
+            continue
+        payload = event.payload if isinstance(event.payload, dict) else {}
+        try:
+            responses.append(LlmResponse.model_validate(payload.get("output")))
+        except ValueError:
+            continue
+    usage = Usage(
+        input_tokens=sum(r.usage.input_tokens for r in responses),
+        output_tokens=sum(r.usage.output_tokens for r in responses),
+    )
+    prices = [price_of(provider, r) for r in responses]
+    if not prices or any(p is None for p in prices):
+        return usage, None
+    return usage, sum((p for p in prices if p is not None), Decimal(0))

@@ -396,15 +396,22 @@ class Journal:
                 yield decode(text, where=f"event {seq}")
             last = batch[-1][0]
 
-    def events_after(self, execution_id: str, seq: int) -> list[Event]:
-        """The events of an execution with ``seq`` greater than ``seq``, in order (claims resolved)."""
+    def events_after(
+        self, execution_id: str, seq: int, *, earlier: dict[int, list[Any]] | None = None
+    ) -> list[Event]:
+        """The events of an execution with ``seq`` greater than ``seq``, in order (claims resolved).
+
+        Model steps' messages are expanded whole, given in ``earlier`` the expansions of the
+        events before ``seq`` (what a watch accumulates; empty when reading from the start).
+        """
         with self._lock:
             rows = self._conn.execute(
                 "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
                 "WHERE execution_id = ? AND seq > ? ORDER BY seq",
                 (execution_id, seq),
             ).fetchall()
-        return [self._event(row, resolve_claims=True) for row in rows]
+        events = [self._event(row, resolve_claims=True) for row in rows]
+        return _expanded(events, {} if earlier is None else earlier)
 
     def watch(
         self,
@@ -693,11 +700,16 @@ class Journal:
         self.close()
 
 
-def _expanded(events: list[Event]) -> list[Event]:
-    """``events`` with each model step's delta-journaled messages expanded to the whole list."""
+def _expanded(events: list[Event], earlier: dict[int, list[Any]] | None = None) -> list[Event]:
+    """``events`` with each model step's delta-journaled messages expanded to the whole list.
+
+    ``earlier`` carries the expansions of events already seen (a watch passes its own, so the
+    events it delivers one batch at a time read whole too).
+    """
     from loom_nb.journal._requests import expand_messages
 
-    earlier: dict[int, list[Any]] = {}
+    if earlier is None:
+        earlier = {}
     out: list[Event] = []
     for event in events:
         payload = event.payload

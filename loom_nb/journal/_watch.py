@@ -76,6 +76,8 @@ class JournalWatch:
         self._callback = callback
         self._poll = float(poll)
         self._queue: queue.Queue[Event] = queue.Queue()
+        self._earlier: dict[int, list[Any]] = {}  # model inputs expanded so far (deltas)
+        self._primed = after_seq == 0
         self._stop = threading.Event()
         self._listener: Any = journal._listen()  # subscribe before the first read: no gap
         self._thread = threading.Thread(
@@ -86,7 +88,15 @@ class JournalWatch:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                for event in self._journal.events_after(self.execution_id, self.last_seq):
+                if self._primed:
+                    batch = self._journal.events_after(
+                        self.execution_id, self.last_seq, earlier=self._earlier
+                    )
+                else:  # model inputs after after_seq may be deltas of earlier ones: read those too
+                    batch = self._journal.events_after(self.execution_id, 0, earlier=self._earlier)
+                    batch = [e for e in batch if e.seq > self.last_seq]
+                    self._primed = True
+                for event in batch:
                     self.last_seq = event.seq
                     if self._callback is not None:
                         self._callback(event)

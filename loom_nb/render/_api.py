@@ -15,7 +15,7 @@ from loom_nb.content import Message, Part
 from loom_nb.render._html import STYLE, esc
 from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._source import Transcript, transcript_of
-from loom_nb.render._static import html_of_message, html_of_view
+from loom_nb.render._static import anchored, html_of_message, html_of_view
 from loom_nb.render._view import (
     RenderContext,
     View,
@@ -34,6 +34,7 @@ __all__ = [
     "to_html",
     "transcript_header",
     "transcript_views",
+    "with_approvals",
 ]
 
 
@@ -77,8 +78,39 @@ def transcript_views(transcript: Transcript, ctx: RenderContext) -> list[View]:
             else text_view(system, ctx)
         )
         views.append({"role": "system", "index": -1, "items": [item]})
-    views.extend(message_view(m, n, ctx) for n, m in enumerate(transcript.messages))
-    return views
+    for number, message in enumerate(transcript.messages):
+        view = message_view(message, number, ctx)
+        if number in transcript.stats:
+            view["stats"] = dict(transcript.stats[number])
+        views.append(view)
+    return with_approvals(views, transcript.approvals) if transcript.approvals else views
+
+
+def with_approvals(views: list[View], approvals: dict[str, dict[str, Any]]) -> list[View]:
+    """``views`` with each tool call's ``approval`` set from ``approvals`` (call id -> state).
+
+    Returns new dicts along every changed path (the old views are left as they were), so a
+    widget that reassigns the result redraws only the cards whose approval changed.
+    """
+
+    def item(view: View) -> View:
+        kind = view.get("kind")
+        if kind == "tool_use":
+            state = approvals.get(str(view.get("id")))
+            if state == view.get("approval"):
+                return view
+            changed = {k: v for k, v in view.items() if k != "approval"}
+            if state is not None:
+                changed["approval"] = dict(state)
+            return changed
+        inner = view.get("items")
+        if isinstance(inner, list) and kind in {"fence", None}:
+            new = [item(v) for v in inner]
+            if any(a is not b for a, b in zip(new, inner, strict=True)):
+                return {**view, "items": new}
+        return view
+
+    return [item(view) for view in views]
 
 
 def transcript_header(transcript: Transcript) -> str:
@@ -97,22 +129,30 @@ def render_transcript(
     principal: Viewer | None = None,
     full_images: bool = False,
     pdf_pages: int = 3,
+    anchors: bool = False,
 ) -> str:
     """A whole transcript as HTML (messages, an ``LlmRequest`` or an ``Execution``).
 
     ``full_images`` also embeds each image at reading size (behind "full size"); ``pdf_pages``
-    caps the page images embedded per PDF.
+    caps the page images embedded per PDF. ``anchors`` gives tool calls and results ids and links
+    to each other: only for pages that keep ids (``to_html`` sets it; JupyterLab strips ids from
+    saved outputs, so notebook output goes without).
     """
     transcript = transcript_of(messages_or_request)
     ctx = RenderContext(
         store=store, principal=principal, full_images=full_images, pdf_pages=pdf_pages
     )
-    return html_of_views(transcript_header(transcript), transcript_views(transcript, ctx))
+    views = transcript_views(transcript, ctx)
+    return html_of_views(transcript_header(transcript), views, anchors=anchors)
 
 
-def html_of_views(header: str, views: list[View]) -> str:
+def html_of_views(header: str, views: list[View], *, anchors: bool = False) -> str:
     """The transcript container around message views (shared with the widget's fallback)."""
-    body = "".join(html_of_message(v) for v in views)
+    if anchors:
+        with anchored(views):
+            body = "".join(html_of_message(v) for v in views)
+    else:
+        body = "".join(html_of_message(v) for v in views)
     return (
         f'<div class="loom-transcript" style="{STYLE["transcript"]}">'
         f'<div class="loom-header" style="{STYLE["header"]}">{esc(header)}</div>{body}</div>'
@@ -141,10 +181,16 @@ def to_html(
     """Write ``transcript`` as a standalone HTML page at ``path`` and return the path.
 
     The page uses the same renderer as the notebook output, embeds media as re-encoded images
-    and PDF page images, and carries a Content-Security-Policy that forbids every script.
+    and PDF page images, links each tool result to its call (anchors), and carries a
+    Content-Security-Policy that forbids every script.
     """
     body = render_transcript(
-        transcript, store=store, principal=principal, full_images=full_images, pdf_pages=pdf_pages
+        transcript,
+        store=store,
+        principal=principal,
+        full_images=full_images,
+        pdf_pages=pdf_pages,
+        anchors=True,
     )
     out = Path(path)
     out.write_text(_PAGE.format(title=esc(title), body=body), encoding="utf-8")

@@ -9,17 +9,17 @@ stays importable without ipywidgets: with no ipywidgets the bundle is the static
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loom_nb.content import Message
+from loom_nb.content import LlmResponse, Message, assistant_message_of, text_of
 from loom_nb.render._api import html_of_views, transcript_views
 from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._source import Transcript
 from loom_nb.render._view import RenderContext
 from loom_nb.taint import Untrusted
 
-__all__ = ["transcript_bundle"]
+__all__ = ["response_bundle", "transcript_bundle"]
 
 
 def transcript_bundle(
@@ -33,10 +33,24 @@ def transcript_bundle(
     tools: Sequence[str] = (),
     include: Any = None,
     exclude: Any = None,
+    approvals: Mapping[str, Mapping[str, Any]] | None = None,
+    stats: Mapping[int, Mapping[str, Any]] | None = None,
+    on_decision: Any = None,
     **_kwargs: Any,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The mimebundle of ``messages`` shown as a transcript headed by ``header``."""
-    transcript = Transcript(list(messages), system, list(tools))
+    """The mimebundle of ``messages`` shown as a transcript headed by ``header``.
+
+    ``approvals`` (call id -> ``approval_state(...)``) marks calls awaiting or decided;
+    ``on_decision(call_id, approved)`` gives awaiting calls Approve / Decline buttons in the live
+    view; ``stats`` (message index -> ``turn_stats(...)``) adds tokens and latency to turns.
+    """
+    transcript = Transcript(
+        list(messages),
+        system,
+        list(tools),
+        approvals={k: dict(v) for k, v in (approvals or {}).items()},
+        stats={k: dict(v) for k, v in (stats or {}).items()},
+    )
     data: dict[str, Any]
     try:
         from loom_nb.widgets._transcript import TranscriptView
@@ -44,7 +58,7 @@ def transcript_bundle(
         ctx = RenderContext(store=store, principal=principal, pdf_pages=1)
         data = {"text/html": html_of_views(header, transcript_views(transcript, ctx))}
     else:
-        view = TranscriptView(transcript, store=store, principal=principal)
+        view = TranscriptView(transcript, store=store, principal=principal, on_decision=on_decision)
         view.header = header
         bundle = view._repr_mimebundle_(include=include, exclude=exclude)
         data = dict(bundle[0]) if bundle is not None else {"text/html": view.to_static_html()}
@@ -55,3 +69,16 @@ def transcript_bundle(
         if (include is None or mime in include) and not (exclude and mime in exclude)
     }
     return wanted, {}
+
+
+def response_bundle(response: LlmResponse, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A response shown as its assistant turn, headed by model, tokens and stop reason."""
+    head = ["response", *([response.model] if response.model else [])]
+    usage = response.usage
+    head.append(f"{usage.input_tokens:,} in · {usage.output_tokens:,} out")
+    head.append(f"stop: {response.stop_reason}")
+    calls = "".join(f"\ntool call {c.name} ({c.id})" for c in response.tool_calls)
+    plain = f"{' · '.join(head)}\n{text_of(response.content)}{calls}"
+    return transcript_bundle(
+        [assistant_message_of(response)], header=" · ".join(head), plain=plain, **kwargs
+    )

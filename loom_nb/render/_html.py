@@ -8,7 +8,8 @@ the structure stays readable with all styles gone: a fence is a ``<fieldset>`` w
 ``<legend>`` names it, an error says "error" in words, a role is written out.
 
 No attribute value is ever built from content: attributes are constants, or values checked
-against a strict pattern here (base64 payloads, allowlisted media types).
+against a strict pattern (base64 payloads, allowlisted media types, markdown link targets that
+passed ``_markdown.safe_href``), and escaped.
 """
 
 from __future__ import annotations
@@ -17,10 +18,17 @@ import re
 
 __all__ = [
     "B64_PATTERN",
+    "DANGER",
+    "INK",
+    "LINE",
+    "LINK",
     "STYLE",
+    "TOOL",
+    "WARN",
     "data_url",
     "esc",
     "human_size",
+    "theme",
 ]
 
 B64_PATTERN = re.compile(r"[A-Za-z0-9+/]*={0,2}")
@@ -28,31 +36,71 @@ B64_PATTERN = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
+
+def theme(name: str, fallback: str) -> str:
+    """``var(--jp-<name>, <fallback>)``: a JupyterLab theme colour, with a light fallback elsewhere."""
+    return f"var(--jp-{name},{fallback})"
+
+
+INK = theme("content-font-color1", "#1f1f1f")
+"""Body text: the theme's strongest text colour (light: near-black, dark: white)."""
+LINE = theme("border-color1", "#b0b0b0")
+"""Card and table borders."""
+WARN = theme("warn-color0", "#b45309")
+"""The dashed border of an untrusted fence (the legend's words stay in ``INK``)."""
+DANGER = theme("error-color1", "#b91c1c")
+"""The border of a failed tool result."""
+TOOL = theme("brand-color1", "#5b7bb5")
+"""The border of tool calls and results."""
+LINK = theme("content-link-color", "#0d47a1")
+"""Links in rendered markdown."""
+
+
+def _box(width: str, kind: str, color: str) -> str:
+    # Longhands, so JupyterLab's sanitizer (which refuses var() colours) keeps width and style.
+    return f"border-width:{width};border-style:{kind};border-color:{color}"
+
+
 STYLE: dict[str, str] = {
-    "transcript": "font-family:sans-serif;font-size:13px;line-height:1.4;max-width:60em",
-    "header": "color:#555;font-size:12px;margin:2px 0 6px 0",
-    "card": "border:1px solid #c8c8c8;border-radius:6px;margin:6px 0;padding:6px 10px",
-    "card_user": "background-color:#f7f9fc",
-    "card_assistant": "background-color:#fbfbf7",
-    "card_system": "background-color:#f3f3f3",
-    "role": "font-weight:bold;font-size:12px;color:#444;margin-bottom:4px",
+    "transcript": f"font-family:sans-serif;font-size:13px;line-height:1.4;max-width:60em;color:{INK}",
+    "header": f"color:{INK};font-size:12px;margin:2px 0 6px 0",
+    "card": f"{_box('1px', 'solid', LINE)};border-radius:6px;margin:6px 0;padding:6px 10px;"
+    f"color:{INK}",
+    "card_user": f"background-color:{theme('layout-color2', '#f0f3f8')}",
+    "card_assistant": f"background-color:{theme('layout-color1', '#ffffff')}",
+    "card_system": f"background-color:{theme('layout-color2', '#f0f0f0')}",
+    "role": f"font-weight:bold;font-size:12px;color:{INK};margin-bottom:4px",
     "text": "white-space:pre-wrap;word-break:break-word;margin:2px 0",
-    "fence": "border:2px dashed #b45309;border-radius:4px;margin:4px 0;padding:2px 8px",
-    "fence_legend": "color:#b45309;font-weight:bold;font-size:12px;padding:0 4px",
-    "tool": "border:1px solid #7a8ca5;border-radius:4px;margin:4px 0;padding:4px 8px",
-    "tool_error": "border:2px solid #b91c1c;border-radius:4px;margin:4px 0;padding:4px 8px",
-    "reasoning": "border:1px dotted #a3a3a3;border-radius:4px;margin:4px 0;padding:2px 8px",
-    "tool_label": "font-size:12px;font-weight:bold;color:#334",
-    "error_label": "font-size:12px;font-weight:bold;color:#b91c1c",
+    "md": "word-break:break-word;margin:2px 0",
+    "fence": f"{_box('2px', 'dashed', WARN)};border-radius:4px;margin:4px 0;padding:2px 8px",
+    "fence_legend": f"color:{INK};font-weight:bold;font-size:12px;padding:0 4px",
+    "tool": f"{_box('1px', 'solid', TOOL)};border-radius:4px;margin:4px 0;padding:4px 8px",
+    "tool_error": f"{_box('2px', 'solid', DANGER)};border-radius:4px;margin:4px 0;padding:4px 8px",
+    "reasoning": f"{_box('1px', 'dotted', LINE)};border-radius:4px;margin:4px 0;padding:2px 8px",
+    "tool_label": f"font-size:12px;font-weight:bold;color:{INK}",
+    "error_label": f"font-size:12px;font-weight:bold;color:{INK}",
     "code": "white-space:pre-wrap;word-break:break-word;font-family:monospace;font-size:12px;"
-    "background-color:#f4f4f4;margin:2px 0;padding:4px",
+    f"color:{INK};background-color:{theme('cell-editor-background', '#f4f4f4')};"
+    "margin:2px 0;padding:4px",
+    "code_inline": f"font-family:monospace;font-size:12px;color:{INK};"
+    f"background-color:{theme('cell-editor-background', '#f0f0f0')};padding:0 3px",
+    "link": f"color:{LINK};text-decoration:underline",
     "media": "margin:4px 0",
-    "meta": "font-size:11px;color:#555",
-    "unavailable": "font-size:12px;color:#8a4b00;border:1px dotted #8a4b00;padding:2px 6px",
-    "thumb": "max-width:160px;max-height:160px;border:1px solid #ddd",
-    "page": "max-width:100%;border:1px solid #ddd;margin:2px 0",
+    "meta": f"font-size:11px;color:{INK}",
+    "unavailable": f"font-size:12px;color:{INK};{_box('1px', 'dotted', WARN)};padding:2px 6px",
+    "thumb": f"max-width:160px;max-height:160px;{_box('1px', 'solid', LINE)}",
+    "page": f"max-width:100%;{_box('1px', 'solid', LINE)};margin:2px 0",
+    "cell": f"{_box('1px', 'solid', LINE)};padding:2px 6px;text-align:left;vertical-align:top",
+    "quote": f"{_box('0 0 0 3px', 'solid', LINE)};margin:4px 0;padding:0 8px",
+    "stats": f"font-size:11px;color:{INK};margin-top:4px",
 }
-"""Inline styles, by role; only properties JupyterLab's sanitizer keeps."""
+"""Inline styles, by role; only properties JupyterLab's sanitizer keeps.
+
+Every colour is a theme variable with a light fallback (``theme``), so live outputs follow
+"JupyterLab Dark". Untrusted outputs lose the var() colours to the sanitizer (its colour
+pattern has no var()), and then inherit the theme's own text and background: still readable in
+both themes, because no background is ever kept without its text colour.
+"""
 
 
 def esc(text: str) -> str:

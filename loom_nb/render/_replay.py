@@ -18,7 +18,7 @@ from loom_nb.render._view import RenderContext, View, message_view, part_view, t
 
 __all__ = ["final_transcript", "replay_html", "replay_title", "turn_view"]
 
-_CELL = "border:1px solid #c8c8c8;padding:2px 6px;text-align:left;vertical-align:top"
+_CELL = STYLE["cell"]
 
 
 def turn_view(record: TurnRecord, count: int, ctx: RenderContext) -> View:

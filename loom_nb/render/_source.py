@@ -20,13 +20,14 @@ from loom_nb.content import (
     LlmResponse,
     Message,
     assistant_message_of,
+    canonical_json,
     content_error,
     parse_request,
 )
 from loom_nb.errors import ContentValidationError
 from loom_nb.taint import Untrusted
 
-__all__ = ["Transcript", "transcript_of"]
+__all__ = ["Transcript", "approval_state", "transcript_of", "turn_stats"]
 
 
 @dataclass
@@ -39,6 +40,36 @@ class Transcript:
     """The system prompt, if the source had one."""
     tools: list[str] = field(default_factory=list)
     """Names of the tools offered to the model."""
+    approvals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Call id -> approval state (``approval_state``) for calls that needed a decision."""
+    stats: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Message index -> ``{"input_tokens", "output_tokens", "latency_s"}`` for assistant turns
+    whose model call reported them (journaled executions; ``TranscriptView.append`` of a response)."""
+
+
+def approval_state(state: str, by: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    """One call's approval for the views: ``awaiting``, ``approved``, ``declined`` or ``undecidable``."""
+    if state not in {"awaiting", "approved", "declined", "undecidable"}:
+        raise ContentValidationError(
+            f"an approval state is awaiting, approved, declined or undecidable, not {state!r}",
+            code="invalid_approval_state",
+        )
+    return {"state": state, "by": by, "reason": reason}
+
+
+def _decision_state(decision: Any, by: str) -> dict[str, Any]:
+    if isinstance(decision, dict) and decision.get("pending") is True:
+        return approval_state("awaiting")
+    if isinstance(decision, dict) and isinstance(decision.get("approved"), bool):
+        reason = decision.get("reason")
+        return approval_state(
+            "approved" if decision["approved"] else "declined",
+            by,
+            reason if isinstance(reason, str) else None,
+        )
+    return approval_state(
+        "undecidable", by, "the decision was not True/False; the call was not run"
+    )
 
 
 def transcript_of(source: Any) -> Transcript:
@@ -76,10 +107,27 @@ def message_of(item: Any, index: int) -> Message:
 def _from_execution(execution: Any) -> Transcript:
     events = execution.journal.events(execution.execution_id)
     last: tuple[LlmRequest, LlmResponse | None] | None = None
+    approvals: dict[str, dict[str, Any]] = {}
+    started: dict[tuple[int | None, str | None], Any] = {}
+    turns: list[tuple[LlmResponse, float | None]] = []
     for event in events:
+        if event.kind == "step_started":
+            started[(event.position, event.step_id)] = event.created
+            continue
+        if event.kind == "resumed" and isinstance(event.payload, dict):
+            given = event.payload.get("payload", event.payload)  # the journal wraps resume's value
+            decisions = given.get("decisions") if isinstance(given, dict) else None
+            for call_id, decision in (decisions if isinstance(decisions, dict) else {}).items():
+                approvals[str(call_id)] = _decision_state(decision, "the resume call")
+            continue
         if event.kind not in {"step_completed", "step_failed"}:
             continue
         payload = event.payload if isinstance(event.payload, dict) else {}
+        step_id = event.step_id or ""
+        if ":approval:" in step_id and event.kind == "step_completed":
+            call_id = step_id.split(":approval:", 1)[1]
+            approvals[call_id] = _decision_state(payload.get("output"), "the approver")
+            continue
         step_input = payload.get("input")
         if not (isinstance(step_input, dict) and "messages" in step_input):
             continue
@@ -93,11 +141,52 @@ def _from_execution(execution: Any) -> Transcript:
                 response = LlmResponse.model_validate(payload.get("output"))
             except ValidationError:
                 response = None
+        if response is not None:
+            began = started.get((event.position, event.step_id))
+            latency = (event.created - began).total_seconds() if began is not None else None
+            turns.append((response, latency))
         last = (request, response)
     if last is None:
-        return Transcript()
+        return Transcript(approvals=approvals)
     request, response = last
     messages = list(request.messages)
     if response is not None:
         messages.append(assistant_message_of(response))
-    return Transcript(messages, request.system, [tool.name for tool in request.tools])
+    return Transcript(
+        messages,
+        request.system,
+        [tool.name for tool in request.tools],
+        approvals=approvals,
+        stats=_stats_by_message(messages, turns),
+    )
+
+
+def turn_stats(response: LlmResponse, latency_s: float | None = None) -> dict[str, Any] | None:
+    """``{"input_tokens", "output_tokens", "latency_s"}`` of a model call, None when nothing was reported."""
+    usage = response.usage
+    if not usage.input_tokens and not usage.output_tokens and latency_s is None:
+        return None
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "latency_s": latency_s,
+    }
+
+
+def _stats_by_message(
+    messages: list[Message], turns: list[tuple[LlmResponse, float | None]]
+) -> dict[int, dict[str, Any]]:
+    """Each journaled response's stats on the assistant message it became (matched by content)."""
+    by_content: dict[str, list[dict[str, Any]]] = {}
+    for response, latency in turns:
+        stats = turn_stats(response, latency)
+        if stats is not None:
+            by_content.setdefault(canonical_json(assistant_message_of(response)), []).append(stats)
+    found: dict[int, dict[str, Any]] = {}
+    for index, message in enumerate(messages):
+        if message.role != "assistant" or not by_content:
+            continue
+        queue = by_content.get(canonical_json(message))
+        if queue:
+            found[index] = queue.pop(0)
+    return found

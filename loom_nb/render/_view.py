@@ -8,7 +8,9 @@ views, so the hostile-content tests of one cover the other's input.
 View kinds: ``text``, ``fence`` (items inside an untrusted box), ``image``, ``audio``, ``file``,
 ``tool_use``, ``tool_result``, ``reasoning`` (the model's thinking: ``text``, ``omitted``,
 ``redacted``; renderers show it collapsed). A message view is ``{"role", "index", "items"}``.
-Signatures and opaque payloads of reasoning parts are never part of a view.
+Signatures and opaque payloads of reasoning parts are never part of a view. An assistant's own
+text (outside fences) that holds markdown also carries ``md``: its CommonMark tree
+(``_markdown.markdown_tree``), drawn instead of the literal text.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from loom_nb.content import (
     to_parts,
 )
 from loom_nb.render._fence import fence_view, scan_fences
+from loom_nb.render._markdown import markdown_tree
 from loom_nb.render._media import (
     AUDIO_TYPES,
     TEXT_FILE_TYPES,
@@ -133,6 +136,13 @@ def message_view(message: Message, index: int, ctx: RenderContext) -> View:
         else:
             tokens.append(part_view(part, ctx, key=f"{index}.{number}"))
     items = scan_fences(tokens, lambda text: text_view(text, ctx))
+    if message.role == "assistant":
+        # Only the model's own text outside fences: untrusted spans stay literal in their box.
+        for item in items:
+            if item["kind"] == "text":
+                tree = markdown_tree(item["text"])
+                if tree is not None:
+                    item["md"] = tree
     return {"role": message.role, "index": index, "items": items}
 
 

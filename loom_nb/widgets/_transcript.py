@@ -8,23 +8,45 @@ beyond the first are fetched on demand through custom messages, so they never bl
 
 ``_repr_mimebundle_`` adds the static ``text/html`` of the same views (what untrusted JupyterLab
 outputs, GitHub and nbval see) and a deterministic ``text/plain``.
+
+Approvals: a call marked awaiting (``view.await_approval(call_id)``, or read from a parked
+execution's journal) shows "awaiting approval"; with an ``on_decision(call_id, approved)``
+callback the card also has Approve / Decline buttons, and a click calls it (an awaitable it
+returns is scheduled on the kernel's event loop; a failure is shown on the card and the call
+stays awaiting). The decision is then shown, also in the static HTML: "approved by you, in
+this view".
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import traitlets
 
-from loom_nb.content import Message
-from loom_nb.render._api import html_of_views, transcript_header, transcript_views
+from loom_nb.content import LlmResponse, Message, assistant_message_of
+from loom_nb.errors import ContentValidationError, LoomError
+from loom_nb.render._api import html_of_views, transcript_header, transcript_views, with_approvals
 from loom_nb.render._resolve import ContentReader, Viewer
-from loom_nb.render._source import Transcript, message_of, transcript_of
+from loom_nb.render._source import (
+    Transcript,
+    approval_state,
+    message_of,
+    transcript_of,
+    turn_stats,
+)
 from loom_nb.render._view import RenderContext, View, message_view
 from loom_nb.widgets._base import StaticFallbackWidget, media_reply
 
-__all__ = ["TranscriptView"]
+__all__ = ["DecisionCallback", "TranscriptView"]
+
+DecisionCallback = Callable[[str, bool], Any]
+"""``on_decision(call_id, approved)``: called when a person clicks Approve / Decline (may be async)."""
+
+_DECIDED_HERE = "you, in this view"
 
 _STATIC = Path(__file__).parent / "static"
 
@@ -44,12 +66,16 @@ class TranscriptView(StaticFallbackWidget):
     """Render-ready message views (JSON); assign Message objects to replace the transcript."""
     header = traitlets.Unicode("").tag(sync=True)
     """The one-line summary above the transcript."""
+    decidable = traitlets.Bool(False).tag(sync=True)
+    """Whether awaiting calls get Approve / Decline buttons (True when ``on_decision`` is set)."""
 
     def __init__(
         self,
         source: Any = None,
         store: ContentReader | None = None,
         principal: Viewer | None = None,
+        *,
+        on_decision: DecisionCallback | None = None,
         **kwargs: Any,
     ) -> None:
         # One page image per PDF in the synced views: the pager fetches the others on demand.
@@ -62,6 +88,8 @@ class TranscriptView(StaticFallbackWidget):
             **kwargs,
         )
         self._internal = False
+        self._on_decision: DecisionCallback | None = None
+        self.on_decision = on_decision
         self.on_msg(self._on_custom_msg)
 
     @property
@@ -75,17 +103,45 @@ class TranscriptView(StaticFallbackWidget):
             return list(proposal["value"])
         # A user assignment: messages (or dicts) become a new transcript, rendered here.
         messages = [message_of(item, n) for n, item in enumerate(proposal["value"])]
-        self._transcript = Transcript(messages, self._transcript.system, self._transcript.tools)
+        self._transcript = Transcript(
+            messages,
+            self._transcript.system,
+            self._transcript.tools,
+            approvals=self._transcript.approvals,
+        )
         self._ctx = RenderContext(store=self._ctx.store, principal=self._ctx.principal, pdf_pages=1)
         self.header = transcript_header(self._transcript)
         return transcript_views(self._transcript, self._ctx)
 
-    def append(self, message: Message | dict[str, Any]) -> None:
-        """Add one message at the end; the front end draws only the new card."""
+    def append(
+        self, message: Message | LlmResponse | dict[str, Any], *, latency_s: float | None = None
+    ) -> None:
+        """Add one message at the end; the front end draws only the new card.
+
+        An ``LlmResponse`` is shown as its assistant turn with its reported tokens (and
+        ``latency_s``, the seconds the call took, when given).
+        """
+        stats: dict[str, Any] | None = None
+        if latency_s is not None and (
+            isinstance(latency_s, bool) or not isinstance(latency_s, int | float) or latency_s < 0
+        ):
+            raise ContentValidationError(
+                f"latency_s is a number of seconds >= 0, not {latency_s!r}",
+                code="invalid_latency",
+            )
+        if isinstance(message, LlmResponse):
+            stats = turn_stats(message, latency_s)
+            message = assistant_message_of(message)
         msg = message_of(message, len(self._transcript.messages))
         self._transcript.messages.append(msg)
         self._ctx.learn_tools([msg])
-        view = message_view(msg, len(self._transcript.messages) - 1, self._ctx)
+        index = len(self._transcript.messages) - 1
+        view = message_view(msg, index, self._ctx)
+        if stats is not None:
+            self._transcript.stats[index] = stats
+            view["stats"] = dict(stats)
+        if self._transcript.approvals:
+            view = with_approvals([view], self._transcript.approvals)[0]
         self._internal = True
         try:
             self.messages = [*self.messages, view]
@@ -98,12 +154,134 @@ class TranscriptView(StaticFallbackWidget):
         for message in messages:
             self.append(message)
 
+    # -- approvals -------------------------------------------------------------------------------
+
+    @property
+    def on_decision(self) -> DecisionCallback | None:
+        """``on_decision(call_id, approved)``: what Approve / Decline call (None: no buttons).
+
+        It may return an awaitable (e.g. ``chat.decide``), which is scheduled on the running
+        event loop. ``Chat``'s display sets it to resume the parked run.
+        """
+        return self._on_decision
+
+    @on_decision.setter
+    def on_decision(self, callback: DecisionCallback | None) -> None:
+        if callback is not None and not callable(callback):
+            raise ContentValidationError(
+                f"on_decision must be a callable (call_id, approved) or None, not "
+                f"{type(callback).__name__}",
+                code="invalid_callback",
+            )
+        self._on_decision = callback
+        self.decidable = callback is not None
+
+    @property
+    def approvals(self) -> dict[str, dict[str, Any]]:
+        """Call id -> ``{"state", "by", "reason"}`` for every call that needs or had a decision."""
+        return {k: dict(v) for k, v in self._transcript.approvals.items()}
+
+    @property
+    def awaiting(self) -> list[str]:
+        """The call ids still awaiting a decision, in the order they were marked."""
+        return [k for k, v in self._transcript.approvals.items() if v["state"] == "awaiting"]
+
+    def await_approval(self, *call_ids: str) -> None:
+        """Mark calls as awaiting approval (shown on their cards; buttons with ``on_decision``)."""
+        for call_id in call_ids:
+            self.set_approval(call_id, "awaiting")
+
+    def set_approval(
+        self, call_id: str, state: str, *, by: str | None = None, reason: str | None = None
+    ) -> None:
+        """Show ``call_id``'s approval: ``awaiting``, ``approved``, ``declined`` or ``undecidable``.
+
+        ``by`` says who decided (shown as "approved by <by>"); ``reason`` is shown after it.
+        """
+        if not isinstance(call_id, str) or not call_id:
+            raise ContentValidationError(
+                f"call_id is a non-empty string, not {call_id!r}", code="invalid_call_id"
+            )
+        for name, value in (("by", by), ("reason", reason)):
+            if value is not None and not isinstance(value, str):
+                raise ContentValidationError(
+                    f"{name} is a string or None, not {type(value).__name__}",
+                    code="invalid_approval_state",
+                )
+        self._transcript.approvals[call_id] = approval_state(state, by, reason)
+        self._redraw_approvals()
+
+    def _redraw_approvals(self) -> None:
+        self._internal = True
+        try:
+            self.messages = with_approvals(list(self.messages), self._transcript.approvals)
+        finally:
+            self._internal = False
+
+    def decide(self, call_id: str, approved: bool) -> Any:
+        """What a click on Approve / Decline does: record the decision and call ``on_decision``.
+
+        Returns what the callback returned (a scheduled task for an awaitable). A call that is
+        not awaiting, or a view without a callback, is refused with ``ContentValidationError``.
+        """
+        if call_id not in self.awaiting:
+            raise ContentValidationError(
+                f"call {call_id!r} is not awaiting approval (awaiting: "
+                f"{', '.join(self.awaiting) or 'none'})",
+                code="not_awaiting_approval",
+            )
+        if not isinstance(approved, bool):
+            raise ContentValidationError(
+                f"approved is True or False, not {approved!r}", code="invalid_decision"
+            )
+        callback = self._on_decision
+        if callback is None:
+            raise ContentValidationError(
+                "this view has no on_decision callback; pass TranscriptView(..., on_decision=f)",
+                code="no_decision_callback",
+            )
+        self.set_approval(call_id, "approved" if approved else "declined", by=_DECIDED_HERE)
+        try:
+            outcome = callback(call_id, approved)
+        except Exception as exc:
+            self._decision_failed(call_id, exc)
+            raise
+        if inspect.isawaitable(outcome):
+            task = asyncio.ensure_future(outcome)
+            task.add_done_callback(lambda done: self._decision_done(call_id, done))
+            return task
+        return outcome
+
+    def _decision_done(self, call_id: str, task: asyncio.Future[Any]) -> None:
+        if task.cancelled():
+            self._decision_failed(call_id, asyncio.CancelledError("the decision was cancelled"))
+        elif task.exception() is not None:
+            self._decision_failed(call_id, task.exception())
+
+    def _decision_failed(self, call_id: str, exc: BaseException | None) -> None:
+        message = exc.message if isinstance(exc, LoomError) else f"{type(exc).__name__}: {exc}"
+        self.set_approval(call_id, "awaiting", reason=f"the decision failed: {message}")
+
     # -- on-demand media -------------------------------------------------------------------------
 
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not isinstance(content, dict):
             return
+        if content.get("type") == "decision":
+            self.send(self._answer_decision(content))
+            return
         self.send(self.answer(content))
+
+    def _answer_decision(self, request: dict[str, Any]) -> dict[str, Any]:
+        reply: dict[str, Any] = {"ticket": str(request.get("ticket", "")), "type": "decision"}
+        call_id, approved = request.get("call_id"), request.get("approved")
+        try:
+            self.decide(str(call_id), approved)  # type: ignore[arg-type]
+        except LoomError as exc:
+            return {**reply, "error": exc.message}
+        except Exception as exc:  # the callback's own failure: shown on the card, not lost
+            return {**reply, "error": f"{type(exc).__name__}: {exc}"}
+        return {**reply, "ok": True}
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         """The reply to a front-end request for a full-size image or a PDF page (kernel side)."""

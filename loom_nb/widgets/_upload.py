@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import anywidget
 import traitlets
 
 from loom_nb.content import AudioPart, ContentRef, FilePart, ImagePart, RefSource
 from loom_nb.errors import ContentValidationError, LoomError, StoreError
+from loom_nb.render._html import B64_PATTERN, STYLE, data_url, esc, human_size
 from loom_nb.render._media import MediaFailure, image_png, pdf_view
+from loom_nb.widgets._base import StaticFallbackWidget
 from loom_nb.widgets._media_types import ACCEPT, check_bytes, guess_type, modality, refusal
 
 __all__ = ["CHUNK_BYTES", "MAX_UPLOAD_BYTES", "MediaUpload"]
@@ -51,10 +52,12 @@ class _Incoming:
     next_index: int = 0
 
 
-class MediaUpload(anywidget.AnyWidget):
+class MediaUpload(StaticFallbackWidget):
     """Upload images, audio, PDFs and text files into ``store`` for ``tenant``.
 
-    ``upload.parts`` lists the parts made so far, ready to put in a ``Message``.
+    ``upload.parts`` lists the parts made so far, ready to put in a ``Message``. Saved outputs
+    (and GitHub) show the static fallback: each upload's name, type, size, ref address and
+    thumbnail, and the last refusal.
     """
 
     _esm = (_STATIC / "upload.js").read_text(encoding="utf-8")
@@ -91,6 +94,25 @@ class MediaUpload(anywidget.AnyWidget):
     def __repr__(self) -> str:
         count = len(self._parts)
         return f"MediaUpload({count} upload{'s' if count != 1 else ''}, tenant={self._tenant!r})"
+
+    def to_static_html(self) -> str:
+        """The uploads as sanitizer-safe HTML: a list of name, type, size, ref and thumbnail."""
+        count = len(self.uploads)
+        head = (
+            f"media upload · {count} upload{'s' if count != 1 else ''} · tenant {self._tenant}"
+            + ("" if count else " · nothing uploaded yet (run the cell to choose files)")
+        )
+        rows = "".join(_static_row(item) for item in self.uploads)
+        error = (
+            f'<div class="loom-up-error" style="{STYLE["error_label"]}">refused: {esc(self.error)}</div>'
+            if self.error
+            else ""
+        )
+        listing = f'<ul style="margin:4px 0;padding-left:1.4em">{rows}</ul>' if rows else ""
+        return (
+            f'<div class="loom-upload" style="{STYLE["transcript"]}">'
+            f'<div class="loom-header" style="{STYLE["role"]}">{esc(head)}</div>{listing}{error}</div>'
+        )
 
     # -- server files ----------------------------------------------------------------------------
 
@@ -250,3 +272,25 @@ def _display(path: Path, name: str, media_type: str, ref: ContentRef) -> dict[st
         "address": ref.address,
         "thumb": thumb,
     }
+
+
+def _static_row(item: dict[str, Any]) -> str:
+    thumb = item.get("thumb")
+    image = ""
+    if isinstance(thumb, str) and B64_PATTERN.fullmatch(thumb):
+        alt = esc(f"thumbnail of {item.get('name', '')}")
+        image = (
+            f'<img alt="{alt}" style="max-width:96px;max-height:96px;display:block" '
+            f'src="{data_url("image/png", thumb)}">'
+        )
+    facts = " · ".join(
+        [
+            str(item.get("media_type", "")),
+            human_size(item.get("size")),
+            f"ref {item.get('address', '')}",
+        ]
+    )
+    return (
+        f'<li style="margin:4px 0">{image}<span style="font-weight:bold">{esc(str(item.get("name", "")))}</span>'
+        f'<div style="{STYLE["meta"]}">{esc(facts)}</div></li>'
+    )

@@ -551,3 +551,42 @@ async def test_a_fork_of_a_fork_and_a_failed_turn_in_the_prefix() -> None:
     kinds = [k for k, _ in _kinds(journal, grandchild.id)]
     assert kinds.count("step_completed") == 2  # the copied turn 0 and the new turn
     assert grandchild.id == "g/fork-0/fork-0"
+
+
+async def test_approvals_say_who_decided_what_and_the_view_callback_resumes() -> None:
+    """chat.approvals() marks awaiting calls, then who approved or declined; the view's callback resumes."""
+    provider = ScriptedProvider(
+        [
+            {
+                "tool_calls": [
+                    {"id": "a", "name": "send_email", "input": {"to": "1", "body": "x"}},
+                    {"id": "b", "name": "send_email", "input": {"to": "2", "body": "y"}},
+                ]
+            },
+            {"text": "done"},
+        ]
+    )
+    journal = Journal()
+    chat = Chat(provider, tools=[send_email], journal=journal, id="who")
+    await chat.run("mail both")
+    assert chat.approvals() == {
+        "a": {"state": "awaiting", "by": None, "reason": None},
+        "b": {"state": "awaiting", "by": None, "reason": None},
+    }
+    await chat._on_view_decision("a", True)
+    assert chat.approvals()["a"]["state"] == "awaiting"  # the run waits for both decisions
+    await chat._on_view_decision("b", False)
+    assert chat.pending_approvals == []
+    assert chat.turns[-1].status == "completed"
+    assert chat.approvals() == {
+        "a": {"state": "approved", "by": "the notebook view", "reason": None},
+        "b": {"state": "declined", "by": "the notebook view", "reason": None},
+    }
+    # Replayed in a new kernel, the log still says what was decided.
+    again = Chat(ScriptedProvider([]), tools=[send_email], journal=journal, id="who")
+    await again.run("mail both")
+    assert {k: v["state"] for k, v in again.approvals().items()} == {
+        "a": "approved",
+        "b": "declined",
+    }
+    await chat._on_view_decision("zzz", True)  # nothing pending: logged, never raised into the UI

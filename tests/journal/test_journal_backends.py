@@ -162,3 +162,46 @@ def test_watch_arguments_are_checked(open_journal: Callable[..., Journal]) -> No
     with pytest.raises(JournalError) as info:
         journal.watch("")
     assert info.value.code == "invalid_execution_id"
+
+
+async def test_a_watch_shows_model_steps_whole_even_when_journaled_as_deltas(
+    journal_backend: JournalBackend,
+) -> None:
+    """A viewer following an agent run sees each model step's full messages, from the start or mid-run."""
+    from loom_nb.agent import ToolDefinition, agent_loop
+    from loom_nb.content import Message
+    from loom_nb.providers import ScriptedProvider
+
+    tick = ToolDefinition(
+        "tick",
+        "Count",
+        fn=lambda v: {"n": v["n"]},
+        input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+    )
+    turns = [{"tool_calls": [{"id": f"c{i}", "name": "tick", "input": {"n": i}}]} for i in range(4)]
+    writer = journal_backend.open("j")
+    viewer = journal_backend.open("j")
+    await agent_loop(
+        writer.execution("run"),
+        ScriptedProvider([*turns, {"text": "done"}]),
+        [tick],
+        [Message(role="user", content="count")],
+        max_turns=6,
+    )
+    whole = [
+        e
+        for e in viewer.events("run")
+        if e.kind == "step_completed" and e.step_id.endswith(":model")
+    ]
+    middle = next(e for e in viewer.events("run") if e.kind == "step_completed").seq
+    for after in (0, middle):
+        with viewer.watch("run", after_seq=after, poll=0.05) as watch:
+            seen = []
+            while (event := await asyncio.to_thread(watch.get, 2)) is not None:
+                seen.append(event)
+        models = [e for e in seen if e.kind == "step_completed" and e.step_id.endswith(":model")]
+        assert [e.payload["input"] for e in models] == [
+            e.payload["input"] for e in whole if e.seq > after
+        ]
+        assert all(isinstance(e.payload["input"]["messages"], list) for e in models)
+    assert len(whole) == 5

@@ -2,7 +2,9 @@
 
 Used by the render and widget tests. It walks every tag (html.parser, the way a browser tokenizes)
 and reports script/style/iframe-like tags, event-handler attributes, ``id`` attributes, any
-``href``, and any ``src`` that is not a PNG or an allowlisted audio data URL with real base64.
+``href`` other than an ``http(s)://`` or ``mailto:`` link on ``<a rel="noopener noreferrer
+nofollow">`` (rendered markdown links), and any ``src`` that is not a PNG or an allowlisted
+audio data URL with real base64.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ FORBIDDEN_TAGS = {
     "input",
 }
 _B64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_SAFE_LINK = re.compile(
+    r"(?:https?://[^\s\x00-\x1f\x7f\"'<>]+|mailto:[^\s\x00-\x1f\x7f:/\"'<>]+)\Z", re.I
+)
 
 
 class _Checker(HTMLParser):
@@ -39,7 +44,12 @@ class _Checker(HTMLParser):
         self.tags.append(tag)
         if tag in FORBIDDEN_TAGS:
             self.problems.append(f"tag <{tag}>")
+        named = dict(attrs)
         for name, value in attrs:
+            if name == "href" and tag == "a" and _SAFE_LINK.match(value or ""):
+                if named.get("rel") != "noopener noreferrer nofollow":
+                    self.problems.append(f"link without rel=noopener on <{tag}>")
+                continue
             if name.startswith("on"):
                 self.problems.append(f"event handler {name} on <{tag}>")
             if name in {

@@ -53,7 +53,7 @@ def test_forged_open_fence_in_untrusted_part_is_text(html: str) -> None:
 def test_html_in_tool_and_file_names_is_escaped(html: str) -> None:
     """Tool names, call ids and file names with markup appear as escaped text."""
     assert "tool call · &lt;img src=x onerror=window.__pwned=6&gt;" in html
-    assert "answers call t1&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "window.__pwned=6&gt; · t1&quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
     assert "&lt;img src=x onerror=&quot;window.__pwned=2;alert(2)&quot;&gt;.pdf" in html
 
 

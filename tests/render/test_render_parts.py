@@ -213,7 +213,7 @@ def test_tool_result_pairs_with_its_call_by_visible_id_and_name() -> None:
     ]
     html = render_transcript(messages)
     assert "tool call · lookup · call t7" in html
-    assert "tool result · answers call t7 (lookup)" in html
+    assert "result of lookup · t7" in html
 
 
 def test_reasoning_is_collapsed_escaped_and_never_shows_its_signature() -> None:

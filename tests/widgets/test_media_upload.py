@@ -167,3 +167,32 @@ def test_add_path_refuses_unsupported_and_missing(store: LocalContentStore, tmp_
 def test_repr_is_deterministic(store: LocalContentStore) -> None:
     """The text/plain repr has no memory address."""
     assert repr(MediaUpload(store, "acme")) == "MediaUpload(0 uploads, tenant='acme')"
+
+
+def test_saved_output_lists_uploads_and_refs(store: LocalContentStore) -> None:
+    """The mimebundle's text/html names each upload, its type, size and ref, with a thumbnail."""
+    from tests.fixtures import hostile
+    from tests.render.safety import unsafe_parts
+
+    upload = MediaUpload(store, tenant="me")
+    send_file(upload, hostile.ONERROR + ".png", "image/png", media.png((120, 80)))
+    send_file(upload, "report.pdf", "application/pdf", media.pdf(2))
+    html = upload._repr_mimebundle_()[0]["text/html"]
+    assert "media upload · 2 uploads · tenant me" in html
+    for part in upload.parts:
+        assert f"ref {part.source.ref.address}" in html
+    assert "report.pdf" in html
+    assert "application/pdf · " in html
+    assert html.count('src="data:image/png;base64,') == 2  # image and PDF first-page thumbnails
+    assert hostile.ONERROR not in html  # the hostile file name is escaped text
+    assert unsafe_parts(html) == []
+
+
+def test_saved_output_of_an_empty_upload_says_so_and_shows_refusals(
+    store: LocalContentStore,
+) -> None:
+    """Before any upload the fallback says nothing was uploaded; a refusal is written out."""
+    upload = MediaUpload(store, tenant="me")
+    assert "0 uploads · tenant me · nothing uploaded yet" in upload.to_static_html()
+    send_file(upload, "x.svg", "image/svg+xml", b"<svg/>")
+    assert "refused: x.svg: SVG is not accepted" in upload.to_static_html()

@@ -55,7 +55,7 @@ def test_saved_notebook_output_carries_static_html(jupyter_env: Path) -> None:
     html = data["text/html"]
     assert "what is &lt;b&gt;2+2&lt;/b&gt;?" in html
     assert "tool call · calc · call t1" in html
-    assert "tool result · answers call t1 (calc)" in html
+    assert "result of calc · t1" in html
     assert "⚠ untrusted · tool:calc" in html
     assert unsafe_parts(html) == []
     assert "widgets" not in saved.metadata  # no widget state stored

@@ -12,6 +12,101 @@ function h(tag, cls, text) {
   return node;
 }
 
+// Markdown trees (loom_nb.render._markdown) become DOM here: tags from these fixed sets only,
+// strings as text nodes, links only to http(s)/mailto, images never loaded (inert text).
+const MD_BLOCK = new Set(["p", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "ul", "ol", "li",
+  "hr", "pre", "table", "thead", "tbody", "tr", "th", "td"]);
+const MD_INLINE = new Set(["em", "strong", "s", "code", "a", "br", "img"]);
+const SAFE_HREF = /^(?:https?:\/\/[^\s\x00-\x1f\x7f]+|mailto:[^\s\x00-\x1f\x7f:\/]+)$/i;
+const HL = new Set(["k", "nb", "nf", "nt", "na", "nd", "s", "m", "c", "o", "p", "e"]);
+
+function safeHref(url) {
+  return typeof url === "string" && SAFE_HREF.test(url) ? url : null;
+}
+
+function link(href, children) {
+  const a = h("a", "loom-md-link");
+  a.setAttribute("href", href);
+  a.setAttribute("rel", "noopener noreferrer nofollow");
+  a.setAttribute("target", "_blank");
+  a.append(...children);
+  return a;
+}
+
+function mdNodes(nodes) {
+  const out = [];
+  for (const node of Array.isArray(nodes) ? nodes : []) {
+    const made = mdNode(node);
+    if (made) out.push(made);
+  }
+  return out;
+}
+
+function mdNode(node) {
+  if (typeof node === "string") return document.createTextNode(node);
+  if (!node || typeof node !== "object") return null;
+  const tag = node.tag;
+  if (!MD_BLOCK.has(tag) && !MD_INLINE.has(tag)) return null;
+  if (tag === "pre") return codeBlock(node);
+  if (tag === "img") {
+    const span = h("span", "loom-md-img", "[image: " + String(node.alt || "no description") + "] · not loaded");
+    const href = safeHref(node.href);
+    if (href) span.append(": ", link(href, [document.createTextNode(href)]));
+    return span;
+  }
+  const children = mdNodes(node.children);
+  if (tag === "a") {
+    const href = safeHref(node.href);
+    if (!href) { const span = h("span"); span.append(...children); return span; }
+    return link(href, children);
+  }
+  const el = document.createElement(tag);
+  if ((tag === "th" || tag === "td") && ["left", "right", "center"].includes(node.align)) el.style.textAlign = node.align;
+  if (tag === "ol" && Number.isInteger(node.start) && node.start >= 0) el.setAttribute("start", String(node.start));
+  el.append(...children);
+  return el;
+}
+
+function codeBlock(node) {
+  const box = h("div", "loom-codeblock");
+  const bar = h("div", "loom-code-bar");
+  const lang = String(node.lang || "");
+  const code = String(node.code || "");
+  const copy = h("button", "loom-button loom-copy", "copy");
+  copy.setAttribute("title", "copy this code");
+  copy.addEventListener("click", (event) => {
+    event.stopPropagation();
+    const done = (ok) => { copy.textContent = ok ? "copied" : "copy failed: select the code"; setTimeout(() => { copy.textContent = "copy"; }, 1500); };
+    if (navigator.clipboard && navigator.clipboard.writeText) navigator.clipboard.writeText(code).then(() => done(true), () => done(false));
+    else done(false);
+  });
+  bar.append(h("span", "loom-code-lang", lang), copy);
+  const pre = h("pre", "loom-code loom-md-pre");
+  const inner = h("code");
+  if (Array.isArray(node.hl)) {
+    for (const run of node.hl) {
+      if (!Array.isArray(run) || run.length !== 2) continue;
+      const [cls, text] = run;
+      if (HL.has(cls)) inner.appendChild(h("span", "loom-hl-" + cls, text));
+      else inner.appendChild(document.createTextNode(String(text)));
+    }
+  } else inner.textContent = code;
+  pre.appendChild(inner);
+  box.append(bar, pre);
+  return box;
+}
+
+function statsText(stats) {
+  // A turn's reported tokens and latency, as the static HTML writes them.
+  if (!stats || typeof stats !== "object") return "";
+  const bits = [];
+  const tin = stats.input_tokens, tout = stats.output_tokens;
+  if (Number.isInteger(tin) && Number.isInteger(tout) && (tin || tout)) bits.push(tin.toLocaleString("en-US") + " in · " + tout.toLocaleString("en-US") + " out tokens");
+  const s = stats.latency_s;
+  if (typeof s === "number" && s >= 0) bits.push(s >= 0.1 ? s.toFixed(1) + " s" : Math.round(s * 1000) + " ms");
+  return bits.join(" · ");
+}
+
 function png(b64) {
   return typeof b64 === "string" && B64.test(b64) ? "data:image/png;base64," + b64 : null;
 }
@@ -89,7 +184,7 @@ class TranscriptDom {
     node.addEventListener("mouseenter", () => light(true));
     node.addEventListener("mouseleave", () => light(false));
     node.addEventListener("click", (event) => {
-      if (event.target.closest("button, summary, audio")) return;
+      if (event.target.closest("button, summary, audio, a")) return;
       for (const old of this.list.querySelectorAll(".loom-active")) old.classList.remove("loom-active");
       const pair = this.pairOf(node);
       for (const other of pair) other.classList.add("loom-active");
@@ -103,6 +198,8 @@ class TranscriptDom {
     const label = view.index < 0 ? role : role + " · message " + (view.index + 1);
     card.appendChild(h("div", "loom-role", label));
     for (const item of view.items || []) card.appendChild(this.item(item));
+    const stats = statsText(view.stats);
+    if (stats) card.appendChild(h("div", "loom-stats", stats));
     return card;
   }
 
@@ -115,12 +212,15 @@ class TranscriptDom {
       case "image": return this.image(view);
       case "audio": return this.audio(view);
       case "file": return this.file(view);
+      case "reasoning": return this.reasoning(view);
       default: return h("div", "loom-unavailable", "unknown part kind");
     }
   }
 
   text(view) {
-    const body = h("div", "loom-text", view.text);
+    let body;
+    if (Array.isArray(view.md)) { body = h("div", "loom-text loom-md"); body.append(...mdNodes(view.md)); }
+    else body = h("div", "loom-text", view.text);
     let node = body;
     if (view.collapsed) {
       node = h("details", "loom-long");
@@ -131,6 +231,19 @@ class TranscriptDom {
     const wrap = h("div");
     wrap.append(node, h("div", "loom-meta", "… " + view.omitted + " more characters not shown"));
     return wrap;
+  }
+
+  reasoning(view) {
+    // The model's thinking: always collapsed (its working, not its answer); never markdown.
+    const box = h("details", "loom-reasoning");
+    const text = typeof view.text === "string" ? view.text : "";
+    const total = text.length + (Number(view.omitted) || 0);
+    const summary = view.redacted ? "reasoning · redacted by the vendor (kept for the next turn, not shown)"
+      : (text ? "reasoning · " + total + " characters (expand)" : "reasoning · not shown by the vendor");
+    box.appendChild(h("summary", null, summary));
+    if (text) box.appendChild(h("div", "loom-text", text));
+    if (view.omitted) box.appendChild(h("div", "loom-meta", "… " + view.omitted + " more characters not shown"));
+    return box;
   }
 
   fence(view) {
@@ -145,14 +258,47 @@ class TranscriptDom {
     card.loomId = String(view.id);
     card.append(h("div", "loom-tool-label", "tool call · " + view.name + " · call " + view.id),
       h("pre", "loom-code", view.input + (view.omitted ? " … " + view.omitted + " more characters" : "")));
+    if (view.approval && typeof view.approval === "object") card.appendChild(this.approval(view));
     this.link(card);
     return card;
+  }
+
+  approval(view) {
+    // "awaiting approval" with Approve / Decline (when the kernel has an on_decision callback),
+    // or who decided what. The kernel records the decision and redraws this card.
+    const a = view.approval;
+    const bar = h("div", "loom-approval");
+    const by = typeof a.by === "string" && a.by ? " by " + a.by : "";
+    const why = typeof a.reason === "string" && a.reason ? ": " + a.reason : "";
+    if (a.state === "awaiting") {
+      bar.appendChild(h("span", "loom-approval-state", "⏸ awaiting approval" + why));
+      if (this.model.get("decidable") === true) {
+        const note = h("span", "loom-approval-note");
+        const buttons = [];
+        const decide = (approved) => {
+          for (const b of buttons) b.disabled = true;
+          note.textContent = approved ? "approving…" : "declining…";
+          this.ask({ type: "decision", call_id: String(view.id), approved }, (msg) => {
+            if (msg.error) { note.textContent = String(msg.error); for (const b of buttons) b.disabled = false; }
+          });
+        };
+        const yes = h("button", "loom-button loom-approve", "Approve");
+        const no = h("button", "loom-button loom-decline", "Decline");
+        yes.addEventListener("click", () => decide(true));
+        no.addEventListener("click", () => decide(false));
+        buttons.push(yes, no);
+        bar.append(yes, no, note);
+      }
+    } else if (a.state === "approved") bar.appendChild(h("span", "loom-approval-state", "✓ approved" + by + why));
+    else if (a.state === "declined") bar.appendChild(h("span", "loom-approval-state", "✗ declined" + by + why + "; the call was not run"));
+    else if (a.state === "undecidable") bar.appendChild(h("span", "loom-approval-state", "✗ not decided" + by + why));
+    return bar;
   }
 
   toolResult(view) {
     const card = h("div", "loom-tool-result" + (view.is_error ? " loom-is-error" : ""));
     card.loomId = String(view.tool_use_id);
-    card.appendChild(h("div", "loom-tool-label", "tool result · answers call " + view.tool_use_id + (view.tool_name ? " (" + view.tool_name + ")" : "")));
+    card.appendChild(h("div", "loom-tool-label", (view.tool_name ? "result of " + view.tool_name + " · " : "result of call ") + view.tool_use_id));
     if (view.is_error) card.appendChild(h("div", "loom-error", "error: the tool failed or the call was refused"));
     for (const item of view.items || []) card.appendChild(this.item(item));
     this.link(card);
@@ -278,13 +424,16 @@ export default {
     const dom = new TranscriptDom(model, el);
     dom.update();
     const onChange = () => dom.update();
+    const onRedraw = () => { dom.rendered = dom.rendered.map((r) => ({ ...r, sig: "" })); dom.update(); };
     const onMsg = (msg) => dom.answer(msg);
     model.on("change:messages", onChange);
     model.on("change:header", onChange);
+    model.on("change:decidable", onRedraw);
     model.on("msg:custom", onMsg);
     return () => {
       model.off("change:messages", onChange);
       model.off("change:header", onChange);
+      model.off("change:decidable", onRedraw);
       model.off("msg:custom", onMsg);
     };
   },
