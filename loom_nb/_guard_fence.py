@@ -146,6 +146,13 @@ def fence_untrusted_media(part: ImagePart | AudioPart | FilePart, nonce: str) ->
     comes back alone; an untrusted file also loses its name, which would otherwise reach a title
     outside the fence.
     """
+    if not isinstance(part, ImagePart | AudioPart | FilePart):
+        raise GuardError(
+            f"fence_untrusted_media() takes an ImagePart, AudioPart or FilePart, not "
+            f"{type(part).__name__}; fence text with fence_text().",
+            code="bad_part",
+        )
+    _check_nonce(nonce)
     origin = part.origin
     if origin is None:
         return [part]

@@ -49,6 +49,7 @@ from pydantic import (
 
 from loom_nb._strict import StrictModel
 from loom_nb._strict import content_error as content_error
+from loom_nb.errors import ContentValidationError
 from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted, mark_untrusted_values
 
@@ -514,6 +515,7 @@ def text_of(content: MessageContent | ToolResultContent) -> str:
         return content
     if isinstance(content, Untrusted):
         return str(content.value)
+    _check_parts(content, "text_of")
     chunks: list[str] = []
     for part in content:
         if isinstance(part, TextPart):
@@ -525,6 +527,7 @@ def to_parts(content: MessageContent) -> list[Part]:
     """The content as a list of parts: a non-empty string becomes one ``TextPart``, "" none."""
     if isinstance(content, str):
         return [TextPart(text=content)] if content else []
+    _check_parts(content, "to_parts")
     return list(content)
 
 
@@ -532,7 +535,21 @@ def has_structured_parts(content: MessageContent | ToolResultContent) -> bool:
     """Whether the content holds anything but text (media, tool calls or tool results)."""
     if isinstance(content, str | Untrusted):
         return False
+    _check_parts(content, "has_structured_parts")
     return any(not isinstance(part, TextPart) for part in content)
+
+
+def _check_parts(content: object, where: str) -> None:
+    """Refuse content that is neither a string nor a list of parts (ContentValidationError)."""
+    if isinstance(content, list) and all(isinstance(p, _Model) for p in content):
+        return
+    raise ContentValidationError(
+        f"{where}() takes a message's content: a string or a list of parts, not "
+        f"{type(content).__name__} ({content!r:.60}). Pass message.content, or build parts with "
+        "TextPart / ImagePart / ...",
+        code="invalid_content",
+        field="content",
+    )
 
 
 def assistant_message_of(response: LlmResponse) -> Message:
@@ -543,6 +560,13 @@ def assistant_message_of(response: LlmResponse) -> Message:
     after a ``tool_use`` in the same turn. A response with neither calls nor reasoning keeps the
     plain string form.
     """
+    if not isinstance(response, LlmResponse):
+        raise ContentValidationError(
+            f"assistant_message_of() takes an LlmResponse, not {type(response).__name__}. Pass "
+            "what a provider's complete() returned (or LlmResponse.model_validate(a_dict)).",
+            code="invalid_content",
+            field="response",
+        )
     if not response.tool_calls and not response.reasoning:
         return Message(role="assistant", content=response.content)
     parts: list[Part] = list(response.reasoning)

@@ -129,6 +129,11 @@ class Journal:
         timeout: float = 30.0,
         lease_ttl: float = 30.0,
     ) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
+            raise JournalError(
+                f"timeout must be a non-negative number of seconds, not {timeout!r}.",
+                code="invalid_argument",
+            )
         if synchronous not in ("NORMAL", "FULL"):
             raise JournalError(
                 f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}.",

@@ -52,6 +52,22 @@ class JournalWatch:
         after_seq: int = 0,
         poll: float = 0.25,
     ) -> None:
+        if not callable(getattr(journal, "_listen", None)):
+            raise JournalError(
+                f"JournalWatch() takes a Journal, not {type(journal).__name__}; use "
+                "journal.watch(execution_id, callback).",
+                code="invalid_argument",
+            )
+        if not isinstance(execution_id, str):
+            raise JournalError(
+                f"execution_id must be a string, not {type(execution_id).__name__}.",
+                code="invalid_argument",
+            )
+        if isinstance(after_seq, bool) or not isinstance(after_seq, int):
+            raise JournalError(
+                f"after_seq must be an int, not {type(after_seq).__name__}.",
+                code="invalid_argument",
+            )
         if callback is not None and not callable(callback):
             raise JournalError(
                 f"watch callback must be callable, not {type(callback).__name__}.",

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from loom_nb._strict import StrictModel
 from loom_nb.capabilities import Capabilities
 from loom_nb.content import LlmRequest, LlmResponse
-from loom_nb.errors import ProviderError
+from loom_nb.errors import ConfigurationError, ProviderError
 from loom_nb.settings import ModelSettings
 
 __all__ = ["LlmProvider", "LlmStreamChunk", "ToolDelta", "collect_stream"]
@@ -123,8 +123,34 @@ async def collect_stream(
     reaches ``on_tool_reset`` so the consumer can discard the failed attempt's fragments.
     A stream that ends without a ``done`` chunk raises ``ProviderError``.
     """
+    if not hasattr(stream, "__aiter__"):
+        raise ConfigurationError(
+            f"collect_stream() takes the async iterator provider.stream(request) returns, not "
+            f"{type(stream).__name__}.",
+            code="invalid_argument",
+            argument="stream",
+        )
+    for name, callback in (
+        ("on_text", on_text),
+        ("on_tool_delta", on_tool_delta),
+        ("on_tool_reset", on_tool_reset),
+        ("on_reasoning", on_reasoning),
+    ):
+        if callback is not None and not callable(callback):
+            raise ConfigurationError(
+                f"collect_stream(): {name} must be a function or None, not "
+                f"{type(callback).__name__}.",
+                code="invalid_argument",
+                argument=name,
+            )
     response: LlmResponse | None = None
     async for chunk in stream:
+        if not isinstance(chunk, LlmStreamChunk):
+            raise ProviderError(
+                f"the stream yielded {type(chunk).__name__}, not LlmStreamChunk; a provider's "
+                "stream() must yield LlmStreamChunk values.",
+                code="bad_stream_chunk",
+            )
         if chunk.kind == "text":
             await _call(on_text, chunk.text)
         elif chunk.kind == "reasoning":

@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Self
 import httpx
 from pydantic import BaseModel
 
+from loom_nb._args import check_type
 from loom_nb.capabilities import Capabilities, assert_request_supported, default_capabilities
 from loom_nb.content import LlmRequest, LlmResponse, parse_request
 from loom_nb.errors import ConfigurationError, ProviderError
@@ -93,6 +94,37 @@ class HttpProvider(ABC):
     _CAPABILITIES_KEY: ClassVar[str]
     _NOT_JSON_REMEDY: ClassVar[str] = "Check base_url."
     _REQUIRES_OBJECT: ClassVar[bool] = True
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        """Refuse wrong-typed arguments before any subclass code runs (issue 17)."""
+        where = f"{cls.__name__}()"
+        model = args[0] if args else kwargs.get("model")
+        check_type(model, str, name="model", where=where, error=ConfigurationError)
+        if not str(model).strip():
+            raise ConfigurationError(
+                f"{where}: model must name a model, not an empty string.", code="invalid_argument"
+            )
+        for name, kinds in (
+            ("base_url", str),
+            ("api_key", str),
+            ("capabilities", Capabilities),
+            ("http_client", httpx.AsyncClient),
+            ("settings", ModelSettings),
+            ("extra_body", dict),
+            ("retry_policy", RetryPolicy),
+            ("timeout", (int, float, httpx.Timeout)),
+            ("max_retries", int),
+        ):
+            if name in kwargs:
+                check_type(
+                    kwargs[name],
+                    kinds,
+                    name=name,
+                    where=where,
+                    error=ConfigurationError,
+                    optional=True,
+                )
+        return super().__new__(cls)
 
     def __init__(
         self,

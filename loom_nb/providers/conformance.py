@@ -67,6 +67,7 @@ from loom_nb.content import (
 from loom_nb.errors import (
     ConfigurationError,
     GuardError,
+    LoomError,
     ProviderError,
     StructuredOutputError,
     UnsupportedModalityError,
@@ -77,6 +78,7 @@ from loom_nb.settings import ModelSettings
 __all__ = [
     "CONFORMANCE_API_KEY",
     "CONFORMANCE_PNG",
+    "ConformanceError",
     "ProviderUnderTest",
     "run_llm_provider_conformance",
 ]
@@ -427,15 +429,36 @@ _CASES: dict[str, Callable[[Factory], Awaitable[list[str]]]] = {
 }
 
 
+class ConformanceError(LoomError, AssertionError):
+    """The provider failed conformance cases (an ``AssertionError`` too, so test runners report it)."""
+
+    default_code = "conformance_failed"
+
+
 async def run_llm_provider_conformance(
     make_provider: Factory, *, make_raw: RawFactory | None = None
 ) -> list[str]:
     """Run every conformance case against providers made by ``make_provider(capabilities)``.
 
     With ``make_raw`` the hardened-error cases run too. Each case makes fresh providers. Returns
-    the case names; raises ``AssertionError`` listing every problem found (a case that raises is
-    reported with its exception).
+    the case names; raises ``ConformanceError`` (an ``AssertionError`` and a ``LoomError``)
+    listing every problem found (a case that raises is reported with its exception). A
+    ``make_provider`` (or ``make_raw``) that is not callable is a ``ConfigurationError``.
     """
+    if not callable(make_provider):
+        raise ConfigurationError(
+            "run_llm_provider_conformance() takes a factory: a function of capabilities that "
+            f"returns a provider, not {type(make_provider).__name__}.",
+            code="invalid_argument",
+            argument="make_provider",
+        )
+    if make_raw is not None and not callable(make_raw):
+        raise ConfigurationError(
+            "run_llm_provider_conformance(make_raw=) takes a factory of (status, body, "
+            f"content_type), not {type(make_raw).__name__}.",
+            code="invalid_argument",
+            argument="make_raw",
+        )
     failures: list[str] = []
     run: list[str] = []
     cases: list[tuple[str, Callable[[], Awaitable[list[str]]]]] = [
@@ -451,5 +474,5 @@ async def run_llm_provider_conformance(
         run.append(name)
         failures.extend(f"{name}: {problem}" for problem in problems)
     if failures:
-        raise AssertionError("provider conformance failed:\n- " + "\n- ".join(failures))
+        raise ConformanceError("provider conformance failed:\n- " + "\n- ".join(failures))
     return run

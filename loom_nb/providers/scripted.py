@@ -18,6 +18,7 @@ from typing import Any, TypeAlias
 
 from pydantic import BaseModel, ValidationError
 
+from loom_nb._args import check_type
 from loom_nb._walk import iter_media
 from loom_nb.capabilities import Capabilities, assert_request_supported
 from loom_nb.content import (
@@ -26,7 +27,7 @@ from loom_nb.content import (
     canonical_json,
     content_error,
 )
-from loom_nb.errors import ContentValidationError, ProviderError
+from loom_nb.errors import ConfigurationError, ContentValidationError, ProviderError
 from loom_nb.guard import guard_request
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk, ToolDelta
@@ -95,6 +96,38 @@ class ScriptedProvider:
         chunk_size: int | None = None,
         settings: ModelSettings | None = None,
     ) -> None:
+        where = "ScriptedProvider()"
+        if isinstance(turns, str | bytes | dict) or not isinstance(turns, Iterable):
+            raise ContentValidationError(
+                f"{where}: turns must be a list of LlmResponse values or dicts such as "
+                f"{{'text': '...'}}, not {type(turns).__name__}.",
+                code="invalid_argument",
+                field="turns",
+            )
+        check_type(
+            chunk_size,
+            int,
+            name="chunk_size",
+            where=where,
+            error=ContentValidationError,
+            optional=True,
+        )
+        check_type(
+            capabilities,
+            Capabilities,
+            name="capabilities",
+            where=where,
+            error=ConfigurationError,
+            optional=True,
+        )
+        check_type(
+            settings,
+            ModelSettings,
+            name="settings",
+            where=where,
+            error=ConfigurationError,
+            optional=True,
+        )
         if chunk_size is not None and chunk_size < 1:
             raise ContentValidationError(
                 f"chunk_size must be a positive number of characters or None, not {chunk_size}.",

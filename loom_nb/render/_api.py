@@ -11,7 +11,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-from loom_nb.content import Message, Part
+from loom_nb._args import check_type
+from loom_nb.content import (
+    AudioPart,
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+)
+from loom_nb.errors import ConfigurationError, ContentValidationError
 from loom_nb.render._html import STYLE, esc
 from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._source import Transcript, transcript_of
@@ -42,6 +54,8 @@ def render_part(
     part: Part, *, store: ContentReader | None = None, principal: Viewer | None = None
 ) -> str:
     """One part as HTML: text escaped, media re-encoded or marked unavailable, untrusted boxed."""
+    _check_viewer(store, principal, "render_part()")
+    check_type(part, _PART_TYPES, name="part", where="render_part()", error=ContentValidationError)
     return html_of_view(part_view(part, RenderContext(store=store, principal=principal)))
 
 
@@ -54,6 +68,20 @@ def render_message(
     context: RenderContext | None = None,
 ) -> str:
     """One message as a card headed by its role and position (``index`` counts from 0)."""
+    _check_viewer(store, principal, "render_message()")
+    message = _as_message(message)
+    check_type(
+        message, Message, name="message", where="render_message()", error=ContentValidationError
+    )
+    check_type(index, int, name="index", where="render_message()", error=ConfigurationError)
+    check_type(
+        context,
+        RenderContext,
+        name="context",
+        where="render_message()",
+        error=ConfigurationError,
+        optional=True,
+    )
     ctx = context or RenderContext(store=store, principal=principal)
     if context is None:
         ctx.learn_tools([message])
@@ -138,6 +166,7 @@ def render_transcript(
     to each other: only for pages that keep ids (``to_html`` sets it; JupyterLab strips ids from
     saved outputs, so notebook output goes without).
     """
+    _check_viewer(store, principal, "render_transcript()")
     transcript = transcript_of(messages_or_request)
     ctx = RenderContext(
         store=store, principal=principal, full_images=full_images, pdf_pages=pdf_pages
@@ -184,6 +213,9 @@ def to_html(
     and PDF page images, links each tool result to its call (anchors), and carries a
     Content-Security-Policy that forbids every script.
     """
+    _check_viewer(store, principal, "to_html()")
+    check_type(path, (str, os.PathLike), name="path", where="to_html()", error=ConfigurationError)
+    check_type(title, str, name="title", where="to_html()", error=ConfigurationError)
     body = render_transcript(
         transcript,
         store=store,
@@ -195,3 +227,37 @@ def to_html(
     out = Path(path)
     out.write_text(_PAGE.format(title=esc(title), body=body), encoding="utf-8")
     return out
+
+
+def _as_message(value: object) -> Message:
+    """A message, or a dict validated as one."""
+    return Message.model_validate(value) if isinstance(value, dict) else value  # type: ignore[return-value]
+
+
+_PART_TYPES = (
+    TextPart,
+    ImagePart,
+    AudioPart,
+    FilePart,
+    ToolUsePart,
+    ToolResultPart,
+    ReasoningPart,
+)
+
+
+def _check_viewer(store: object, principal: object, where: str) -> None:
+    """Refuse a store without ``get`` / ``tenants`` or a principal without a string ``tenant``."""
+    if store is not None and not (
+        callable(getattr(store, "get", None)) and callable(getattr(store, "tenants", None))
+    ):
+        raise ConfigurationError(
+            f"{where}: store must be a content store (get and tenants), not {type(store).__name__}.",
+            code="invalid_argument",
+            argument="store",
+        )
+    if principal is not None and not isinstance(getattr(principal, "tenant", None), str):
+        raise ConfigurationError(
+            f"{where}: principal must have a tenant (loom_nb.Principal), not {type(principal).__name__}.",
+            code="invalid_argument",
+            argument="principal",
+        )

@@ -34,6 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
+from loom_nb._args import check_type
 from loom_nb.content import ContentRef
 from loom_nb.errors import ContentIntegrityError, ContentNotFoundError, StoreError
 from loom_nb.store._protocol import Progress, StoreEntry, check_address, check_tenant
@@ -72,6 +73,9 @@ class LocalContentStore:
         durable: bool = True,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
+        check_type(
+            path, (str, os.PathLike), name="path", where="LocalContentStore()", error=StoreError
+        )
         self.path = Path(path)
         self.durable = durable
         """Whether puts reach the disk before returning (fsync); False only for scratch stores."""

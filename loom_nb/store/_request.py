@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from loom_nb._args import check_type
 from loom_nb._walk import iter_media
 from loom_nb.content import (
     ContentRef,
@@ -41,8 +42,9 @@ from loom_nb.content import (
     RefSource,
     TextPart,
     ToolResultPart,
+    parse_request,
 )
-from loom_nb.errors import LoomError, UnresolvedContentError
+from loom_nb.errors import ConfigurationError, LoomError, UnresolvedContentError
 from loom_nb.store._resolve import ContentResolver, ResolveContext
 
 __all__ = ["MAX_CONCURRENT_FETCHES", "resolve_request_content"]
@@ -91,6 +93,21 @@ async def resolve_request_content(
     resolved, when refs are present but ``resolver`` is None, or when ``context.execution_id`` is
     missing. A request without refs is returned as it is.
     """
+    request = parse_request(request)  # the same object for an LlmRequest; a dict is validated
+    if resolver is not None and not callable(getattr(resolver, "resolve", None)):
+        raise ConfigurationError(
+            f"resolve_request_content(): resolver must have an async resolve(ref, context) "
+            f"(StoreResolver(store)), not {type(resolver).__name__}.",
+            code="invalid_argument",
+            argument="resolver",
+        )
+    check_type(
+        context,
+        ResolveContext,
+        name="context",
+        where="resolve_request_content()",
+        error=ConfigurationError,
+    )
     sites = list(_sites(request))
     if not sites:
         return request

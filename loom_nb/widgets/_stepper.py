@@ -16,7 +16,8 @@ from typing import Any
 
 import traitlets
 
-from loom_nb.errors import ContentValidationError
+from loom_nb._args import check_type
+from loom_nb.errors import ConfigurationError, ContentValidationError
 from loom_nb.render._replay import replay_html, replay_title, turn_view
 from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._turns import TurnRecord, turns_of
@@ -69,6 +70,19 @@ class ReplayStepper(StaticFallbackWidget):
         principal: Viewer | None = None,
         **kwargs: Any,
     ) -> None:
+        if not callable(getattr(journal, "events", None)):
+            raise ConfigurationError(
+                f"ReplayStepper() takes a Journal, not {type(journal).__name__}.",
+                code="invalid_argument",
+                argument="journal",
+            )
+        check_type(
+            execution_id,
+            str,
+            name="execution_id",
+            where="ReplayStepper()",
+            error=ConfigurationError,
+        )
         self._records = turns_of(journal, execution_id)
         self._execution_id = execution_id
         self._store = store
