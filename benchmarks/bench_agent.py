@@ -10,12 +10,20 @@ A 40-turn run (one tool call per turn) on a ScriptedProvider and an in-memory jo
 
 Printed: turns per second for each and the ratios agent/baseline (the loop's own overhead; target
 at most 1.5x) and replay/live speed-up. Run: ``python benchmarks/bench_agent.py`` (a few seconds).
+
+Then the long-run check (issue 15): the same one-tool-call-per-turn run at 10, 100, 300 and 1,000
+turns, live and replayed, with the bytes journaled per turn. Targets: per-turn live time and
+journal bytes per turn flat within 2x of the 10-turn run (linear cost overall), replay >= 5x
+faster than live at every size. ``--check`` runs only 10 and 300 turns and exits non-zero when a
+flatness ratio is over 2x (the test suite runs it; ratios, not absolute times, so a slow CI
+machine passes as long as the cost stays linear).
 """
 
 from __future__ import annotations
 
 import asyncio
 import statistics
+import sys
 import time
 from typing import Any
 
@@ -117,5 +125,70 @@ def main() -> None:
     print(f"replay speed-up: {live / replay:.1f}x live")
 
 
+def _long_script(turns: int) -> list[Any]:
+    calls = [
+        {"tool_calls": [{"id": f"c{i}", "name": "tick", "input": {"n": i}}]}
+        for i in range(turns - 1)
+    ]
+    return [*calls, {"text": "done"}]
+
+
+def long_run(turns: int, rounds: int) -> tuple[float, float, float]:
+    """(live ms per turn, replay ms per turn, journal bytes per turn), best of ``rounds``."""
+    lives, replays = [], []
+    per_turn_bytes = 0.0
+    for i in range(rounds):
+        journal = Journal(":memory:")
+        run_id = f"long-{i}"
+
+        async def go(
+            provider: ScriptedProvider, run_id: str = run_id, journal: Journal = journal
+        ) -> None:
+            result = await agent_loop(
+                journal.execution(run_id), provider, [TICK], START, max_turns=turns
+            )
+            assert result.status == "completed", result.status
+
+        start = time.perf_counter()
+        asyncio.run(go(ScriptedProvider(_long_script(turns))))
+        lives.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        asyncio.run(go(ScriptedProvider([])))
+        replays.append(time.perf_counter() - start)
+        stored = journal._conn.execute(
+            "SELECT SUM(LENGTH(payload)) FROM events WHERE execution_id = ?", (run_id,)
+        ).fetchone()[0]
+        per_turn_bytes = stored / turns
+        journal.close()
+    return min(lives) / turns * 1000, min(replays) / turns * 1000, per_turn_bytes
+
+
+def long_runs(sizes: tuple[int, ...]) -> bool:
+    """Print the long-run table; return whether per-turn time and bytes stayed within 2x."""
+    print(
+        f"{'turns':>6} {'live ms/turn':>13} {'replay ms/turn':>15} {'bytes/turn':>11} {'replay x':>9}"
+    )
+    base: tuple[float, float, float] | None = None
+    flat = True
+    for turns in sizes:
+        rounds = max(5, 3000 // (turns * 10))
+        live, replay, size = long_run(turns, rounds)
+        print(f"{turns:>6} {live:>13.3f} {replay:>15.3f} {size:>11.0f} {live / replay:>8.1f}x")
+        if base is None:
+            base = (live, replay, size)
+            continue
+        ratios = (live / base[0], size / base[2])
+        print(
+            f"{'':>6} vs {sizes[0]} turns: live {ratios[0]:.2f}x, bytes {ratios[1]:.2f}x (target <= 2x)"
+        )
+        flat = flat and all(r <= 2.0 for r in ratios)
+    return flat
+
+
 if __name__ == "__main__":
+    if "--check" in sys.argv:
+        # A shared CI machine can stall one measurement; a real regression fails twice.
+        sys.exit(0 if long_runs((10, 300)) or long_runs((10, 300)) else 1)
     main()
+    print()
+    long_runs((10, 100, 300, 1000))

@@ -9,8 +9,10 @@ messages quote verbatim.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import copy
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from loom_nb.content import (
     AudioPart,
@@ -22,7 +24,7 @@ from loom_nb.content import (
     ToolResultPart,
 )
 
-__all__ = ["MediaLocation", "iter_media", "part_path"]
+__all__ = ["MediaLocation", "PrefixFold", "iter_media", "part_path", "shared_prefix"]
 
 
 def part_path(
@@ -68,24 +70,93 @@ class MediaLocation:
 _MEDIA_TYPES = (ImagePart, AudioPart, FilePart)
 
 
+def _media_of(mi: int, message: object) -> list[MediaLocation]:
+    if not isinstance(message, Message) or not isinstance(message.content, list):
+        return []
+    found: list[MediaLocation] = []
+    for pi, part in enumerate(message.content):
+        if isinstance(part, _MEDIA_TYPES):
+            found.append(MediaLocation(mi, pi, None, part, None))
+        elif isinstance(part, ToolResultPart) and isinstance(part.content, list):
+            for ri, item in enumerate(part.content):
+                if isinstance(item, _MEDIA_TYPES):
+                    found.append(MediaLocation(mi, pi, ri, item, part))
+    return found
+
+
+T = TypeVar("T")
+
+
+class PrefixFold(Generic[T]):
+    """A fold over a transcript that walks only the messages added since the previous call.
+
+    ``fold(messages)`` returns the state after ``step(state, message)`` for every message;
+    when ``messages`` starts with the previous call's messages (the same objects), only the rest
+    is folded into a copy of the previous state, else it starts again from ``start()``.
+    The returned state must be treated as read-only.
+    """
+
+    def __init__(self, start: Callable[[], T], step: Callable[[T, Any], None]) -> None:
+        self._start = start
+        self._step = step
+        self._last: tuple[list[Any], T] | None = None
+
+    def __call__(self, messages: Sequence[Any]) -> T:
+        items = list(messages)
+        last = self._last
+        if last is not None and shared_prefix(last[0], items):
+            begin, state = len(last[0]), copy.copy(last[1])
+        else:
+            begin, state = 0, self._start()
+        for item in items[begin:]:
+            self._step(state, item)
+        self._last = (items, state)
+        return state
+
+
+class _MediaCache:
+    """The last transcript walked and the media found in it, so a grown transcript is walked only
+    where it grew (issue 15: an agent turn must not cost the whole transcript again)."""
+
+    __slots__ = ("found", "messages")
+
+    def __init__(self) -> None:
+        self.messages: list[object] = []
+        self.found: list[MediaLocation] = []
+
+
+_MEDIA_CACHE = _MediaCache()
+
+
+def shared_prefix(old: list[Any], new: list[Any]) -> bool:
+    """Whether ``new`` starts with ``old``: the same message objects, or equal ones.
+
+    Messages and parts are frozen models, so an object seen before still holds what it held; a
+    list comparison checks identity first, in C, and compares content only where objects differ.
+    """
+    k = len(old)
+    return 0 < k <= len(new) and new[:k] == old
+
+
 def iter_media(request: LlmRequest) -> Iterator[MediaLocation]:
     """Yield every media part of ``request`` in message order, tool-result items included.
 
     Walks whatever it is given without judging it: media in an assistant message is yielded too
     (the guard refuses it; a capability check must not skip it). Anything that is not a message
-    or a part is passed over, so a half-built request never raises here.
+    or a part is passed over, so a half-built request never raises here. Messages the previous
+    call already walked (the same objects, as a prefix) are not walked again.
     """
     messages: object = request.messages  # a model_construct'ed request may hold anything
     if not isinstance(messages, list):
         return
-    for mi, message in enumerate(messages):
-        if not isinstance(message, Message) or not isinstance(message.content, list):
-            continue
-        content = message.content
-        for pi, part in enumerate(content):
-            if isinstance(part, _MEDIA_TYPES):
-                yield MediaLocation(mi, pi, None, part, None)
-            elif isinstance(part, ToolResultPart) and isinstance(part.content, list):
-                for ri, item in enumerate(part.content):
-                    if isinstance(item, _MEDIA_TYPES):
-                        yield MediaLocation(mi, pi, ri, item, part)
+    cache = _MEDIA_CACHE
+    if shared_prefix(cache.messages, messages):
+        start, found = len(cache.messages), list(cache.found)
+    else:
+        start, found = 0, []
+    for mi in range(start, len(messages)):
+        found.extend(_media_of(mi, messages[mi]))
+    fresh = _MediaCache()
+    fresh.messages, fresh.found = list(messages), found
+    globals()["_MEDIA_CACHE"] = fresh
+    yield from found

@@ -56,7 +56,7 @@ from loom_nb._guard_fence import (
     open_fence,
     request_nonce,
 )
-from loom_nb._walk import MediaLocation, iter_media, part_path
+from loom_nb._walk import MediaLocation, iter_media, part_path, shared_prefix
 from loom_nb.content import (
     AudioPart,
     DataSource,
@@ -134,9 +134,18 @@ def guard_request(
     messages = req.messages
     if not isinstance(messages, list):
         raise refuse("bad_request", "messages", "messages is not a list", "Pass a list of Message.")
-    dirty = [mi for mi, message in enumerate(messages) if walk.check_message(mi, message)]
+    params = (max_inline_bytes, max_inline_total_bytes)
+    start, dirty = 0, []
+    last = _GUARDED.pop(params, None)
+    if last is not None and shared_prefix(last.messages, messages):
+        # An already-guarded prefix is not walked again: the walk resumes from the state it
+        # ended in (issue 15: a turn costs what it added). The entry was taken out first, so a
+        # refusal below leaves no half-extended state behind.
+        walk, start, dirty = last.walk, len(last.messages), last.dirty
+    dirty += [mi for mi in range(start, len(messages)) if walk.check_message(mi, messages[mi])]
     if walk.unanswered is not None:
         raise walk.unanswered
+    _GUARDED[params] = _Guarded(list(messages), walk, dirty)
     if not dirty:
         return req
     nonce = request_nonce(req, walk.input_json) if walk.needs_nonce else ""
@@ -147,6 +156,21 @@ def guard_request(
         parts = [_rewrite(part, nonce) for part in message.content]
         rebuilt[mi] = message.model_copy(update={"content": parts})
     return req.model_copy(update={"messages": rebuilt})
+
+
+class _Guarded:
+    """A request the guard passed: its messages and the walk's state after the last one."""
+
+    __slots__ = ("dirty", "messages", "walk")
+
+    def __init__(self, messages: list[Message], walk: _Walk, dirty: list[int]) -> None:
+        self.messages = messages
+        self.walk = walk
+        self.dirty = dirty
+
+
+_GUARDED: dict[tuple[int, int], _Guarded] = {}
+"""The last request passed per cap setting (the effect and the provider guard with different caps)."""
 
 
 class _Walk:

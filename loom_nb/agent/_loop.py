@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loom_nb._strict import StrictModel
+from loom_nb._walk import PrefixFold
 from loom_nb.agent._approval import Approver, ask, digest_of, normalize_decision, refusal_of
 from loom_nb.agent._compaction import Compaction, is_tainted, summary_message
 from loom_nb.agent._results import (
@@ -295,13 +296,7 @@ def _fresh_ids(
     repeat shown as ``<id>_<n>`` and answered under that id; step ids and the tool-call log keep
     the id the model gave. Returns the response to show and {call index: shown id}.
     """
-    used = {
-        part.id
-        for message in transcript
-        if isinstance(message.content, list)
-        for part in message.content
-        if isinstance(part, ToolUsePart) and isinstance(part.id, str)
-    }
+    used = set(_USED_IDS(transcript))
     renamed: dict[int, str] = {}
     for index, call in enumerate(response.tool_calls):
         call_id, n = call.id, 1
@@ -318,6 +313,19 @@ def _fresh_ids(
         for i, call in enumerate(response.tool_calls)
     ]
     return response.model_copy(update={"tool_calls": calls}), renamed
+
+
+def _ids_of(used: set[str], message: Message) -> None:
+    if isinstance(message.content, list):
+        used.update(
+            part.id
+            for part in message.content
+            if isinstance(part, ToolUsePart) and isinstance(part.id, str)
+        )
+
+
+_USED_IDS: PrefixFold[set[str]] = PrefixFold(set, _ids_of)
+"""The call ids a transcript uses, walking only the messages added since the last turn."""
 
 
 def _with_seen(calls: Sequence[ToolCall]) -> list[tuple[bool, ToolCall]]:
@@ -467,6 +475,14 @@ async def _resume_if_decided(execution: Execution, approve: Approver) -> None:
     await execution.resume({"decisions": decisions})
 
 
+def _add_inline(total: list[int], message: Message) -> None:
+    total[0] += inline_bytes_of([message])
+
+
+_INLINE: PrefixFold[list[int]] = PrefixFold(lambda: [0], _add_inline)
+"""The transcript's inline media bytes, counting only the messages added since the last turn."""
+
+
 async def _run_calls(
     execution: Execution,
     turn: int,
@@ -474,7 +490,7 @@ async def _run_calls(
     transcript: list[Message],
     provider: LlmProvider,
 ) -> list[tuple[ToolResultPart, CallStatus]]:
-    inline_total = inline_bytes_of(transcript)
+    inline_total = _INLINE(transcript)[0]
     out: list[tuple[ToolResultPart, CallStatus]] = []
     for plan in plans:
         if plan.tool is None:

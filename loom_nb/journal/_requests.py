@@ -30,6 +30,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from loom_nb._walk import shared_prefix
 from loom_nb.content import LlmRequest, Message, canonical_json
 from loom_nb.errors import JournalError
 
@@ -124,9 +125,12 @@ def model_input(
     chain: list[str] = []
     if previous is not None:
         old = previous.messages
-        limit = min(len(old), len(messages))
-        while keep < limit and messages[keep] is old[keep]:
-            keep += 1
+        if shared_prefix(old, messages):
+            keep = len(old)  # the common case, an agent turn: compared in C
+        else:
+            limit = min(len(old), len(messages))
+            while keep < limit and messages[keep] is old[keep]:
+                keep += 1
         hashes = previous.hashes[:keep]
         chain = previous.chain[:keep]
     texts: list[str] = []
