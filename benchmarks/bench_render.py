@@ -3,6 +3,8 @@
 Targets (issue: transcript rendering): under 1 s in the kernel, under 2 MB saved. Prints the
 static HTML render, the TranscriptView creation (its views), the bytes of each, and ratios
 against a text-only baseline of the same 500 messages measured in the same run.
+Also prints the text-only transcript with every assistant reply in markdown (parsed by
+markdown-it-py, code highlighted by Pygments) against the same baseline.
 Run: ``.venv/bin/python benchmarks/bench_render.py``.
 """
 
@@ -90,6 +92,21 @@ def transcript(with_media: bool) -> list[Message]:
     return messages
 
 
+MARKDOWN_REPLY = (
+    "Here is **the plan** for turn {n}:\n\n1. read the file\n2. chart it\n\n"
+    "```python\ndef total(xs):\n    return sum(x * {n} for x in xs)  # add up\n```\n\n"
+    "| col | value |\n|---|---|\n| a | {n} |\n\nSee [the docs](https://example.org/{n})."
+)
+
+
+def markdown_transcript() -> list[Message]:
+    """The text-only baseline with every assistant reply in markdown (a list, code, a table, a link)."""
+    return [
+        Message(role=m.role, content=MARKDOWN_REPLY.format(n=n)) if m.role == "assistant" else m
+        for n, m in enumerate(transcript(with_media=False))
+    ]
+
+
 def timed(fn) -> tuple[float, object]:  # type: ignore[no-untyped-def]
     start = time.perf_counter()
     value = fn()
@@ -101,6 +118,8 @@ def main() -> None:
     media_msgs = transcript(with_media=True)
     base_t, base_html = timed(lambda: render_transcript(baseline_msgs))
     html_t, html = timed(lambda: render_transcript(media_msgs))
+    md_msgs = markdown_transcript()
+    md_t, md_html = timed(lambda: render_transcript(md_msgs))
 
     from loom_nb.widgets import TranscriptView
 
@@ -114,6 +133,9 @@ def main() -> None:
     )
     print(
         f"render_transcript (static HTML):      {html_t * 1000:7.1f} ms  {len(html) / mb:5.2f} MB  ({html_t / base_t:.1f}x baseline)"
+    )
+    print(
+        f"250 markdown replies (code, table):   {md_t * 1000:7.1f} ms  {len(md_html) / mb:5.2f} MB  ({md_t / base_t:.1f}x baseline)"
     )
     print(
         f"TranscriptView(...) creation:         {view_t * 1000:7.1f} ms  payload {len(payload) / mb:5.2f} MB"

@@ -138,18 +138,13 @@ def _set_theme(page: Any, theme: str) -> None:
     page.wait_for_timeout(500)
 
 
-def _open_again(page: Any, server: JupyterServer, name: str) -> None:
-    # Right after closing a notebook, Lab may still be navigating (its tree URL follows the shell),
-    # and chromium then aborts the next goto with net::ERR_ABORTED: wait, then try once more.
-    page.wait_for_timeout(1000)
-    page.goto("about:blank")
-    try:
-        open_notebook(page, server, name)
-    except Exception as exc:
-        if "ERR_ABORTED" not in str(exc):
-            raise
-        page.wait_for_timeout(2000)
-        open_notebook(page, server, name)
+def _fresh_page(page: Any, server: JupyterServer, name: str) -> Any:
+    # A new tab for the saved notebook: navigating the old one away can be cancelled by its
+    # beforeunload prompt (the run notebook is unsaved), which chromium reports as ERR_ABORTED.
+    fresh = page.context.new_page()
+    fresh.on("dialog", lambda dialog: dialog.accept())
+    open_notebook(fresh, server, name)
+    return fresh
 
 
 def _contrasts(root: Any) -> dict[str, list[dict[str, Any]]]:
@@ -203,15 +198,17 @@ def test_contrast_in_light_and_dark_themes(
             page.screenshot(path=str(SCREENSHOTS / f"theme-{slug}-live.png"), full_page=True)
             close_notebook(page)
 
-            _open_again(page, jupyter_server, "saved-theme.ipynb")
-            panel = current_panel(page)
+            saved_page = _fresh_page(page, jupyter_server, "saved-theme.ipynb")
+            _set_theme(saved_page, theme)
+            panel = current_panel(saved_page)
             untrusted = panel.locator(".loom-transcript").first
             untrusted.wait_for(timeout=30_000)
             # The sanitizer ran: the saved output lost its var() colours but kept its structure.
             assert panel.locator(".jp-OutputArea-output .loom-md strong").count() >= 1
             _assert_readable("saved (untrusted) HTML", theme, _contrasts(untrusted))
-            page.screenshot(path=str(SCREENSHOTS / f"theme-{slug}-saved.png"), full_page=True)
-            close_notebook(page)
+            saved_page.screenshot(path=str(SCREENSHOTS / f"theme-{slug}-saved.png"), full_page=True)
+            close_notebook(saved_page)
+            saved_page.close()
     finally:
         _set_theme(page, "JupyterLab Light")
 

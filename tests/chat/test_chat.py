@@ -8,6 +8,7 @@ import random
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -590,3 +591,38 @@ async def test_approvals_say_who_decided_what_and_the_view_callback_resumes() ->
         "b": "declined",
     }
     await chat._on_view_decision("zzz", True)  # nothing pending: logged, never raised into the UI
+
+
+async def test_the_chat_view_has_buttons_whose_decision_resumes_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A parked chat's view shows 'awaiting approval' with on_decision; the view's decide resumes the run."""
+    from loom_nb.widgets import _transcript
+
+    made: list[Any] = []
+    original = _transcript.TranscriptView.__init__
+
+    def keep(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(_transcript.TranscriptView, "__init__", keep)
+    provider = ScriptedProvider(
+        [
+            {"tool_calls": [{"id": "c1", "name": "send_email", "input": {"to": "a", "body": "b"}}]},
+            {"text": "sent it"},
+        ]
+    )
+    chat = Chat(provider, tools=[send_email], journal=Journal(), id="btn")
+    await chat.run("mail")
+    data, _ = chat._repr_mimebundle_()
+    assert "awaiting approval" in data["text/html"]
+    view = made[-1]
+    task = view.decide("c1", True)  # what the Approve button does
+    if task is not None:
+        await task
+    assert chat.turns[-1].status == "completed"
+    assert chat.history[-1].content == "sent it"
+    after, _ = chat._repr_mimebundle_()
+    assert "awaiting approval" not in after["text/html"]
+    assert chat.approvals()["c1"]["by"] == "the notebook view"
