@@ -43,9 +43,14 @@ json_scalars = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | texts
 )
+# Object keys never spell the untrusted marker: a dict holding it IS a mark (validation refuses
+# a malformed one), and Hypothesis does draw that literal from the package's source.
+json_keys = texts.filter(lambda k: k != UNTRUSTED_MARKER)
 json_values: st.SearchStrategy[Any] = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(texts, children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(json_keys, children, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -79,7 +84,7 @@ media_parts = image_parts | audio_parts | file_parts
 
 # Tool inputs may hold Untrusted values at any depth (the guard refuses them; the model must carry them).
 tool_inputs = st.dictionaries(
-    texts, json_values | st.builds(Untrusted, value=json_values, origin=origins), max_size=4
+    json_keys, json_values | st.builds(Untrusted, value=json_values, origin=origins), max_size=4
 )
 # Opaque vendor data beside a call (Gemini's thought signature); None most often, as on the wire.
 provider_datas = st.none() | st.dictionaries(st.just("thought_signature") | ids, texts, max_size=2)

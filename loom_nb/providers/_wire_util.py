@@ -54,6 +54,9 @@ def is_media(part: object) -> bool:
     return isinstance(part, ImagePart | AudioPart | FilePart)
 
 
+_ESSENCES: dict[str, str] = {}
+
+
 def wire_media_type(part: MediaPart) -> str:
     """The part's media type as vendors expect it: lowercase ``type/subtype``, parameters dropped.
 
@@ -61,7 +64,13 @@ def wire_media_type(part: MediaPart) -> str:
     ``image/PNG; name=x`` was accepted; vendors match exact lowercase strings. Uses the guard's
     own parser, so the wire and the checks agree on what the type is.
     """
-    return media_essence(part.media_type) or part.media_type
+    media_type = part.media_type
+    known = _ESSENCES.get(media_type)
+    if known is None:
+        known = media_essence(media_type) or media_type
+        if len(_ESSENCES) < 1024:  # a few types recur; never let odd inputs grow it unbounded
+            _ESSENCES[media_type] = known
+    return known
 
 
 def inline_data(part: MediaPart, *, vendor: str, where: str) -> str:
@@ -90,9 +99,45 @@ def plain_text(value: str | Untrusted, *, vendor: str, where: str) -> str:
     )
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def _make_compact() -> Callable[[Any], str]:
+    """One C encoder, built once: ``json.dumps`` (and even ``JSONEncoder.encode``) build a new
+    one per call, which showed in the mapper benchmark (one call per tool call)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has the C accelerator
+        return _COMPACT.encode
+
+    def unsupported(value: Any) -> Any:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+    markers: dict[int, Any] = {}  # cycle detection; emptied again after every call
+    encode = make(
+        markers, unsupported, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+
+    def compact(value: Any) -> str:
+        if isinstance(value, str):
+            return json.encoder.encode_basestring(value)
+        try:
+            return "".join(encode(value, 0))
+        finally:
+            markers.clear()
+
+    return compact
+
+
+_compact_encode = _make_compact()
+
+
 def compact_json(value: Any) -> str:
-    """JSON with compact separators and UTF-8 kept: the form vendors emit tool arguments in."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """JSON with compact separators and UTF-8 kept: the form vendors emit tool arguments in.
+
+    Exactly ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``, with the encoder
+    built once.
+    """
+    return _compact_encode(value)
 
 
 TOOL_ARGUMENTS_POLICY = (

@@ -31,8 +31,10 @@ import mimetypes
 from collections.abc import Mapping
 from typing import Any
 
+from loom_nb._walk import part_path
 from loom_nb.content import (
     AudioPart,
+    DataSource,
     FilePart,
     ImagePart,
     LlmRequest,
@@ -54,7 +56,6 @@ from loom_nb.providers._wire_util import (
     MediaFencer,
     compact_json,
     inline_data,
-    is_media,
     misplaced_in_assistant_turn,
     misplaced_in_user_turn,
     moved_media_header,
@@ -65,6 +66,7 @@ from loom_nb.providers._wire_util import (
     unexpected,
     wire_media_type,
 )
+from loom_nb.taint import Untrusted
 
 __all__ = [
     "OPENAI_AUDIO_FORMATS",
@@ -132,14 +134,17 @@ def openai_request_body(request: LlmRequest, *, model: str, stream: bool = False
             messages.append({"role": "system", "content": system})
     names: dict[str, str] = {}  # call id -> tool name, for the header of moved media
     for index, message in enumerate(request.messages):
-        where = f"messages[{index}]"
+        content = message.content
+        if type(content) is str:  # decision 1: the string form passes through unchanged
+            messages.append({"role": message.role, "content": content})
+            continue
         if message.role == "assistant":
-            assistant = _assistant_message(message, where)
+            assistant = _assistant_message(message, index)
             for call in assistant.get("tool_calls") or ():
                 names[call["id"]] = call["function"]["name"]
             messages.append(assistant)
         else:
-            messages.extend(_user_messages(message, where, fencer, names))
+            messages.extend(_user_messages(message, index, fencer, names))
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
@@ -160,35 +165,54 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
-def _assistant_message(message: Message, where: str) -> dict[str, Any]:
+def _loc(index: int, j: int | None = None, k: int | None = None) -> str:
+    """``messages[i].content[j].content[k]``: built only for a refusal (formatting one per part
+    would cost a noticeable share of the mapping)."""
+    return part_path(index, j, k)
+
+
+def _text(value: str | Untrusted, index: int, j: int, k: int | None = None) -> str:
+    if type(value) is str:
+        return value
+    return plain_text(value, vendor=VENDOR, where=_loc(index, j, k))
+
+
+def _assistant_message(message: Message, index: int) -> dict[str, Any]:
     if isinstance(message.content, str):
         return {"role": "assistant", "content": message.content}
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     reasoning: list[ReasoningPart] = []
     for j, part in enumerate(message.content):
-        at = f"{where}.content[{j}]"
-        if isinstance(part, TextPart):
-            texts.append(plain_text(part.text, vendor=VENDOR, where=at))
-        elif isinstance(part, ToolUsePart):
+        kind = type(part)
+        if kind is TextPart:
+            text = part.text  # type: ignore[union-attr]
+            texts.append(text if type(text) is str else _text(text, index, j))
+        elif kind is ToolUsePart:
+            assert isinstance(part, ToolUsePart)
+            call_id, name, tool_input = part.id, part.name, part.input
+            if type(call_id) is not str or type(name) is not str or type(tool_input) is not dict:
+                at = _loc(index, j)
+                call_id = plain_text(call_id, vendor=VENDOR, where=at + ".id")
+                name = plain_text(name, vendor=VENDOR, where=at + ".name")
+                tool_input = _tool_input(part, at)
             call: dict[str, Any] = {
-                "id": plain_text(part.id, vendor=VENDOR, where=at + ".id"),
+                "id": call_id,
                 "type": "function",
-                "function": {
-                    "name": plain_text(part.name, vendor=VENDOR, where=at + ".name"),
-                    "arguments": compact_json(_tool_input(part, at)),
-                },
+                "function": {"name": name, "arguments": compact_json(tool_input)},
             }
-            extras = (part.provider_data or {}).get(TOOL_CALL_FIELDS)
-            if extras:
-                call = {**_decoded_extras(extras, at), **call}
+            if part.provider_data:
+                extras = part.provider_data.get(TOOL_CALL_FIELDS)
+                if extras:
+                    call = {**_decoded_extras(extras, _loc(index, j)), **call}
             calls.append(call)
-        elif isinstance(part, ReasoningPart):
+        elif kind is ReasoningPart:
+            assert isinstance(part, ReasoningPart)
             meta = part.provider_data or {}
             if meta.get("vendor") == "openai" and meta.get("api") == REASONING_API:
                 reasoning.append(part)
         else:
-            raise misplaced_in_assistant_turn(part, at)
+            raise misplaced_in_assistant_turn(part, _loc(index, j))
     content: Any
     if not texts:
         content = None
@@ -235,7 +259,7 @@ def _tool_input(part: ToolUsePart, where: str) -> dict[str, Any]:
 
 
 def _user_messages(
-    message: Message, where: str, fencer: MediaFencer, names: Mapping[str, str]
+    message: Message, index: int, fencer: MediaFencer, names: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     if isinstance(message.content, str):
         return [{"role": "user", "content": message.content}]
@@ -243,15 +267,22 @@ def _user_messages(
     moved: list[dict[str, Any]] = []
     own: list[dict[str, Any]] = []
     for j, part in enumerate(message.content):
-        at = f"{where}.content[{j}]"
-        if isinstance(part, ToolResultPart):
-            tool_messages.append(_tool_message(part, at, fencer, moved, names))
-        elif isinstance(part, TextPart):
-            own.append({"type": "text", "text": plain_text(part.text, vendor=VENDOR, where=at)})
+        kind = type(part)
+        if kind is ToolResultPart:
+            assert isinstance(part, ToolResultPart)
+            tool_messages.append(_tool_message(part, index, j, fencer, moved, names))
+        elif kind is TextPart:
+            text = part.text  # type: ignore[union-attr]
+            own.append(
+                {"type": "text", "text": text if type(text) is str else _text(text, index, j)}
+            )
         elif isinstance(part, ImagePart | AudioPart | FilePart):
-            own.extend(_fenced_media(part, at, fencer))
+            if part.origin is None:
+                own.append(_media(part, (index, j, None)))
+            else:
+                own.extend(_fenced_media(part, _loc(index, j), fencer))
         else:
-            raise misplaced_in_user_turn(at)
+            raise misplaced_in_user_turn(_loc(index, j))
     trailing = moved + own
     if trailing:
         tool_messages.append({"role": "user", "content": trailing})
@@ -260,29 +291,35 @@ def _user_messages(
 
 def _tool_message(
     part: ToolResultPart,
-    where: str,
+    index: int,
+    j: int,
     fencer: MediaFencer,
     moved: list[dict[str, Any]],
     names: Mapping[str, str],
 ) -> dict[str, Any]:
     texts: list[str] = []
-    if isinstance(part.content, list):
-        header = False
-        for k, item in enumerate(part.content):
-            at = f"{where}.content[{k}]"
-            if isinstance(item, TextPart):
-                texts.append(plain_text(item.text, vendor=VENDOR, where=at))
+    raw = part.content
+    has_media = False
+    if type(raw) is list:
+        for k, item in enumerate(raw):
+            if type(item) is TextPart:
+                texts.append(_text(item.text, index, j, k))
             else:
-                if not header:  # one header per call, before its first moved item
+                if not has_media:  # one header per call, before its first moved item
                     text = moved_media_header(part.tool_use_id, names.get(part.tool_use_id))
                     moved.append({"type": "text", "text": text})
-                    header = True
-                moved.extend(_fenced_media(item, at, fencer))
-        has_media = any(is_media(item) for item in part.content)
+                    has_media = True
+                assert isinstance(item, ImagePart | AudioPart | FilePart)
+                if item.origin is None:
+                    moved.append(_media(item, (index, j, k)))
+                else:
+                    moved.extend(_fenced_media(item, _loc(index, j, k), fencer))
+    elif type(raw) is str:
+        texts.append(raw)
     else:
-        texts.append(plain_text(part.content, vendor=VENDOR, where=where + ".content"))
-        has_media = False
-    if not any(texts) and has_media:
+        assert not isinstance(raw, list)
+        texts.append(plain_text(raw, vendor=VENDOR, where=_loc(index, j) + ".content"))
+    if has_media and not any(texts):
         texts = [TOOL_MEDIA_NOTE]
     if part.is_error:
         texts = [ERROR_PREFIX + texts[0], *texts[1:]] if texts else [ERROR_PREFIX.strip()]
@@ -302,20 +339,33 @@ def _fenced_media(part: MediaPart, where: str, fencer: MediaFencer) -> list[dict
     )
 
 
-def _media(part: MediaPart, where: str) -> dict[str, Any]:
-    data = inline_data(part, vendor=VENDOR, where=where)
+_Where = str | tuple[int, int | None, int | None]
+"""A location: the path itself, or (message, part, item) indices formatted only for a refusal."""
+
+
+def _where_text(where: _Where) -> str:
+    return where if isinstance(where, str) else _loc(*where)
+
+
+def _media(part: MediaPart, where: _Where) -> dict[str, Any]:
+    source = part.source
+    if type(source) is DataSource:
+        data = source.data
+    else:
+        data = inline_data(part, vendor=VENDOR, where=_where_text(where))
     media_type = wire_media_type(part)
     if isinstance(part, ImagePart):
         return {"type": "image_url", "image_url": {"url": f"data:{media_type};base64,{data}"}}
     if isinstance(part, AudioPart):
         fmt = OPENAI_AUDIO_FORMATS.get(media_type)
         if fmt is None:
+            at = _where_text(where)
             raise UnsupportedModalityError(
-                f"{where}: OpenAI Chat Completions takes inline audio as wav or mp3 only, not "
+                f"{at}: OpenAI Chat Completions takes inline audio as wav or mp3 only, not "
                 f"{part.media_type}. Convert the clip to audio/wav or audio/mpeg first.",
                 modality="audio",
                 media_type=part.media_type,
-                where=where,
+                where=at,
             )
         return {"type": "input_audio", "input_audio": {"data": data, "format": fmt}}
     name = part.name if part.name and part.origin is None else None

@@ -10,14 +10,17 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
 
 from loom_nb.content import LlmRequest, Message
 from loom_nb.errors import ProviderError
 from loom_nb.journal import Journal, create_llm_effect
 from loom_nb.providers import AnthropicProvider, GeminiProvider, OpenAIProvider, collect_stream
 from loom_nb.providers._http import RetryPolicy
+from loom_nb.providers._wire_util import compact_json
 from loom_nb.render import render_transcript
 from loom_nb.render._turns import turns_of
+from tests import strategies as s
 
 KEY = "sk-test-Zq8Vd3LrN5pX0wE2tY7uI9oA"
 HELLO = LlmRequest(messages=[Message(role="user", content="hello")])
@@ -294,3 +297,20 @@ async def test_invalid_streamed_tool_arguments_are_refused_the_same_way_everywhe
 
 async def _no_sleep(seconds: float) -> None:
     return None
+
+
+@given(s.json_values)
+def test_compact_json_is_exactly_json_dumps_compact(value: Any) -> None:
+    """The cached C encoder writes what json.dumps(separators=(',', ':'), ensure_ascii=False) writes."""
+    assert compact_json(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_compact_json_refuses_what_json_dumps_refuses_and_stays_usable() -> None:
+    """A non-JSON value or a cycle raises as json.dumps does, and the next call still works."""
+    with pytest.raises(TypeError):
+        compact_json({"a": object()})
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular"):
+        compact_json(cycle)
+    assert compact_json({"b": [1, 2.5, "é"]}) == '{"b":[1,2.5,"é"]}'
