@@ -23,6 +23,7 @@ from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ConfigurationError, ProviderError
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import (
+    DEFAULT_STREAM_DEADLINE,
     DEFAULT_TIMEOUT,
     RetryPolicy,
     Secret,
@@ -68,7 +69,9 @@ class OpenAIResponsesProvider(HttpProvider):
     no stop sequences, so those are refused). ``extra_body`` is merged into every body
     (``tool_choice``, ``reasoning: {summary: "auto"}``, ``truncation``); it may not contradict a
     setting. ``output_type=`` uses ``text.format`` json_schema. ``http_client`` injects an
-    ``httpx.AsyncClient``; otherwise the provider owns one, closed by ``aclose()``.
+    ``httpx.AsyncClient``; otherwise the provider owns one, closed by ``aclose()``. A streamed
+    attempt ends after ``stream_deadline`` seconds in total (``stream_timeout``; None: no
+    deadline), however often the server sends keep-alives.
     """
 
     _VENDOR = VENDOR
@@ -88,6 +91,7 @@ class OpenAIResponsesProvider(HttpProvider):
         max_retries: int = 3,
         timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
         retry_policy: RetryPolicy | None = None,
+        stream_deadline: float | None = DEFAULT_STREAM_DEADLINE,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError(
@@ -120,6 +124,7 @@ class OpenAIResponsesProvider(HttpProvider):
             max_retries=max_retries,
             timeout=timeout,
             retry_policy=retry_policy,
+            stream_deadline=stream_deadline,
         )
 
     def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:

@@ -15,7 +15,13 @@ from hypothesis import given
 from loom_nb.content import LlmRequest, Message
 from loom_nb.errors import ProviderError
 from loom_nb.journal import Journal, create_llm_effect
-from loom_nb.providers import AnthropicProvider, GeminiProvider, OpenAIProvider, collect_stream
+from loom_nb.providers import (
+    AnthropicProvider,
+    GeminiProvider,
+    OpenAIProvider,
+    OpenAIResponsesProvider,
+    collect_stream,
+)
 from loom_nb.providers._http import RetryPolicy
 from loom_nb.providers._wire_util import compact_json
 from loom_nb.render import render_transcript
@@ -31,12 +37,18 @@ Handler = Callable[[httpx.Request], httpx.Response]
 
 def make(vendor: str, handler: Handler, **kw: Any) -> Any:
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    cls = {"anthropic": AnthropicProvider, "openai": OpenAIProvider, "gemini": GeminiProvider}[
-        vendor
-    ]
-    model = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o", "gemini": "gemini-2.5-flash"}[
-        vendor
-    ]
+    cls = {
+        "anthropic": AnthropicProvider,
+        "openai": OpenAIProvider,
+        "openai-responses": OpenAIResponsesProvider,
+        "gemini": GeminiProvider,
+    }[vendor]
+    model = {
+        "anthropic": "claude-sonnet-4-5",
+        "openai": "gpt-4o",
+        "openai-responses": "gpt-4o",
+        "gemini": "gemini-2.5-flash",
+    }[vendor]
     return cls(model, api_key=KEY, http_client=client, retry_policy=NO_RETRY, **kw)
 
 
@@ -149,7 +161,7 @@ async def trickle() -> AsyncIterator[bytes]:
         await asyncio.sleep(0.01)
 
 
-@pytest.mark.parametrize("vendor", ["anthropic", "openai", "gemini"])
+@pytest.mark.parametrize("vendor", ["anthropic", "openai", "openai-responses", "gemini"])
 async def test_a_stream_that_trickles_keep_alives_ends_at_its_deadline(vendor: str) -> None:
     """The read timeout never fires on a trickle; the total deadline does, as stream_timeout."""
     provider = make(
