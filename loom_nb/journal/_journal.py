@@ -93,7 +93,8 @@ class Journal:
     """An append-only event log of durable executions: SQLite by path, PostgreSQL by URL.
 
     ``Journal("postgresql://user@host/db")`` is the same journal on PostgreSQL (issue 16; see
-    ``loom_nb.journal._postgres``, which also takes ``pool_size``).
+    ``loom_nb.journal._postgres``): one connection per ``Journal``, as on SQLite, so writers
+    scale by process.
 
     ``Journal()`` is in memory; ``Journal("run.sqlite")`` is a file (the file's own folder is
     created when its parent exists; any other missing folder is refused). With ``store``, step
