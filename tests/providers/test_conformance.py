@@ -18,8 +18,7 @@ from loom_nb.providers import (
     ScriptedProvider,
     run_llm_provider_conformance,
 )
-from loom_nb.providers._http import RetryPolicy
-from loom_nb.providers.conformance import CONFORMANCE_API_KEY
+from tests.providers.raw import raw_factory
 
 ANTHROPIC_OK = {
     "id": "msg_c", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
@@ -179,28 +178,6 @@ async def test_kit_fails_a_provider_that_drops_settings_and_schema() -> None:
     assert "settings_honoured_or_refused: max_tokens: accepted" in report
     assert "output_schema_on_wire: output_type was accepted but its schema never reached" in report
     assert "tool_round_trip_paired" not in report
-
-
-def raw_factory(cls: Any, model: str) -> Any:
-    """A make_raw factory: providers keyed CONFORMANCE_API_KEY answering one canned status and body."""
-
-    def make(status: int, body: bytes, content_type: str) -> ProviderUnderTest:
-        log: list[httpx.Request] = []
-
-        def handler(request: httpx.Request) -> httpx.Response:
-            log.append(request)
-            return httpx.Response(status, content=body, headers={"content-type": content_type})
-
-        client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-        provider = cls(
-            model,
-            api_key=CONFORMANCE_API_KEY,
-            http_client=client,
-            retry_policy=RetryPolicy(max_retries=0),
-        )
-        return ProviderUnderTest(provider, lambda: [r.content for r in log])
-
-    return make
 
 
 async def test_hardened_error_paths_conform() -> None:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 import httpx
 import pytest
 
 from loom_nb.capabilities import Capabilities
 from loom_nb.providers import OpenAIProvider, ProviderUnderTest, run_llm_provider_conformance
-from loom_nb.providers._http import RetryPolicy
-from loom_nb.providers.conformance import CONFORMANCE_API_KEY
+from tests.providers.raw import raw_factory
 
 OPENAI_OK = {
     "id": "chatcmpl-c", "object": "chat.completion", "model": "gpt-4o",
@@ -66,28 +64,6 @@ async def test_openai_provider_conforms(base_url: str | None) -> None:
         "foreign_reasoning_not_sent",
         "reasoning_outside_assistant_refused",
     ]
-
-
-def raw_factory(cls: Any, model: str) -> Any:
-    """A make_raw factory: providers keyed CONFORMANCE_API_KEY answering one canned status and body."""
-
-    def make(status: int, body: bytes, content_type: str) -> ProviderUnderTest:
-        log: list[httpx.Request] = []
-
-        def handler(request: httpx.Request) -> httpx.Response:
-            log.append(request)
-            return httpx.Response(status, content=body, headers={"content-type": content_type})
-
-        client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-        provider = cls(
-            model,
-            api_key=CONFORMANCE_API_KEY,
-            http_client=client,
-            retry_policy=RetryPolicy(max_retries=0),
-        )
-        return ProviderUnderTest(provider, lambda: [r.content for r in log])
-
-    return make
 
 
 async def test_hardened_error_paths_conform() -> None:
