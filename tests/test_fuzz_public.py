@@ -266,3 +266,50 @@ def test_model_validate_errors_still_look_like_pydantic_to_pydantic_callers() ->
     assert isinstance(caught.value, ValueError)
     assert caught.value.errors()
     assert caught.value.details["field"].startswith("content")
+
+
+@settings(
+    max_examples=int(os.environ.get("LOOM_FUZZ_EXAMPLES", "25")) * 2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    database=None,
+)
+@given(
+    args=st.lists(VALUES, max_size=12),
+    kwargs=st.dictionaries(
+        st.sampled_from(["index", "kind", "status", "usage", "cost", "result", "zzz"]),
+        VALUES,
+        max_size=3,
+    ),
+)
+def test_chat_turn_refuses_garbage_of_any_shape(args: list[Any], kwargs: dict[str, Any]) -> None:
+    """ChatTurn with any number of garbage arguments (none, too many, unknown names) is a LoomError."""
+    with pytest.raises(loom_nb.ContentValidationError) as caught:
+        loom_nb.ChatTurn(*args, **kwargs)
+    assert caught.value.code == "invalid_chat_turn"
+    assert "A ChatTurn is built by Chat" in caught.value.message  # the remedy
+    assert isinstance(caught.value, TypeError)  # callers catching TypeError keep working
+
+
+def test_chat_turn_takes_its_fields_and_names_the_bad_one() -> None:
+    """A well-formed ChatTurn builds (and replaces); a wrong field is named in the refusal."""
+    import dataclasses
+
+    turn = loom_nb.ChatTurn(0, "chat", 0, "completed", None, loom_nb.Usage(), None, 0)
+    assert dataclasses.replace(turn, index=2).index == 2
+    with pytest.raises(loom_nb.ContentValidationError, match="status is one of"):
+        dataclasses.replace(turn, status="done")
+    with pytest.raises(loom_nb.ContentValidationError, match="cost is a finite Decimal"):
+        dataclasses.replace(turn, cost=-1)
+
+
+@pytest.mark.parametrize(
+    "method", ["__call__", "run", "approve", "decide", "decline", "undo", "fork", "stop"]
+)
+def test_chat_methods_raise_only_loom_errors_for_bad_input(method: str, scratch: Path) -> None:
+    """A Chat's methods, given random arguments, refuse them with LoomErrors only."""
+    chat = loom_nb.Chat(
+        loom_nb.ScriptedProvider([{"text": "x"}] * 400), journal=loom_nb.Journal(), id="fuzz"
+    )
+    bare = bare_exceptions(getattr(chat, method))
+    assert bare == [], f"chat.{method}: {len(bare)} bare exceptions, first: {bare[:3]}"

@@ -375,6 +375,12 @@ class Chat:
         Decisions are collected until every call the parked run waits on has one; then the run
         resumes with all of them and its result is returned (None until then).
         """
+        if not isinstance(call_id, str):
+            raise ConfigurationError(
+                f"call_id is the id of a pending call (a string; see chat.pending_approvals), "
+                f"not {type(call_id).__name__}.",
+                code="invalid_argument",
+            )
         pending = {d["id"] for d in self.pending_approvals}
         if call_id not in pending:
             raise ConfigurationError(

@@ -9,17 +9,18 @@ The default journal and store (``.loom/``) are shared by every Chat of a process
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
 from loom_nb.agent import AgentResult
 from loom_nb.content import LlmRequest, LlmResponse, Usage
-from loom_nb.errors import ConfigurationError
+from loom_nb.errors import ConfigurationError, ContentValidationError
 from loom_nb.journal import Journal
 from loom_nb.settings import ModelSettings
 from loom_nb.store import ContentStore, LocalContentStore
@@ -33,9 +34,13 @@ DEFAULT_HOME = Path(".loom")
 """Where the default journal (``journal.sqlite``) and content store (``store/``) live."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ChatTurn:
-    """One turn of a chat: a ``chat(...)`` reply or a ``chat.run(...)`` agent run."""
+    """One turn of a chat: a ``chat(...)`` reply or a ``chat.run(...)`` agent run.
+
+    Built by ``Chat``; constructing one by hand checks every field and refuses wrong arguments
+    with ``ContentValidationError`` (code ``invalid_chat_turn``), which is also a ``TypeError``.
+    """
 
     index: int
     """The turn's number (0 for the first)."""
@@ -57,6 +62,86 @@ class ChatTurn:
     """The execution id of a run turn's agent loop."""
     result: AgentResult | None = None
     """A run turn's agent result."""
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            index: int,
+            kind: Literal["chat", "run"],
+            start: int,
+            status: TurnStatus,
+            response: LlmResponse | None,
+            usage: Usage,
+            cost: Decimal | None,
+            position: int,
+            run_id: str | None = None,
+            result: AgentResult | None = None,
+        ) -> None: ...
+
+    else:
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            try:
+                bound = _TURN_SIGNATURE.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise _turn_error(f"{exc}") from None
+            bound.apply_defaults()
+            for name, value in bound.arguments.items():
+                _check_turn_field(name, value)
+                object.__setattr__(self, name, value)
+
+
+_TURN_FIELDS = ("index", "kind", "start", "status", "response", "usage", "cost", "position")
+_TURN_SIGNATURE = inspect.Signature(
+    [
+        *(inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in _TURN_FIELDS),
+        inspect.Parameter("run_id", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
+        inspect.Parameter("result", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
+    ]
+)
+ChatTurn.__signature__ = _TURN_SIGNATURE  # type: ignore[attr-defined]  # what inspect shows
+_STATUSES = frozenset(TurnStatus.__args__)  # type: ignore[attr-defined]
+
+
+def _turn_error(problem: str) -> ContentValidationError:
+    return ContentValidationError(
+        f"invalid ChatTurn: {problem}. A ChatTurn is built by Chat (read chat.turns); by hand it "
+        "takes index, kind ('chat' or 'run'), start, status, response (LlmResponse or None), "
+        "usage (Usage), cost (Decimal or None), position, and optionally run_id and result "
+        "(AgentResult).",
+        code="invalid_chat_turn",
+    )
+
+
+def _check_turn_field(name: str, value: Any) -> None:
+    """Refuse a ``ChatTurn`` field of the wrong type or range (``ContentValidationError``)."""
+    if name in ("index", "start", "position"):
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        expected = "an int >= 0"
+    elif name == "kind":
+        ok, expected = value in ("chat", "run"), "'chat' or 'run'"
+    elif name == "status":
+        ok = isinstance(value, str) and value in _STATUSES
+        expected = "one of " + ", ".join(sorted(_STATUSES))
+    elif name == "response":
+        ok, expected = value is None or isinstance(value, LlmResponse), "an LlmResponse or None"
+    elif name == "usage":
+        ok, expected = isinstance(value, Usage), "a Usage"
+    elif name == "cost":
+        ok = value is None or (isinstance(value, Decimal) and value.is_finite() and value >= 0)
+        expected = "a finite Decimal >= 0 or None"
+    elif name == "run_id":
+        ok, expected = value is None or isinstance(value, str), "a str or None"
+    else:
+        ok, expected = value is None or isinstance(value, AgentResult), "an AgentResult or None"
+    if not ok:
+        raise _turn_error(f"{name} is {expected}, not {_describe(value)}")
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
 
 @dataclass(frozen=True)
