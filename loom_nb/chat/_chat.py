@@ -13,8 +13,15 @@ re-running a notebook with the same ``Chat(..., id=...)`` serves every recorded 
 its own execution ``<id>/run-<n>`` (the loop owns an execution from position 0), so a parked
 run is resumed by ``chat.approve(...)`` in this kernel or, after a restart, by re-running the
 cells. ``chat.fork(turn)`` is ``execution.fork(position, "<id>/fork-<n>")``: a new execution
-holding the chat's log before that turn, whose copied turns the child replays from that log. ``chat.undo()`` drops the last turn from the history; the log keeps it (it is
-append-only) and replays it as the same code runs again.
+holding the chat's log before that turn, whose copied turns the child replays from that log.
+
+Undo. ``chat.undo()`` drops the last turn from the history and is journaled itself: the step
+``#chat:<k>:undo`` at the chat's next position, whose input names the turn dropped. The log
+keeps the undone turn (it is append-only) and says it was undone, so re-running the same code
+serves the undo from the log like any turn, while code that no longer undoes there, or undoes
+another turn, diverges (``ReplayDivergenceError``) instead of rebuilding another conversation;
+a fork's copied log carries the undo too. (A fork that has not replayed its shared log yet
+journals an undo with its first step.)
 
 Stopping. ``chat.stop()`` cancels the reply in flight (the calling task, e.g. the PromptPad's
 send): the step is journaled as failed, never completed; the partial text streamed so far is
@@ -47,12 +54,15 @@ from loom_nb.chat._records import (
     Recorded,
     Skipped,
     TurnStatus,
+    UndoMark,
     check_arguments,
     print_delta,
     run_decisions,
     settings_of,
+    settled,
     shared_journal,
     shared_store,
+    undo_entry,
 )
 from loom_nb.content import (
     LlmRequest,
@@ -62,7 +72,7 @@ from loom_nb.content import (
     Usage,
     assistant_message_of,
 )
-from loom_nb.errors import ConfigurationError, JournalError
+from loom_nb.errors import ConfigurationError, JournalError, ReplayDivergenceError
 from loom_nb.journal import Execution, Journal, create_llm_effect
 from loom_nb.providers._base import ResetCallback, TextCallback, ToolDeltaCallback
 from loom_nb.settings import ModelSettings
@@ -120,8 +130,8 @@ class Chat:
         self._on_text = on_text
         self._history: list[Message] = []
         self._turns: list[ChatTurn] = []
-        self._positions: list[Position] = []
-        self._replay_prefix: list[Position] = []
+        self._positions: list[Position | UndoMark] = []
+        self._replay_prefix: list[Position | UndoMark] = []
         self._execution: Execution | None = None
         self._runs = 0
         self._forks = 0
@@ -261,6 +271,9 @@ class Chat:
                 current.uncancel()
             response = LlmResponse(content=self.live_text, stop_reason="other", model=None)
             status = "stopped"
+        except ReplayDivergenceError as exc:
+            self._positions.append(Position(step_id, request, None, output_type))
+            raise _undo_divergence(exc) from exc
         except BaseException:
             self._positions.append(Position(step_id, request, None, output_type))
             raise
@@ -413,11 +426,25 @@ class Chat:
         return True
 
     def undo(self) -> list[Message]:
-        """Drop the last turn from the history and return its messages (the log keeps it)."""
+        """Drop the last turn from the history and return its messages.
+
+        The undo is journaled (step ``#chat:<k>:undo``), so a replay of the chat undoes the same
+        turn at the same point; the log keeps the undone turn.
+        """
         self._check_idle(allow_parked=True)
         if not self._turns:
             raise ConfigurationError("there is no turn to undo.", code="nothing_to_undo")
-        turn = self._turns.pop()
+        turn = self._turns[-1]
+        position = len(self._positions) + len(self._replay_prefix)
+        mark = UndoMark(f"#chat:{position}:undo", undo_entry(turn))
+        if self._replay_prefix:  # a fork that has not replayed its shared log: journaled after it
+            self._replay_prefix.append(mark)
+        else:
+            if self._execution is None:
+                self._execution = self.journal.execution(self.id, principal=self._principal)
+            settled(self._undo_step(self._execution, mark), "chat.undo()")
+            self._positions.append(mark)
+        self._turns.pop()
         removed = self._history[turn.start :]
         del self._history[turn.start :]
         if self._parked is not None and self._parked[3] == turn.index:
@@ -545,13 +572,21 @@ class Chat:
                 await self._replay(self._execution, item)
         return self._execution
 
-    async def _replay(self, execution: Execution, item: Position) -> None:
+    async def _undo_step(self, execution: Execution, mark: UndoMark) -> None:
+        """Journal (or, replayed, serve) the undo step; its function is synchronous."""
+        await execution.execute(mark.step_id, _undone, mark.entry)
+
+    async def _replay(self, execution: Execution, item: Position | UndoMark) -> None:
         """Take one shared position: served from the forked log (or copied, for a chat that had
         journaled nothing when it was forked).
 
         The step goes through the same effect as the original turn (so its journaled input is
         exactly the original's), on a provider that answers with the recorded response.
         """
+        if isinstance(item, UndoMark):
+            await self._undo_step(execution, item)
+            self._positions.append(item)
+            return
         effect = create_llm_effect(
             Recorded(self._provider, item.response),
             resolve_content=StoreResolver(self._store) if self._store is not None else None,
@@ -691,6 +726,25 @@ class Chat:
             await self.decide(call_id, approved, by="the notebook view")
         except Exception:  # shown by the view as still awaiting; the kernel log has the cause
             _log.exception("Chat: a decision from the view could not be applied")
+
+
+def _undone(entry: dict[str, Any]) -> dict[str, Any]:
+    """The undo step's function: the journaled output is the undo's own record."""
+    return entry
+
+
+def _undo_divergence(exc: ReplayDivergenceError) -> ReplayDivergenceError:
+    """A divergence at a recorded undo, said in the chat's terms (else ``exc`` itself)."""
+    expected = exc.details.get("expected")
+    if not (isinstance(expected, str) and expected.endswith(":undo")):
+        return exc
+    return ReplayDivergenceError(
+        f"{exc.message} The chat's log has a chat.undo() at this point (step {expected!r}): "
+        "call chat.undo() where the recorded run did to replay it, or give the chat a new id "
+        "(or fork it before that turn) to go on differently.",
+        code=exc.code,
+        **exc.details,
+    )
 
 
 def _state_of(decision: Any, by: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ The default journal and store (``.loom/``) are shared by every Chat of a process
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from loom_nb.agent import AgentResult
 from loom_nb.content import LlmRequest, LlmResponse, Usage
-from loom_nb.errors import ConfigurationError, ContentValidationError
+from loom_nb.errors import ConfigurationError, ContentValidationError, JournalError
 from loom_nb.journal import Journal
 from loom_nb.settings import ModelSettings
 from loom_nb.store import ContentStore, LocalContentStore
@@ -152,6 +152,48 @@ class Position:
     request: LlmRequest
     response: LlmResponse | None  # None: the step failed or was stopped (not completed)
     output_type: type[BaseModel] | None = None
+
+
+@dataclass(frozen=True)
+class UndoMark:
+    """One ``chat.undo()`` journaled at a position of the chat's execution (``#chat:<k>:undo``).
+
+    ``entry`` is the step's input and output: which turn was dropped (its index, kind, run id,
+    position and history start), so a replay that undoes another turn diverges.
+    """
+
+    step_id: str
+    entry: dict[str, Any]
+
+
+def undo_entry(turn: ChatTurn) -> dict[str, Any]:
+    """What the undo step of ``turn`` journals."""
+    return {
+        "undo": turn.index,
+        "kind": turn.kind,
+        "run_id": turn.run_id,
+        "position": turn.position,
+        "start": turn.start,
+    }
+
+
+def settled(awaitable: Coroutine[Any, Any, Any], what: str) -> Any:
+    """The value of a coroutine that finishes without suspending, driven here, synchronously.
+
+    A journaled step whose function is synchronous never waits (the journal's writes are
+    synchronous), so ``chat.undo()`` can journal its step and stay a plain method. Should the
+    coroutine ever suspend, it is closed (its step journaled as failed) and refused.
+    """
+    try:
+        awaitable.send(None)
+    except StopIteration as done:
+        return done.value
+    awaitable.close()
+    raise JournalError(
+        f"{what} had to wait for the journal, which a synchronous call cannot do; nothing was "
+        "changed. Retry it, or report this with the journal backend you use.",
+        code="journal_would_wait",
+    )
 
 
 class Skipped(Exception):

@@ -4,11 +4,13 @@
 names, and the final response when there is one). For an ``Execution`` (``loom_nb.journal``) it
 reads the journal: the latest completed step whose input is a model request (``{messages,
 tools, system}``) gives the messages, and that step's output (an ``LlmResponse``) is shown as the
-final assistant turn.
+final assistant turn. A ``Chat``'s journaled undo after it (``#chat:<k>:undo``) cuts the
+messages back to where the undone turn started, as the chat's history was.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +30,8 @@ from loom_nb.errors import ContentValidationError
 from loom_nb.taint import Untrusted
 
 __all__ = ["Transcript", "approval_state", "transcript_of", "turn_stats"]
+
+_CHAT_UNDO = re.compile(r"#chat:\d+:undo")
 
 
 @dataclass
@@ -110,6 +114,7 @@ def _from_execution(execution: Any) -> Transcript:
     approvals: dict[str, dict[str, Any]] = {}
     started: dict[tuple[int | None, str | None], Any] = {}
     turns: list[tuple[LlmResponse, float | None]] = []
+    undone_from: int | None = None  # a chat's undo after the last model step: history cut here
     for event in events:
         if event.kind == "step_started":
             started[(event.position, event.step_id)] = event.created
@@ -129,6 +134,12 @@ def _from_execution(execution: Any) -> Transcript:
             approvals[call_id] = _decision_state(payload.get("output"), "the approver")
             continue
         step_input = payload.get("input")
+        if event.kind == "step_completed" and _CHAT_UNDO.fullmatch(step_id):
+            output = payload.get("output")
+            start = output.get("start") if isinstance(output, dict) else None
+            if isinstance(start, int) and not isinstance(start, bool) and start >= 0:
+                undone_from = start if undone_from is None else min(undone_from, start)
+            continue
         if not (isinstance(step_input, dict) and "messages" in step_input):
             continue
         try:
@@ -146,12 +157,15 @@ def _from_execution(execution: Any) -> Transcript:
             latency = (event.created - began).total_seconds() if began is not None else None
             turns.append((response, latency))
         last = (request, response)
+        undone_from = None
     if last is None:
         return Transcript(approvals=approvals)
     request, response = last
     messages = list(request.messages)
     if response is not None:
         messages.append(assistant_message_of(response))
+    if undone_from is not None:
+        del messages[undone_from:]
     return Transcript(
         messages,
         request.system,

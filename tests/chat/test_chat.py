@@ -196,6 +196,100 @@ async def test_undo_drops_the_last_turn() -> None:
         Chat(provider, journal=Journal()).undo()
 
 
+async def test_undo_is_journaled_and_a_reopened_chat_replays_it(tmp_path: Path) -> None:
+    """undo() is the step #chat:<k>:undo; a fresh Chat on the journal replays it, served, with no model."""
+    from loom_nb import ReplayDivergenceError, TranscriptView
+
+    journal = Journal(tmp_path / "j.sqlite")
+    provider = ScriptedProvider([{"text": "1"}, {"text": "2"}, {"text": "3"}])
+    chat = Chat(provider, journal=journal, id="uj")
+    await chat("a")
+    await chat("b")
+    chat.undo()
+    await chat("c")
+    assert [s for _, s in _kinds(journal, "uj")] == [
+        "#chat:0:model",
+        "#chat:1:model",
+        "#chat:2:undo",
+        "#chat:3:model",
+    ]
+    undo = next(e for e in journal.events("uj") if e.step_id == "#chat:2:undo" and e.payload)
+    assert undo.payload["output"]["undo"] == 1  # which turn was dropped
+    logged = len(journal.events("uj"))
+    # Reopened in a fresh Chat object (a new kernel): the same code replays, undo included.
+    empty = ScriptedProvider([])
+    again = Chat(empty, journal=journal, id="uj")
+    await again("a")
+    await again("b")
+    assert [m.content for m in again.undo()] == ["b", "2"]
+    await again("c")
+    assert again.history == chat.history
+    assert [t.position for t in again.turns] == [t.position for t in chat.turns] == [0, 3]
+    assert empty.requests == []
+    assert len(journal.events("uj")) == logged  # everything served, nothing journaled again
+    # The journal alone shows the chat without the undone turn.
+    view = TranscriptView(journal.execution("uj"))
+    assert [m.content for m in view.transcript.messages] == ["a", "1", "c", "3"]
+    # Code that no longer undoes where the log did diverges, and says so in the chat's terms.
+    forgetful = Chat(ScriptedProvider([{"text": "x"}]), journal=journal, id="uj")
+    await forgetful("a")
+    await forgetful("b")
+    with pytest.raises(ReplayDivergenceError) as caught:
+        await forgetful("c")
+    assert "chat.undo()" in caught.value.message
+    # An undo where the log had a turn diverges too (the undo is checked like any step).
+    eager = Chat(ScriptedProvider([]), journal=journal, id="uj")
+    await eager("a")
+    with pytest.raises(ReplayDivergenceError):
+        eager.undo()
+    assert [m.content for m in eager.history] == ["a", "1"]  # refused: nothing dropped
+
+
+async def test_the_journal_shows_an_undone_last_turn_as_gone(tmp_path: Path) -> None:
+    """Undo of the last turn, with nothing after it: the execution's transcript stops before it."""
+    from loom_nb import TranscriptView
+
+    journal = Journal(tmp_path / "j.sqlite")
+    chat = Chat(ScriptedProvider([{"text": "1"}, {"text": "2"}]), journal=journal, id="ul")
+    await chat("a")
+    await chat("b")
+    chat.undo()
+    view = TranscriptView(journal.execution("ul"))
+    assert [m.content for m in view.transcript.messages] == ["a", "1"]
+    chat.undo()
+    assert TranscriptView(journal.execution("ul")).transcript.messages == []
+
+
+async def test_fork_after_undo_replays_the_undo_from_the_shared_log(tmp_path: Path) -> None:
+    """A fork taken after an undo copies the undo step with the log and goes on from there."""
+    journal = Journal(tmp_path / "j.sqlite")
+    provider = ScriptedProvider(
+        [{"text": "1"}, {"text": "2"}, {"text": "3"}, {"text": "forked"}, {"text": "other"}]
+    )
+    chat = Chat(provider, journal=journal, id="fu")
+    await chat("a")
+    await chat("b")
+    chat.undo()
+    await chat("c")
+    child = chat.fork(1)  # before "c": turn 0, plus the undone turn and its undo in the log
+    assert [m.content for m in child.history] == ["a", "1"]
+    assert (await child("d")).content == "forked"
+    assert [m.content for m in provider.requests[-1].messages] == ["a", "1", "d"]
+    assert [s for _, s in _kinds(journal, child.id)] == [
+        "#chat:0:model",
+        "#chat:1:model",
+        "#chat:2:undo",
+        "#chat:3:model",
+    ]
+    # A fork undone before it replayed its shared log journals the undo after that log.
+    other = chat.fork(2, id="fu/other")
+    other.undo()
+    assert [m.content for m in other.history] == ["a", "1"]
+    assert (await other("e")).content == "other"
+    assert [m.content for m in provider.requests[-1].messages] == ["a", "1", "e"]
+    assert [s for _, s in _kinds(journal, "fu/other")][-2:] == ["#chat:4:undo", "#chat:5:model"]
+
+
 async def test_fork_shares_the_log_up_to_the_turn(tmp_path: Path) -> None:
     """fork(1) keeps turn 0, copies its log, and goes on differently; re-forking replays."""
     journal = Journal(tmp_path / "j.sqlite")
