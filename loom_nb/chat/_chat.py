@@ -23,6 +23,14 @@ another turn, diverges (``ReplayDivergenceError``) instead of rebuilding another
 a fork's copied log carries the undo too. (A fork that has not replayed its shared log yet
 journals an undo with its first step.)
 
+Display. ``display(chat)`` (or ``chat`` last in a cell) shows the transcript as a TranscriptView
+that stays attached: the chat keeps its views in a ``WeakSet`` (a chat never keeps a closed view
+alive) and updates every one of them as a turn lands, a run parks or resumes (the view's own
+Approve / Decline included), a turn is undone, and, while a reply streams, with its text so far;
+the header's turns, tokens and cost follow. The bundle's static ``text/html`` (what a saved
+notebook shows without a kernel) is the transcript as it was when displayed. Without ipywidgets
+the display is that static HTML alone.
+
 Stopping. ``chat.stop()`` cancels the reply in flight (the calling task, e.g. the PromptPad's
 send): the step is journaled as failed, never completed; the partial text streamed so far is
 kept in the history as the assistant's turn and the turn is marked ``stopped``.
@@ -34,6 +42,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
@@ -140,6 +149,7 @@ class Chat:
         self._deciders: dict[str, str] = {}
         self._caller: asyncio.Task[Any] | None = None
         self._stopping = False
+        self._views: weakref.WeakSet[Any] | None = None  # displayed views, updated as turns land
         self.live_text = ""
         """The text streamed so far by the reply in flight ("" when idle)."""
 
@@ -260,6 +270,8 @@ class Chat:
         )
         status: TurnStatus = "completed"
         self._enter()
+        self._refresh_views([*self._history, message])
+        landed = False
         try:
             response = await effect(execution, step_id, request)
         except asyncio.CancelledError:
@@ -271,6 +283,7 @@ class Chat:
                 current.uncancel()
             response = LlmResponse(content=self.live_text, stop_reason="other", model=None)
             status = "stopped"
+            landed = True
         except ReplayDivergenceError as exc:
             self._positions.append(Position(step_id, request, None, output_type))
             raise _undo_divergence(exc) from exc
@@ -279,10 +292,13 @@ class Chat:
             raise
         else:
             self._positions.append(Position(step_id, request, response, output_type))
+            landed = True
         finally:
             if sink is print_delta and self.live_text:
                 print(flush=True)  # end the streamed line
             self._leave()
+            if not landed:
+                self._refresh_views()  # the refused or failed turn leaves the views as they were
         start = len(self._history)
         if status == "completed" or response.content:
             self._history.extend([message, assistant_message_of(response)])
@@ -299,6 +315,7 @@ class Chat:
                 position=position,
             )
         )
+        self._refresh_views()
         return response
 
     async def run(
@@ -449,6 +466,7 @@ class Chat:
         del self._history[turn.start :]
         if self._parked is not None and self._parked[3] == turn.index:
             self._parked = None
+        self._refresh_views()
         return removed
 
     def fork(self, turn: int, *, id: str | None = None) -> Chat:
@@ -545,6 +563,8 @@ class Chat:
     def _delta(self, sink: TextCallback | None) -> TextCallback:
         async def on_delta(delta: str) -> None:
             self.live_text += delta
+            if self._views:
+                self._stream_to_views()
             if sink is not None:
                 result = sink(delta)
                 if result is not None:
@@ -555,6 +575,8 @@ class Chat:
     def _reset_with(self, callback: ResetCallback | None) -> ResetCallback:
         async def reset() -> None:
             self.live_text = ""
+            if self._views:
+                self._stream_to_views()
             if callback is not None:
                 result = callback()
                 if result is not None:
@@ -611,6 +633,9 @@ class Chat:
         execution = self.journal.execution(run_id, principal=self._principal)
         await self._ready()
         self._enter()
+        if len(self._turns) == index:  # a new run (a resumed one shows its parked turn meanwhile)
+            self._refresh_views(messages)
+        landed = False
         try:
             result = await agent_loop(
                 execution,
@@ -624,8 +649,11 @@ class Chat:
                 on_text=self._delta(sink) if streaming else None,
                 stream=streaming,
             )
+            landed = True
         finally:
             self._leave()
+            if not landed:
+                self._refresh_views()
         usage, cost = run_usage(self.journal, run_id, self._provider)
         start = len(messages) - 1
         turn = ChatTurn(
@@ -644,6 +672,7 @@ class Chat:
         self._turns.append(turn)
         self._history = list(result.messages)
         self._parked = self._parked if result.status == "parked" else None
+        self._refresh_views()
         return result
 
     # -- display ---------------------------------------------------------------------------------
@@ -685,8 +714,55 @@ class Chat:
             approvals=self.approvals(),
             stats=self._stats(),
             on_decision=self._on_view_decision if self._parked is not None else None,
+            on_view=self._attach_view,
             **kwargs,
         )
+
+    def _attach_view(self, view: Any) -> None:
+        """Keep a displayed view (weakly) so the chat updates it as turns land."""
+        if self._views is None:
+            self._views = weakref.WeakSet()
+        self._views.add(view)
+
+    def _live_views(self) -> list[Any]:
+        """The displayed views still open (a closed view is dropped, never updated again)."""
+        if not self._views:
+            return []
+        views = []
+        for view in list(self._views):
+            if getattr(view, "comm", None) is None:
+                self._views.discard(view)
+            else:
+                views.append(view)
+        return views
+
+    def _refresh_views(self, messages: list[Message] | None = None) -> None:
+        """Show the chat's state now in every displayed view (``messages``: the turn in flight)."""
+        views = self._live_views()
+        if not views:
+            return
+        from loom_nb.render._source import Transcript
+
+        transcript = Transcript(
+            list(self._history if messages is None else messages),
+            self._system,
+            [t.name for t in self._tools],
+            approvals=self.approvals(),
+            stats=self._stats(),
+        )
+        header = self.header() + (" · replying" if self.busy else "")
+        decide = self._on_view_decision if self._parked is not None else None
+        for view in views:
+            try:
+                view._follow(transcript, header)
+                view.on_decision = decide
+                view.live_text = self.live_text
+            except Exception:  # a view that cannot draw must not fail the turn, which is journaled
+                _log.exception("Chat: a displayed view could not be updated")
+
+    def _stream_to_views(self) -> None:
+        for view in self._live_views():
+            view.live_text = self.live_text
 
     def approvals(self) -> dict[str, dict[str, Any]]:
         """Every call that needed a decision: ``{call id: {"state", "by", "reason"}}``.

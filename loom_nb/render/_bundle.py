@@ -9,7 +9,7 @@ stays importable without ipywidgets: with no ipywidgets the bundle is the static
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from loom_nb.content import LlmResponse, Message, assistant_message_of, text_of
@@ -36,6 +36,7 @@ def transcript_bundle(
     approvals: Mapping[str, Mapping[str, Any]] | None = None,
     stats: Mapping[int, Mapping[str, Any]] | None = None,
     on_decision: Any = None,
+    on_view: Callable[[Any], None] | None = None,
     **_kwargs: Any,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The mimebundle of ``messages`` shown as a transcript headed by ``header``.
@@ -43,6 +44,8 @@ def transcript_bundle(
     ``approvals`` (call id -> ``approval_state(...)``) marks calls awaiting or decided;
     ``on_decision(call_id, approved)`` gives awaiting calls Approve / Decline buttons in the live
     view; ``stats`` (message index -> ``turn_stats(...)``) adds tokens and latency to turns.
+    ``on_view(view)`` is called with the live view when one is made (a ``Chat`` keeps it, weakly,
+    to update it as turns land); without the notebook layer there is none and it is not called.
     """
     transcript = Transcript(
         list(messages),
@@ -60,6 +63,8 @@ def transcript_bundle(
     else:
         view = TranscriptView(transcript, store=store, principal=principal, on_decision=on_decision)
         view.header = header
+        if on_view is not None:
+            on_view(view)
         bundle = view._repr_mimebundle_(include=include, exclude=exclude)
         data = dict(bundle[0]) if bundle is not None else {"text/html": view.to_static_html()}
     data["text/plain"] = plain

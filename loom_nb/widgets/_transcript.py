@@ -9,6 +9,11 @@ beyond the first are fetched on demand through custom messages, so they never bl
 ``_repr_mimebundle_`` adds the static ``text/html`` of the same views (what untrusted JupyterLab
 outputs, GitHub and nbval see) and a deterministic ``text/plain``.
 
+Following a chat: ``display(chat)`` makes a view the ``Chat`` keeps (weakly) and updates in place
+as turns land (``_follow``: the messages already shown stay as drawn, new ones are drawn, stats
+and approvals are set from the chat) and while a reply streams (``live_text``, a provisional
+card below the transcript). The static ``text/html`` is what the view showed when displayed.
+
 Approvals: a call marked awaiting (``view.await_approval(call_id)``, or read from a parked
 execution's journal) shows "awaiting approval"; with an ``on_decision(call_id, approved)``
 callback the card also has Approve / Decline buttons, and a click calls it (an awaitable it
@@ -68,6 +73,8 @@ class TranscriptView(StaticFallbackWidget):
     """The one-line summary above the transcript."""
     decidable = traitlets.Bool(False).tag(sync=True)
     """Whether awaiting calls get Approve / Decline buttons (True when ``on_decision`` is set)."""
+    live_text = traitlets.Unicode("").tag(sync=True)
+    """Text of a reply still streaming, shown below the transcript ("" when none is in flight)."""
 
     def __init__(
         self,
@@ -153,6 +160,44 @@ class TranscriptView(StaticFallbackWidget):
         """Append several messages."""
         for message in messages:
             self.append(message)
+
+    def _follow(self, transcript: Transcript, header: str) -> None:
+        """Show ``transcript`` in place: what a displayed ``Chat`` calls as its turns land.
+
+        The messages it shares with what is shown (from the start) keep their drawn views; the
+        rest are drawn anew, so a new turn costs what it added. Stats and approvals are taken
+        from ``transcript``; the front end redraws only the cards that changed.
+        """
+        shown, target = self._transcript.messages, list(transcript.messages)
+        keep, limit = 0, min(len(shown), len(target))
+        while keep < limit and (shown[keep] is target[keep] or shown[keep] == target[keep]):
+            keep += 1
+        offset = 1 if self._transcript.system is not None else 0  # the system card
+        views = list(self.messages[: offset + keep])
+        self._ctx.learn_tools(target[keep:])
+        views.extend(message_view(m, n, self._ctx) for n, m in enumerate(target[keep:], keep))
+        for number in range(len(target)):
+            stats = transcript.stats.get(number)
+            view = views[offset + number]
+            if view.get("stats") != stats:
+                view = {k: v for k, v in view.items() if k != "stats"}
+                if stats is not None:
+                    view["stats"] = dict(stats)
+                views[offset + number] = view
+        approvals = {k: dict(v) for k, v in transcript.approvals.items()}
+        self._transcript = Transcript(
+            target,
+            self._transcript.system,
+            list(transcript.tools),
+            approvals=approvals,
+            stats={k: dict(v) for k, v in transcript.stats.items()},
+        )
+        self._internal = True
+        try:
+            self.messages = with_approvals(views, approvals)
+            self.header = header
+        finally:
+            self._internal = False
 
     # -- approvals -------------------------------------------------------------------------------
 

@@ -135,7 +135,12 @@ class TranscriptDom {
     this.root = h("div", "loom-tv");
     this.header = h("div", "loom-header");
     this.list = h("div", "loom-list");
-    this.root.append(this.header, this.list);
+    // A reply still streaming (a displayed Chat's live_text): a provisional card below the list.
+    this.live = h("div", "loom-msg loom-assistant loom-live");
+    this.liveText = h("div", "loom-text loom-live-text");
+    this.live.append(h("div", "loom-role", "assistant · streaming"), this.liveText);
+    this.live.hidden = true;
+    this.root.append(this.header, this.list, this.live);
     el.appendChild(this.root);
     this.rendered = [];       // [{sig, node}]
     this.uses = new Map();    // tool_use id -> element
@@ -157,6 +162,12 @@ class TranscriptDom {
     });
     while (this.rendered.length > views.length) this.rendered.pop().node.remove();
     this.relink();
+  }
+
+  updateLive() {
+    const text = String(this.model.get("live_text") || "");
+    this.liveText.textContent = text;
+    this.live.hidden = !text;
   }
 
   relink() {
@@ -423,17 +434,21 @@ export default {
   render({ model, el }) {
     const dom = new TranscriptDom(model, el);
     dom.update();
+    dom.updateLive();
     const onChange = () => dom.update();
+    const onLive = () => dom.updateLive();
     const onRedraw = () => { dom.rendered = dom.rendered.map((r) => ({ ...r, sig: "" })); dom.update(); };
     const onMsg = (msg) => dom.answer(msg);
     model.on("change:messages", onChange);
     model.on("change:header", onChange);
     model.on("change:decidable", onRedraw);
+    model.on("change:live_text", onLive);
     model.on("msg:custom", onMsg);
     return () => {
       model.off("change:messages", onChange);
       model.off("change:header", onChange);
       model.off("change:decidable", onRedraw);
+      model.off("change:live_text", onLive);
       model.off("msg:custom", onMsg);
     };
   },
