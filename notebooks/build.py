@@ -142,9 +142,12 @@ print([(call.name, call.status) for call in result.tool_calls])""",
 
 `chat.history` is the conversation (tool calls and results included), `chat.usage` the tokens,
 `chat.cost` the price from the `genai-prices` table when the model is known (a scripted model is
-not: "cost unknown", never a guess). `chat.undo()` drops the last turn; `chat.fork(turn)` starts a
-new conversation that shares everything before that turn. Displaying a chat shows its transcript
-with tokens and cost in the header.""",
+not: "cost unknown", never a guess). `chat.undo()` drops the last turn (the undo is journaled
+too, so a replay undoes the same turn); `chat.fork(turn)` starts a new conversation that shares
+everything before that turn. Displaying a chat shows its transcript with tokens and cost in the
+header, and the display is live: in a running kernel it stays attached to the chat and grows in
+place as later cells add turns, stream a reply or decide an approval (a saved notebook shows the
+transcript as it was when displayed).""",
         ),
         (
             "code",

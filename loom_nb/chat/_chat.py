@@ -150,6 +150,7 @@ class Chat:
         self._caller: asyncio.Task[Any] | None = None
         self._stopping = False
         self._views: weakref.WeakSet[Any] | None = None  # displayed views, updated as turns land
+        self._decided: dict[str, dict[str, Any]] = {}  # finished run id -> its journaled decisions
         self.live_text = ""
         """The text streamed so far by the reply in flight ("" when idle)."""
 
@@ -775,7 +776,12 @@ class Chat:
         for turn in self._turns:
             if turn.kind != "run" or turn.run_id is None:
                 continue
-            for call_id, decision in run_decisions(self.journal, turn.run_id).items():
+            decided = self._decided.get(turn.run_id)
+            if decided is None:
+                decided = run_decisions(self.journal, turn.run_id)
+                if turn.status != "parked":  # a finished run journals nothing more: read it once
+                    self._decided[turn.run_id] = decided
+            for call_id, decision in decided.items():
                 states[call_id] = _state_of(decision, self._deciders.get(call_id, "the approver"))
         for digest in self.pending_approvals:
             states[str(digest["id"])] = {"state": "awaiting", "by": None, "reason": None}
