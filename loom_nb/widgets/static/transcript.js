@@ -136,7 +136,8 @@ class TranscriptDom {
     this.header = h("div", "loom-header");
     this.list = h("div", "loom-list");
     // A reply still streaming (a displayed Chat's live_text): a provisional card below the list.
-    this.live = h("div", "loom-msg loom-assistant loom-live");
+    // Not a .loom-msg: it is no message of the transcript (yet).
+    this.live = h("div", "loom-live");
     this.liveText = h("div", "loom-text loom-live-text");
     this.live.append(h("div", "loom-role", "assistant · streaming"), this.liveText);
     this.live.hidden = true;
