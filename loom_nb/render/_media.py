@@ -22,6 +22,7 @@ from PIL import Image, UnidentifiedImageError
 __all__ = [
     "AUDIO_TYPES",
     "MAX_IMAGE_PIXELS",
+    "STREAM_TYPES",
     "TEXT_FILE_TYPES",
     "MediaFailure",
     "PdfView",
@@ -47,6 +48,15 @@ AUDIO_TYPES = frozenset(
     }
 )
 """Audio media types given a player; others are listed, not embedded."""
+
+STREAM_TYPES = AUDIO_TYPES | frozenset(
+    {"application/pdf", "image/png", "image/jpeg", "image/gif", "image/webp"}
+)
+"""Media types a live view may stream to the browser and open from a ``blob:`` URL.
+
+Never markup (no text/html, no SVG): a blob URL has the page's origin, so only types the browser
+plays or shows in its own viewer are allowed.
+"""
 
 TEXT_FILE_TYPES = frozenset(
     {"text/plain", "text/markdown", "text/csv", "application/json", "text/x-python"}

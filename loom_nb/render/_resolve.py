@@ -68,6 +68,8 @@ class Unavailable:
     """Short reason for people: ``NOT_AVAILABLE``, ``size mismatch`` ..."""
     address: str | None = None
     """The ref's address, shown next to the reason."""
+    too_large: bool = False
+    """Whether the only thing wrong is the size (the viewer may read it; it is over the limit)."""
 
     def describe(self) -> str:
         """``unavailable: <reason> <address>`` as shown in place of the media."""
@@ -75,12 +77,20 @@ class Unavailable:
 
 
 def fetch_bytes(
-    source: MediaSource, *, store: ContentReader | None, principal: Viewer | None
+    source: MediaSource,
+    *,
+    store: ContentReader | None,
+    principal: Viewer | None,
+    limit: int = MAX_RENDER_BYTES,
 ) -> bytes | Unavailable:
-    """The bytes of ``source`` if this viewer may see them, else an ``Unavailable``."""
+    """The bytes of ``source`` if this viewer may see them, else an ``Unavailable``.
+
+    ``limit`` is the largest blob read (``MAX_RENDER_BYTES`` to display; the widgets stream up
+    to their own budget). A size over it is reported only after the tenancy check.
+    """
     if isinstance(source, DataSource):
-        if len(source.data) > MAX_RENDER_BYTES * 4 // 3 + 4:
-            return Unavailable("inline data too large to display")
+        if len(source.data) > limit * 4 // 3 + 4:
+            return Unavailable("inline data too large to display", too_large=True)
         try:
             return base64.b64decode(source.data, validate=True)
         except (binascii.Error, ValueError):
@@ -98,8 +108,8 @@ def fetch_bytes(
     if principal.tenant not in tenants:  # absent and foreign look alike
         return Unavailable(NOT_AVAILABLE, address)
     size = source.ref.size
-    if size is not None and size > MAX_RENDER_BYTES:
-        return Unavailable(f"too large to display ({size} bytes)", address)
+    if size is not None and size > limit:
+        return Unavailable(f"too large to display ({size} bytes)", address, too_large=True)
     try:
         data = store.get(address)
     except (ContentNotFoundError, ContentAccessDeniedError):
@@ -108,6 +118,6 @@ def fetch_bytes(
         return Unavailable(f"store error ({exc.code})", address)
     if size is not None and len(data) != size:
         return Unavailable(f"size mismatch (ref says {size}, store has {len(data)})", address)
-    if len(data) > MAX_RENDER_BYTES:
-        return Unavailable(f"too large to display ({len(data)} bytes)", address)
+    if len(data) > limit:
+        return Unavailable(f"too large to display ({len(data)} bytes)", address, too_large=True)
     return data

@@ -266,8 +266,28 @@ def _unavailable(view: View) -> str:
     return f'<div class="loom-unavailable" style="{STYLE["unavailable"]}">{esc(view["unavailable"])}</div>'
 
 
+_STREAM_VERB = {"image": "opens", "audio": "plays", "file": "opens"}
+
+
+def _streamed(view: View) -> str:
+    """The placeholder of media too large to embed: what it is, its size, where it plays."""
+    offer = view["stream"]
+    what = {"image": "image", "audio": "audio", "file": "document"}.get(view["kind"], "media")
+    text = (
+        f"{what} not embedded: {offer['reason']}. It {_STREAM_VERB.get(view['kind'], 'opens')} "
+        "in a live kernel (run the cell: the live view streams it from the kernel)."
+    )
+    return (
+        f'<div class="loom-{esc(view["kind"])} loom-streamed" style="{STYLE["media"]}">'
+        f'<div class="loom-unavailable" style="{STYLE["unavailable"]}">{esc(text)}</div>'
+        f"{_meta(view)}</div>"
+    )
+
+
 def _image(view: View) -> str:
     label = f"image · {view['media_type']}"
+    if view.get("stream"):
+        return _streamed(view)
     if view.get("unavailable"):
         source = ""
         if view.get("svg_source") is not None:
@@ -287,6 +307,8 @@ def _image(view: View) -> str:
 
 
 def _audio(view: View) -> str:
+    if view.get("stream"):
+        return _streamed(view)
     if view.get("unavailable"):
         return f'<div class="loom-audio" style="{STYLE["media"]}">{_unavailable(view)}{_meta(view)}</div>'
     src = data_url(view["player_type"], view["data"])
@@ -297,6 +319,8 @@ def _audio(view: View) -> str:
 
 
 def _file(view: View) -> str:
+    if view.get("stream"):
+        return _streamed(view)
     if view.get("unavailable"):
         return f'<div class="loom-file" style="{STYLE["media"]}">{_unavailable(view)}{_meta(view)}</div>'
     if view.get("thumb"):

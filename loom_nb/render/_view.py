@@ -35,9 +35,11 @@ from loom_nb.content import (
     to_parts,
 )
 from loom_nb.render._fence import fence_view, scan_fences
+from loom_nb.render._html import human_size
 from loom_nb.render._markdown import markdown_tree
 from loom_nb.render._media import (
     AUDIO_TYPES,
+    STREAM_TYPES,
     TEXT_FILE_TYPES,
     MediaFailure,
     image_png,
@@ -81,7 +83,9 @@ class RenderContext:
     collapse_chars: int = 1500
     """Text longer than this is collapsed behind a summary."""
     max_audio_bytes: int = 4 * 1024 * 1024
-    """Largest audio clip embedded as a data URL."""
+    """Largest audio clip embedded as a data URL (larger clips are streamed by a live view)."""
+    max_stream_bytes: int = 256 * 1024 * 1024
+    """Largest blob a live view streams to the browser on demand (its budget per part)."""
     tool_names: dict[str, str] = field(default_factory=dict)
     """tool_use id -> tool name, so a result can name the call it answers."""
     media: dict[str, ImagePart | AudioPart | FilePart] = field(default_factory=dict)
@@ -252,7 +256,10 @@ def _media_payload(part: ImagePart | AudioPart | FilePart, ctx: RenderContext) -
     }
     data = fetch_bytes(source, store=ctx.store, principal=ctx.principal)
     if isinstance(data, Unavailable):
-        view["unavailable"] = data.describe()
+        if data.too_large and part.media_type.lower() in STREAM_TYPES:
+            view["stream"] = _stream_offer(part.media_type, data.reason)
+        else:
+            view["unavailable"] = data.describe()
     else:
         view["size"] = len(data)
         if isinstance(part, ImagePart):
@@ -301,7 +308,10 @@ def _fill_image(view: View, data: bytes, media_type: str, ctx: RenderContext) ->
         return
     thumb = image_png(data, ctx.thumb_px)
     if isinstance(thumb, MediaFailure):
-        view["unavailable"] = thumb.reason
+        if thumb.reason.startswith("image too large") and media_type.lower() in STREAM_TYPES:
+            view["stream"] = _stream_offer(media_type, thumb.reason)
+        else:
+            view["unavailable"] = thumb.reason
         return
     view["thumb"], view["width"], view["height"] = thumb
     if ctx.full_images and max(thumb[1], thumb[2]) > ctx.thumb_px:
@@ -315,10 +325,16 @@ def _fill_audio(view: View, data: bytes, media_type: str, ctx: RenderContext) ->
     if kind not in AUDIO_TYPES:
         view["unavailable"] = "no player for this audio type"
     elif len(data) > ctx.max_audio_bytes:
-        view["unavailable"] = f"audio too large to embed (over {ctx.max_audio_bytes} bytes)"
+        reason = f"too large to embed ({human_size(len(data))}; the embed limit is "
+        view["stream"] = _stream_offer(kind, reason + f"{human_size(ctx.max_audio_bytes)})")
     else:
         view["player_type"] = kind
         view["data"] = base64.b64encode(data).decode("ascii")
+
+
+def _stream_offer(media_type: str, reason: str) -> View:
+    """What a view says about media a live view streams on demand (``view["stream"]``)."""
+    return {"media_type": media_type.lower(), "reason": reason}
 
 
 def _fill_file(view: View, data: bytes, media_type: str, ctx: RenderContext) -> None:

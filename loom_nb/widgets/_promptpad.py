@@ -46,7 +46,7 @@ from loom_nb.content import (
 from loom_nb.errors import ConfigurationError, LoomError
 from loom_nb.journal import Journal
 from loom_nb.providers._base import ToolDelta
-from loom_nb.render._html import esc
+from loom_nb.render._html import STYLE, esc
 from loom_nb.render._refusal import refusal_html, refusal_view
 from loom_nb.store import Principal
 from loom_nb.taint import Untrusted
@@ -311,7 +311,7 @@ class PromptPad(StaticFallbackWidget):
             else ""
         )
         return (
-            f'<div class="loom-promptpad"><div style="font-size:12px;color:#555">'
+            f'<div class="loom-promptpad"><div style="{STYLE["meta"]}">'
             f"prompt pad · {esc(self.status)}</div>{self.transcript.to_static_html()}{stopped}"
             f"{refusal}</div>"
         )

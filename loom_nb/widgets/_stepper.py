@@ -23,6 +23,7 @@ from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._turns import TurnRecord, turns_of
 from loom_nb.render._view import RenderContext, View
 from loom_nb.widgets._base import StaticFallbackWidget, media_reply
+from loom_nb.widgets._stream import StreamMessage, stream_messages
 
 __all__ = ["ReplayStepper", "combined_esm"]
 
@@ -148,8 +149,19 @@ class ReplayStepper(StaticFallbackWidget):
     # -- on-demand media (same protocol as TranscriptView, plus the turn) --------------------------
 
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict):
-            self.send(self.answer(content))
+        if not isinstance(content, dict):
+            return
+        if content.get("type") == "stream":
+            for reply, buffers in self.stream(content):
+                self.send(reply, buffers)
+            return
+        self.send(self.answer(content))
+
+    def stream(self, request: dict[str, Any]) -> list[StreamMessage]:
+        """The chunked reply to a front-end ``stream`` request for media of a turn it showed."""
+        turn = request.get("turn")
+        ctx = self._contexts.get(turn) if isinstance(turn, int) else None
+        return stream_messages(request, ctx, "no such media in this turn")
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         """The reply to a front-end request for a full-size image or a PDF page of a turn."""

@@ -4,7 +4,9 @@ One widget, not a tree of stock widgets: measured, one anywidget holding 600 par
 in ~5 ms and saves ~100 KB, where 600 stock widgets take ~0.9 s and save 1.7 MB of state. The
 kernel side sends render-ready views (``loom_nb.render``: escaped nowhere, because the front end
 sets every string as textContent; media as re-encoded PNG base64). Full-size images and PDF pages
-beyond the first are fetched on demand through custom messages, so they never bloat saved state.
+beyond the first are fetched on demand through custom messages, so they never bloat saved state;
+media too large to embed (long audio, huge PDFs and images) and a PDF's original bytes are
+streamed on demand in binary chunks (``loom_nb.widgets._stream``) into a ``blob:`` URL.
 
 ``_repr_mimebundle_`` adds the static ``text/html`` of the same views (what untrusted JupyterLab
 outputs, GitHub and nbval see) and a deterministic ``text/plain``.
@@ -45,6 +47,7 @@ from loom_nb.render._source import (
 )
 from loom_nb.render._view import RenderContext, View, message_view
 from loom_nb.widgets._base import StaticFallbackWidget, media_reply
+from loom_nb.widgets._stream import StreamMessage, stream_messages
 
 __all__ = ["DecisionCallback", "TranscriptView"]
 
@@ -315,6 +318,10 @@ class TranscriptView(StaticFallbackWidget):
         if content.get("type") == "decision":
             self.send(self._answer_decision(content))
             return
+        if content.get("type") == "stream":
+            for reply, buffers in self.stream(content):
+                self.send(reply, buffers)
+            return
         self.send(self.answer(content))
 
     def _answer_decision(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -331,6 +338,13 @@ class TranscriptView(StaticFallbackWidget):
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         """The reply to a front-end request for a full-size image or a PDF page (kernel side)."""
         return media_reply(request, self._ctx, "no such media in this transcript")
+
+    def stream(self, request: dict[str, Any]) -> list[StreamMessage]:
+        """The chunked reply to a front-end ``stream`` request (kernel side; see ``_stream``).
+
+        Only media parts of this view can be streamed, read under the view's principal.
+        """
+        return stream_messages(request, self._ctx, "no such media in this transcript")
 
     # -- static forms ----------------------------------------------------------------------------
 

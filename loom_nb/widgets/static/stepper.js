@@ -98,12 +98,14 @@ export default {
     const dom = new StepperDom(model, el);
     dom.update();
     const onChange = () => dom.update();
-    const onMsg = (msg) => { dom.seenDom.answer(msg); dom.saidDom.answer(msg); };
+    const onMsg = (msg, buffers) => { dom.seenDom.answer(msg, buffers); dom.saidDom.answer(msg, buffers); };
     for (const name of ["change:current", "change:turn", "change:count", "change:title"]) model.on(name, onChange);
     model.on("msg:custom", onMsg);
     return () => {
       for (const name of ["change:current", "change:turn", "change:count", "change:title"]) model.off(name, onChange);
       model.off("msg:custom", onMsg);
+      dom.seenDom.revoke();
+      dom.saidDom.revoke();
     };
   },
 };

@@ -1,0 +1,295 @@
+"""Streaming media over the embed limit from the kernel: the request/response protocol (kernel side)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loom_nb import ReplayStepper, TranscriptView
+from loom_nb.agent import agent_loop
+from loom_nb.content import AudioPart, DataSource, FilePart, ImagePart, Message, RefSource
+from loom_nb.journal import Journal
+from loom_nb.providers import ScriptedProvider
+from loom_nb.render import render_transcript
+from loom_nb.render._resolve import NOT_AVAILABLE
+from loom_nb.store import LocalContentStore, Principal, StoreResolver
+from loom_nb.widgets._stream import looks_like, stream_messages
+from tests.render import media
+
+KIB = 1024
+
+
+def inline(raw: bytes) -> DataSource:
+    return DataSource(data=base64.b64encode(raw).decode())
+
+
+def big_wav(size: int = 5 * 1024 * KIB) -> bytes:
+    """A WAV over the 4 MiB embed limit (real header, then samples)."""
+    return media.wav(seconds=size / 16000, rate=8000)
+
+
+def assemble(messages: list[tuple[dict[str, Any], list[Any]]]) -> tuple[dict[str, Any], bytes]:
+    """What the front end does: check the header, put chunks in seq order, join them."""
+    start, _ = messages[0]
+    assert start["state"] == "start"
+    chunks = messages[1:]
+    assert len(chunks) == start["chunks"]
+    parts: dict[int, bytes] = {}
+    for content, buffers in chunks:
+        assert content["state"] == "chunk"
+        assert content["ticket"] == start["ticket"]
+        assert len(buffers) == 1
+        assert len(buffers[0]) == content["length"]
+        assert content["offset"] == content["seq"] * start["chunk_bytes"]
+        parts[content["seq"]] = bytes(buffers[0])
+    assert sorted(parts) == list(range(start["chunks"]))
+    return start, b"".join(parts[n] for n in sorted(parts))
+
+
+def audio_view(raw: bytes, **kwargs: Any) -> TranscriptView:
+    part = AudioPart(media_type="audio/wav", source=inline(raw))
+    return TranscriptView([Message(role="user", content=[part])], **kwargs)
+
+
+def test_audio_over_the_embed_limit_is_offered_for_streaming_not_embedded() -> None:
+    """The view of a 5 MiB clip carries no bytes, only the offer; the static HTML says where it plays."""
+    raw = big_wav()
+    view = audio_view(raw)
+    item = view.messages[0]["items"][0]
+    assert "data" not in item
+    assert item["unavailable"] is None
+    assert item["stream"]["media_type"] == "audio/wav"
+    assert "embed limit is 4.0 MB" in item["stream"]["reason"]
+    assert item["size"] == len(raw)
+    html = view._repr_mimebundle_()[0]["text/html"]
+    assert "audio not embedded" in html
+    assert "plays in a live kernel" in html
+    assert "audio/wav · 5.0 MB" in html
+    assert "<audio" not in html
+    assert len(html) < 20_000  # the placeholder, not the clip
+    small = audio_view(media.wav()).messages[0]["items"][0]
+    assert "stream" not in small
+    assert small["data"]
+
+
+def test_stream_chunks_are_ordered_complete_and_hashed() -> None:
+    """The reply is a start message then numbered chunks that reassemble the exact bytes."""
+    raw = big_wav()
+    view = audio_view(raw)
+    key = view.messages[0]["items"][0]["key"]
+    messages = view.stream({"type": "stream", "key": key, "ticket": "a:1"})
+    start, joined = assemble(messages)
+    assert joined == raw
+    assert start["size"] == len(raw)
+    assert start["media_type"] == "audio/wav"
+    assert start["sha256"] == hashlib.sha256(raw).hexdigest()
+    assert start["chunks"] == -(-len(raw) // (512 * KIB))
+    assert start["chunks"] > 1
+    assert all(c["type"] == "stream" for c, _ in messages)
+    # a smaller chunk size gives more chunks with the same bytes
+    small = stream_messages({"key": key, "ticket": "t"}, view._ctx, "gone", chunk_bytes=100_000)
+    assert assemble(small)[1] == raw
+    assert small[0][0]["chunks"] == -(-len(raw) // 100_000)
+
+
+def test_stream_request_through_the_comm_sends_binary_buffers() -> None:
+    """A custom message from the front end is answered by several sends, each chunk as a buffer."""
+    raw = big_wav(1300 * KIB)
+    view = TranscriptView(
+        [
+            Message(
+                role="user",
+                content=[FilePart(media_type="application/pdf", source=inline(media.pdf(2) + raw))],
+            )
+        ]
+    )
+    sent: list[tuple[dict[str, Any], list[Any]]] = []
+    view.send = lambda content, buffers=None: sent.append((content, buffers or []))  # type: ignore[method-assign]
+    view._handle_custom_msg({"type": "stream", "key": "0.0", "ticket": "x"}, [])
+    start, joined = assemble(sent)
+    assert joined == media.pdf(2) + raw
+    assert start["media_type"] == "application/pdf"
+
+
+def test_foreign_and_absent_blobs_get_the_same_refusal(tmp_path: Path) -> None:
+    """Streaming reads under the view's principal: another tenant's blob and no blob read alike."""
+    raw = big_wav()
+    with LocalContentStore(tmp_path / "s") as store:
+        ref = store.put(raw, "holder")
+        msg = Message(
+            role="user", content=[AudioPart(media_type="audio/wav", source=RefSource(ref=ref))]
+        )
+        owner = TranscriptView([msg], store=store, principal=Principal("holder"))
+        key = owner.messages[0]["items"][0]["key"]
+        assert assemble(owner.stream({"key": key, "ticket": "1"}))[1] == raw
+        prober = TranscriptView([msg], store=store, principal=Principal("prober"))
+        foreign = prober.stream({"key": key, "ticket": "1"})
+        store.delete(ref.address, "holder")
+        absent = TranscriptView([msg], store=store, principal=Principal("prober")).stream(
+            {"key": key, "ticket": "1"}
+        )
+        # the owner's view was drawn while the blob was there; deleted since, it is refused too
+        gone = owner.stream({"key": key, "ticket": "1"})
+    assert foreign == absent
+    assert len(foreign) == 1
+    assert foreign[0][1] == []
+    content = foreign[0][0]
+    assert content["state"] == "error"
+    assert content["code"] == "refused"
+    assert content["error"] == f"unavailable: {NOT_AVAILABLE} {ref.address}"
+    assert "holder" not in repr(foreign)
+    assert gone[0][0]["code"] == "refused"
+
+
+def test_a_key_or_address_not_in_the_view_is_refused(tmp_path: Path) -> None:
+    """The front end can only name parts of its own view: a made-up key or another address is missing."""
+    with LocalContentStore(tmp_path / "s") as store:
+        mine = store.put(big_wav(), "acme")
+        other = store.put(media.pdf(1), "acme")  # same tenant, but not in this view
+        msg = Message(
+            role="user", content=[AudioPart(media_type="audio/wav", source=RefSource(ref=mine))]
+        )
+        view = TranscriptView([msg], store=store, principal=Principal("acme"))
+        key = view.messages[0]["items"][0]["key"]
+        for request in (
+            {"key": "9.9", "ticket": "1"},
+            {"key": 0, "ticket": "1"},
+            {"ticket": "1"},
+            {"key": key, "address": other.address, "ticket": "1"},
+            {"key": key, "address": None, "ticket": "1"},
+        ):
+            (content, buffers), *rest = view.stream(request)
+            assert not rest
+            assert not buffers
+            assert content["code"] == "missing", request
+            assert content["error"] == "no such media in this transcript"
+        ok = view.stream({"key": key, "address": mine.address, "ticket": "2"})
+        assert ok[0][0]["state"] == "start"
+
+
+@pytest.mark.parametrize(
+    ("part", "code"),
+    [
+        (FilePart(media_type="text/html", source=inline(b"<script>alert(1)</script>")), "bad_type"),
+        (
+            ImagePart(media_type="image/svg+xml", source=inline(b"<svg onload='alert(1)'/>")),
+            "bad_type",
+        ),
+        (
+            AudioPart(media_type="text/html", source=inline(b"<script>alert(1)</script>")),
+            "bad_type",
+        ),
+        (
+            AudioPart(media_type="audio/wav", source=inline(b"<html><script>alert(1)</script>")),
+            "bad_bytes",
+        ),
+        (
+            FilePart(media_type="application/pdf", source=inline(b"<html>not a pdf</html>")),
+            "bad_bytes",
+        ),
+    ],
+)
+def test_hostile_media_types_and_bytes_are_never_streamed(part: Any, code: str) -> None:
+    """Markup never reaches a blob: URL: its type is refused, and bytes must match the claimed type."""
+    view = TranscriptView([Message(role="user", content=[part])])
+    messages = view.stream({"key": "0.0", "ticket": "h"})
+    assert len(messages) == 1
+    assert messages[0][0]["code"] == code
+    assert messages[0][1] == []
+
+
+def test_over_the_stream_budget_is_too_large() -> None:
+    """A part over the view's max_stream_bytes is refused as too large, naming the budget."""
+    raw = big_wav()
+    view = audio_view(raw)
+    view._ctx.max_stream_bytes = 1024 * KIB
+    (content, _), *rest = view.stream({"key": "0.0", "ticket": "b"})
+    assert not rest
+    assert content["code"] == "too_large"
+    assert "streams up to 1048576 bytes" in content["error"]
+
+
+def test_a_pdf_over_the_render_limit_is_a_placeholder_that_streams(tmp_path: Path) -> None:
+    """A ref over the 64 MiB render limit is not a dead end: offered for streaming, shown as such."""
+    with LocalContentStore(tmp_path / "s") as store:
+        raw = media.pdf(1) + b"%" + b"x" * (65 * 1024 * KIB)
+        ref = store.put(raw, "acme")
+        part = FilePart(media_type="application/pdf", source=RefSource(ref=ref), name="scan.pdf")
+        view = TranscriptView(
+            [Message(role="user", content=[part])], store=store, principal=Principal("acme")
+        )
+        item = view.messages[0]["items"][0]
+        assert item["stream"] == {
+            "media_type": "application/pdf",
+            "reason": f"too large to display ({len(raw)} bytes)",
+        }
+        assert not item.get("unavailable")
+        start, joined = assemble(view.stream({"key": item["key"], "ticket": "p"}))
+        assert start["size"] == len(raw)
+        assert joined[:5] == b"%PDF-"
+        html = render_transcript(
+            [Message(role="user", content=[part])], store=store, principal=Principal("acme")
+        )
+        assert "document not embedded" in html
+        assert "opens in a live kernel" in html
+        assert "scan.pdf" in html
+        stranger = render_transcript(
+            [Message(role="user", content=[part])], store=store, principal=Principal("x")
+        )
+        assert NOT_AVAILABLE in stranger
+        assert "not embedded" not in stranger
+
+
+async def test_stepper_streams_media_of_the_turn_it_showed(tmp_path: Path) -> None:
+    """The stepper answers stream requests for the turn named in the request only."""
+    raw = big_wav()
+    with Journal() as journal, LocalContentStore(tmp_path / "s") as store:
+        ref = store.put(raw, "acme")
+        audio = AudioPart(media_type="audio/wav", source=RefSource(ref=ref))
+        await agent_loop(
+            journal.execution("media-run", principal=Principal("acme")),
+            ScriptedProvider([{"text": "heard it"}]),
+            [],
+            [Message(role="user", content=[audio])],
+            resolver=StoreResolver(store),
+        )
+        stepper = ReplayStepper(journal, "media-run", store=store, principal=Principal("acme"))
+        item = stepper.current["messages"][0]["items"][0]
+        assert item["stream"]["media_type"] == "audio/wav"
+        assert assemble(stepper.stream({"key": item["key"], "turn": 0, "ticket": "s"}))[1] == raw
+        assert (
+            stepper.stream({"key": item["key"], "turn": 5, "ticket": "s"})[0][0]["code"]
+            == "missing"
+        )
+        stranger = ReplayStepper(journal, "media-run", store=store, principal=Principal("x"))
+        assert (
+            stranger.stream({"key": item["key"], "turn": 0, "ticket": "s"})[0][0]["code"]
+            == "refused"
+        )
+
+
+@pytest.mark.parametrize(
+    ("media_type", "head", "ok"),
+    [
+        ("audio/wav", b"RIFF\x00\x00\x00\x00WAVEfmt ", True),
+        ("audio/mpeg", b"ID3\x04", True),
+        ("audio/mpeg", b"\xff\xfb\x90", True),
+        ("audio/ogg", b"OggS\x00", True),
+        ("audio/webm", b"\x1a\x45\xdf\xa3", True),
+        ("audio/mp4", b"\x00\x00\x00\x20ftypM4A ", True),
+        ("audio/aac", b"\xff\xf1\x50", True),
+        ("image/png", b"\x89PNG\r\n\x1a\n", True),
+        ("application/pdf", b"%PDF-1.7", True),
+        ("audio/wav", b"<html>", False),
+        ("image/png", b"GIF89a", False),
+        ("text/html", b"<html>", False),
+        ("image/svg+xml", b"<svg>", False),
+    ],
+)
+def test_looks_like(media_type: str, head: bytes, ok: bool) -> None:
+    """The sniff agrees with the claimed type for each streamable type, and refuses markup."""
+    assert looks_like(media_type, head) is ok
