@@ -62,11 +62,19 @@ def turn_view(record: TurnRecord, count: int, ctx: RenderContext) -> View:
         "tools": tools,
         "stop_reason": record.stop_reason,
         "usage": _usage(record),
+        "latency": latency_text(record.latency_s),
         "changes": record.changes,
         "error": None
         if error is None
         else f"{error.get('code') or error.get('type')}: {error.get('message')}",
     }
+
+
+def latency_text(seconds: float | None) -> str:
+    """A turn's latency as the transcript writes it (``1.2 s``, ``85 ms``); ``""`` when unknown."""
+    if seconds is None:
+        return ""
+    return f"{seconds:.1f} s" if seconds >= 0.1 else f"{round(seconds * 1000)} ms"
 
 
 def _usage(record: TurnRecord) -> str:

@@ -95,6 +95,8 @@ class TurnRecord:
     """Messages new since the previous turn's request (all of them for the first turn)."""
     compacted: bool = False
     """Whether the transcript was folded (compaction) since the previous turn's request."""
+    latency_s: float | None = None
+    """Seconds from the step's start to its outcome, from the journal's timestamps (None: unknown)."""
 
     @property
     def stop_reason(self) -> str:
@@ -181,6 +183,8 @@ class _Step:
     step_id: str
     state: str = "started"
     payload: Any = None
+    started: Any = None  # datetime of step_started
+    latency_s: float | None = None  # seconds from step_started to its outcome
 
 
 def _timeline(events: list[Any]) -> list[_Step | None]:
@@ -192,13 +196,27 @@ def _timeline(events: list[Any]) -> list[_Step | None]:
             continue
         if event.kind in {"step_started", "parked", "completed"}:
             del entries[position:]
-            entries.append(_Step(event.step_id or "") if event.kind == "step_started" else None)
+            entries.append(
+                _Step(event.step_id or "", started=getattr(event, "created", None))
+                if event.kind == "step_started"
+                else None
+            )
         elif event.kind in {"step_completed", "step_failed"} and position < len(entries):
             step = entries[position]
             if step is not None and step.step_id == event.step_id:
                 step.state = "completed" if event.kind == "step_completed" else "failed"
                 step.payload = event.payload
+                step.latency_s = _seconds(step.started, getattr(event, "created", None))
     return entries
+
+
+def _seconds(start: Any, end: Any) -> float | None:
+    """``end - start`` in seconds (None when either is missing or the order is wrong)."""
+    try:
+        seconds = (end - start).total_seconds()
+    except (TypeError, AttributeError):
+        return None
+    return seconds if seconds >= 0 else None
 
 
 def turns_of(journal: Any, execution_id: str) -> list[TurnRecord]:
@@ -245,6 +263,7 @@ def turns_of(journal: Any, execution_id: str) -> list[TurnRecord]:
                 tools=tools,
                 added=added,
                 compacted=folded or (agent_turn is not None and agent_turn in compacted_turns),
+                latency_s=step.latency_s,
             )
         )
         previous = list(request.messages)

@@ -2,7 +2,10 @@
 
 A view holds only what is safe to show: text (to be escaped or set as textContent), re-encoded
 PNGs as base64, an allowlisted audio type with its bytes, PDF page images, and reasons where
-media is unavailable. The static HTML renderer and the TranscriptView widget both draw from these
+media is unavailable. Media too large to embed (audio over ``max_audio_bytes``, a blob over the
+render limit, an image over the pixel limit) of a type a browser may open from a ``blob:`` URL
+carries ``stream`` (``{"media_type", "reason"}``) instead: the static HTML shows a placeholder
+and a live widget streams the bytes on demand. The static HTML renderer and the TranscriptView widget both draw from these
 views, so the hostile-content tests of one cover the other's input.
 
 View kinds: ``text``, ``fence`` (items inside an untrusted box), ``image``, ``audio``, ``file``,

@@ -11,13 +11,14 @@ of turns.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import traitlets
 
 from loom_nb._args import check_type
-from loom_nb.errors import ConfigurationError, ContentValidationError
+from loom_nb.errors import ConfigurationError, ContentValidationError, LoomError
 from loom_nb.render._replay import replay_html, replay_title, turn_view
 from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._turns import TurnRecord, turns_of
@@ -61,6 +62,10 @@ class ReplayStepper(StaticFallbackWidget):
     """The one-line title (execution and turn count)."""
     current: traitlets.Dict[str, Any] = traitlets.Dict().tag(sync=True)
     """The render-ready view of the shown turn."""
+    forked = traitlets.Unicode("").tag(sync=True)
+    """What the last "fork here" made (the new execution id and how to go on), or its error."""
+    following = traitlets.Bool(False).tag(sync=True)
+    """Whether new turns of a live run are shown as they are journaled (``follow=True``)."""
 
     def __init__(
         self,
@@ -69,6 +74,8 @@ class ReplayStepper(StaticFallbackWidget):
         *,
         store: ContentReader | None = None,
         principal: Viewer | None = None,
+        follow: bool = False,
+        poll: float = 0.25,
         **kwargs: Any,
     ) -> None:
         if not callable(getattr(journal, "events", None)):
@@ -84,8 +91,12 @@ class ReplayStepper(StaticFallbackWidget):
             where="ReplayStepper()",
             error=ConfigurationError,
         )
+        check_type(follow, bool, name="follow", where="ReplayStepper()", error=ConfigurationError)
         self._records = turns_of(journal, execution_id)
+        self._journal = journal
         self._execution_id = execution_id
+        self._watch: Any = None
+        self._lock = threading.Lock()
         self._store = store
         self._principal = principal
         self._contexts: dict[int, RenderContext] = {}
@@ -97,6 +108,8 @@ class ReplayStepper(StaticFallbackWidget):
             **kwargs,
         )
         self.on_msg(self._on_custom_msg)
+        if follow:
+            self.follow(poll=poll)
 
     # -- Python API ------------------------------------------------------------------------------
 
@@ -119,6 +132,90 @@ class ReplayStepper(StaticFallbackWidget):
         """Show the previous turn (stays on the first); return the shown index."""
         self.turn = max(self.turn - 1, 0)
         return self.turn
+
+    # -- fork and follow ------------------------------------------------------------------------
+
+    def fork_here(self, new_id: str | None = None) -> str:
+        """Fork the run at the shown turn: a new execution with every step BEFORE it; its id.
+
+        Edit turn N and go on: open the new execution (``journal.execution(new_id)``) and run
+        the same code with the changed prompt; the steps before turn N replay from the journal
+        and turn N runs live. Without ``new_id`` the id is ``<execution>-fork-<N>`` (with a
+        number added when that is taken). Raises ``JournalError`` (``execution_exists``, ...).
+        """
+        record = self.record
+        if record is None:
+            raise ContentValidationError(
+                "this run has no model turns to fork at", code="invalid_turn"
+            )
+        if new_id is None:
+            new_id = self._free_id(f"{self._execution_id}-fork-{record.index + 1}")
+        check_type(new_id, str, name="new_id", where="fork_here()", error=ConfigurationError)
+        self._journal.execution(self._execution_id).fork(record.step_id, new_id)
+        self.forked = (
+            f"forked at turn {record.index + 1} as {new_id!r}: journal.execution({new_id!r}) "
+            "replays the turns before it and runs this turn live"
+        )
+        return new_id
+
+    def _free_id(self, base: str) -> str:
+        taken = {summary.execution_id for summary in self._journal.executions()}
+        if base not in taken:
+            return base
+        return next(f"{base}-{n}" for n in range(2, len(taken) + 3) if f"{base}-{n}" not in taken)
+
+    def follow(self, *, poll: float = 0.25) -> None:
+        """Show new turns as the run journals them (``journal.watch``: LISTEN/NOTIFY or polling)."""
+        if self._watch is not None and self._watch.running:
+            return
+        watch = getattr(self._journal, "watch", None)
+        if not callable(watch):
+            raise ConfigurationError(
+                "follow needs a Journal with watch(); open the run's journal with Journal(...)",
+                code="invalid_argument",
+                argument="journal",
+            )
+        self._watch = watch(self._execution_id, lambda _event: self.refresh(), poll=poll)
+        self.following = True
+
+    def stop_following(self) -> None:
+        """Stop following the run (the turns shown so far stay)."""
+        watch = getattr(self, "_watch", None)
+        if watch is not None:
+            watch.stop()
+            self._watch = None
+        if getattr(self, "following", False):
+            self.following = False
+
+    def refresh(self) -> int:
+        """Re-read the run's turns from the journal; return how many there are now.
+
+        A turn that was in flight is redrawn; the view moves to the newest turn when it showed
+        the last one.
+        """
+        with self._lock:
+            records = turns_of(self._journal, self._execution_id)
+            old = len(self._records)
+            if records == self._records:
+                return old
+            on_last = self.turn >= old - 1
+            for index in range(max(old - 1, 0), max(old, len(records))):
+                self._views.pop(index, None)
+                self._contexts.pop(index, None)
+            self._records = records
+            self.count = len(records)
+            self.title = replay_title(self._execution_id, records)
+            target = len(records) - 1 if on_last else min(self.turn, len(records) - 1)
+            if records and target == self.turn:
+                self.current = self._view(target)
+            elif records:
+                self.turn = max(target, 0)
+            return len(records)
+
+    def close(self) -> None:
+        """Stop following and close the widget."""
+        self.stop_following()
+        super().close()
 
     @traitlets.validate("turn")
     def _check_turn(self, proposal: dict[str, Any]) -> int:
@@ -151,6 +248,12 @@ class ReplayStepper(StaticFallbackWidget):
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not isinstance(content, dict):
             return
+        if content.get("type") == "fork":
+            try:
+                self.fork_here()
+            except LoomError as exc:
+                self.forked = f"could not fork: {exc.message}"
+            return
         if content.get("type") == "stream":
             for reply, buffers in self.stream(content):
                 self.send(reply, buffers)
@@ -159,7 +262,7 @@ class ReplayStepper(StaticFallbackWidget):
 
     def stream(self, request: dict[str, Any]) -> list[StreamMessage]:
         """The chunked reply to a front-end ``stream`` request for media of a turn it showed."""
-        turn = request.get("turn")
+        turn = request.get("turn") if isinstance(request, dict) else None
         ctx = self._contexts.get(turn) if isinstance(turn, int) else None
         return stream_messages(request, ctx, "no such media in this turn")
 

@@ -71,17 +71,19 @@ def _error(reply: dict[str, Any], code: str, message: str) -> list[StreamMessage
 
 
 def stream_messages(
-    request: dict[str, Any],
+    request: Any,
     ctx: RenderContext | None,
     missing: str,
     *,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> list[StreamMessage]:
-    """The messages answering a front-end ``stream`` request for a media part of ``ctx``.
+    """The messages answering a front-end ``stream`` request (a dict) for a media part of ``ctx``.
 
     ``missing`` is the reason given when the view has no part with the request's key. A request
     that also names an ``address`` must name the address of that part.
     """
+    if not isinstance(request, dict):
+        return _error({"ticket": "", "type": "stream"}, "missing", missing)
     reply: dict[str, Any] = {"ticket": str(request.get("ticket", "")), "type": "stream"}
     key = request.get("key")
     part = ctx.media.get(key) if ctx is not None and isinstance(key, str) else None

@@ -65,6 +65,12 @@ def test_stepper_moves_between_turns(jupyter_server: JupyterServer, browser_page
     assert "It is sunny in Lyon" in stepper.locator(".loom-step-response").inner_text()
     stepper.locator(".loom-prev").click()
     stepper.locator(".loom-turn-label", has_text="turn 2 of 3").wait_for(timeout=15_000)
+    assert " · latency: " in stepper.locator(".loom-step-facts").inner_text()
+    # "fork here": the kernel forks the run at turn 2 and says how to go on
+    stepper.locator("button.loom-fork").click()
+    stepper.locator(".loom-forked", has_text="forked at turn 2 as").wait_for(timeout=15_000)
+    assert "journal.execution(" in stepper.locator(".loom-forked").inner_text()
+    page.screenshot(path=str(SCREENSHOTS / "stepper-forked.png"), full_page=True)
     close_notebook(page)
 
 

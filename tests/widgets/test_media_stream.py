@@ -293,3 +293,12 @@ async def test_stepper_streams_media_of_the_turn_it_showed(tmp_path: Path) -> No
 def test_looks_like(media_type: str, head: bytes, ok: bool) -> None:
     """The sniff agrees with the claimed type for each streamable type, and refuses markup."""
     assert looks_like(media_type, head) is ok
+
+
+def test_a_request_that_is_not_a_dict_is_missing() -> None:
+    """Garbage from the front end (or a caller) is a refusal message, not an exception."""
+    view = audio_view(big_wav())
+    for junk in (None, "0.0", 7, ["key"]):
+        ((content, buffers),) = view.stream(junk)  # type: ignore[arg-type]
+        assert content["code"] == "missing"
+        assert buffers == []

@@ -28,7 +28,11 @@ class StepperDom {
     this.slider.setAttribute("min", "0");
     this.slider.setAttribute("step", "1");
     this.label = h("span", "loom-turn-label");
-    bar.append(this.prev, this.slider, this.next, this.label);
+    this.fork = h("button", "loom-button loom-fork", "fork here");
+    this.fork.setAttribute("title", "a new execution with the turns before this one: edit this turn and go on");
+    this.forked = h("div", "loom-meta loom-forked");
+    this.live = h("span", "loom-meta loom-following");
+    bar.append(this.prev, this.slider, this.next, this.label, this.fork, this.live);
     this.facts = h("div", "loom-step-facts");
     this.changes = h("div", "loom-changes");
     this.error = h("div", "loom-error loom-step-error");
@@ -41,7 +45,7 @@ class StepperDom {
     const turnOf = () => current().index;
     this.seenDom = new TranscriptDom(viewModel((n) => (n === "messages" ? current().messages : current().header), model, turnOf), seen);
     this.saidDom = new TranscriptDom(viewModel((n) => (n === "messages" ? (current().response ? [current().response] : []) : ""), model, turnOf), said);
-    this.root.append(this.title, bar, this.facts, this.changes, this.error, said, this.tools, seen);
+    this.root.append(this.title, bar, this.forked, this.facts, this.changes, this.error, said, this.tools, seen);
     el.appendChild(this.root);
     const go = (index) => {
       const count = Number(this.model.get("count")) || 0;
@@ -53,6 +57,10 @@ class StepperDom {
     this.prev.addEventListener("click", () => go(Number(this.model.get("turn")) - 1));
     this.next.addEventListener("click", () => go(Number(this.model.get("turn")) + 1));
     this.slider.addEventListener("change", () => go(Number(this.slider.value)));
+    this.fork.addEventListener("click", () => {
+      this.forked.textContent = "forking…";
+      this.model.send({ type: "fork", turn: Number(this.model.get("turn")) || 0 });
+    });
   }
 
   update() {
@@ -68,8 +76,12 @@ class StepperDom {
     this.label.textContent = count ? String(view.label || "") : "no model calls recorded";
     this.facts.textContent = count
       ? "step " + view.step_id + " · stop reason: " + view.stop_reason + " · usage: " + view.usage
+        + (view.latency ? " · latency: " + view.latency : "")
       : "";
     this.changes.textContent = count ? "changes: " + view.changes : "";
+    this.fork.disabled = count === 0;
+    this.forked.textContent = String(this.model.get("forked") || "");
+    this.live.textContent = this.model.get("following") ? "● following the live run" : "";
     this.error.textContent = view.error ? "error: " + view.error : "";
     this.error.hidden = !view.error;
     this.seenDom.update();
@@ -99,10 +111,10 @@ export default {
     dom.update();
     const onChange = () => dom.update();
     const onMsg = (msg, buffers) => { dom.seenDom.answer(msg, buffers); dom.saidDom.answer(msg, buffers); };
-    for (const name of ["change:current", "change:turn", "change:count", "change:title"]) model.on(name, onChange);
+    for (const name of ["change:current", "change:turn", "change:count", "change:title", "change:forked", "change:following"]) model.on(name, onChange);
     model.on("msg:custom", onMsg);
     return () => {
-      for (const name of ["change:current", "change:turn", "change:count", "change:title"]) model.off(name, onChange);
+      for (const name of ["change:current", "change:turn", "change:count", "change:title", "change:forked", "change:following"]) model.off(name, onChange);
       model.off("msg:custom", onMsg);
       dom.seenDom.revoke();
       dom.saidDom.revoke();
