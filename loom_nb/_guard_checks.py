@@ -23,9 +23,11 @@ from loom_nb.taint import UNTRUSTED_MARKER, Untrusted
 
 __all__ = [
     "MAX_TOOL_INPUT_DEPTH",
+    "b64_decoded_size",
     "check_json_value",
     "check_ref",
     "inline_size",
+    "is_standard_base64",
     "media_essence",
     "refuse",
 ]
@@ -68,10 +70,34 @@ def media_essence(media_type: object) -> str | None:
     return f"{match['type']}/{match['subtype']}".lower()
 
 
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+"""Padded standard base64 (with a length that is a multiple of 4): what the guard accepts."""
+
+
+def b64_decoded_size(data: str) -> int:
+    """How many bytes padded standard base64 ``data`` decodes to, from its length and padding alone.
+
+    Exact for valid base64 (``len(base64.b64decode(data))``) without decoding anything: every
+    four characters carry three bytes, less one per trailing ``=``. For a malformed string the
+    number is meaningless; check ``is_standard_base64`` where validity matters.
+    """
+    pad = 2 if data.endswith("==") else 1 if data.endswith("=") else 0
+    return len(data) // 4 * 3 - pad
+
+
+def is_standard_base64(data: str) -> bool:
+    """Whether ``data`` is padded standard base64 (the alphabet ``A-Za-z0-9+/``, ``=`` padding only
+    at the end, a length that is a multiple of 4): exactly what ``binascii.a2b_base64(...,
+    strict_mode=True)`` accepts, checked without building the decoded bytes."""
+    return len(data) % 4 == 0 and _BASE64.fullmatch(data) is not None
+
+
 def inline_size(data: object, max_bytes: int, where: Where) -> int:
     """Decoded size of inline base64 ``data``; refuses bad base64 and anything over ``max_bytes``.
 
-    An over-long string is refused from its length alone, before any decoding.
+    The size comes from the length and padding (``b64_decoded_size``), so an over-long string is
+    refused before its characters are even read, and a valid one is never decoded: its alphabet
+    and padding are checked by one regular-expression match instead.
     """
     from loom_nb.errors import OversizedInlinePartError  # local: keeps the import list short
 
@@ -82,27 +108,7 @@ def inline_size(data: object, max_bytes: int, where: Where) -> int:
             "inline data is not padded standard base64 (its length is not a multiple of 4)",
             "Encode the bytes with base64.b64encode (standard alphabet, '=' padding, no newlines).",
         )
-    if len(data) // 4 * 3 - 2 > max_bytes:
-        estimate = len(data) // 4 * 3
-        path = where_text(where)
-        raise OversizedInlinePartError(
-            f"{path}: inline data is about {estimate} bytes decoded, over the {max_bytes}-byte "
-            "cap for one part. Put the bytes in the content store (store.put) and send a "
-            "RefSource naming their address instead.",
-            code="oversized_inline",
-            path=path,
-            size=estimate,
-            limit=max_bytes,
-        )
-    try:
-        size = len(binascii.a2b_base64(data.encode("ascii"), strict_mode=True))
-    except ValueError as exc:  # binascii.Error and UnicodeEncodeError are both ValueErrors
-        raise refuse(
-            "bad_base64",
-            where,
-            f"inline data is not valid standard base64 ({exc})",
-            "Encode the bytes with base64.b64encode (standard alphabet, '=' padding, no newlines).",
-        ) from exc
+    size = b64_decoded_size(data)
     if size > max_bytes:
         path = where_text(where)
         raise OversizedInlinePartError(
@@ -114,7 +120,23 @@ def inline_size(data: object, max_bytes: int, where: Where) -> int:
             size=size,
             limit=max_bytes,
         )
+    if _BASE64.fullmatch(data) is None:
+        raise refuse(
+            "bad_base64",
+            where,
+            f"inline data is not valid standard base64 ({_base64_problem(data)})",
+            "Encode the bytes with base64.b64encode (standard alphabet, '=' padding, no newlines).",
+        )
     return size
+
+
+def _base64_problem(data: str) -> str:
+    """What ``binascii`` says is wrong with malformed base64 (only on the refusal path)."""
+    try:
+        binascii.a2b_base64(data.encode("ascii"), strict_mode=True)
+    except ValueError as exc:  # binascii.Error and UnicodeEncodeError are both ValueErrors
+        return str(exc)
+    return "unexpected characters"
 
 
 def check_ref(ref: object, where: Where) -> None:

@@ -22,13 +22,13 @@ bricks the run.
 
 from __future__ import annotations
 
-import binascii
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from loom_nb._guard_checks import b64_decoded_size, is_standard_base64
 from loom_nb.agent._tools import _PARTS, MEDIA_RESULT_MARKER, ToolDefinition
 from loom_nb.capabilities import Capabilities, assert_request_supported
 from loom_nb.content import (
@@ -134,13 +134,26 @@ def _media_parts(output: Any) -> list[Any] | None:
 
 
 def _inline_size(part: Any) -> int:
+    """A part's decoded inline bytes (0 without inline data, -1 when it is not valid base64)."""
     source = getattr(part, "source", None)
     if not isinstance(source, DataSource):
         return 0
-    try:
-        return len(binascii.a2b_base64(source.data.encode("ascii"), strict_mode=True))
-    except (binascii.Error, ValueError, UnicodeEncodeError):
-        return -1
+    data = source.data
+    return b64_decoded_size(data) if is_standard_base64(data) else -1
+
+
+def _counted_size(part: Any) -> int:
+    """A part's inline bytes as the transcript's running total counts them (length arithmetic).
+
+    Not validated: the transcript's parts were checked when they entered it (``build_result``),
+    and the guard refuses malformed base64 before any request is sent, so the total only needs
+    the size, which the length and padding give without decoding.
+    """
+    source = getattr(part, "source", None)
+    if not isinstance(source, DataSource) or not isinstance(source.data, str):
+        return 0
+    data = source.data
+    return b64_decoded_size(data) if len(data) % 4 == 0 else 0
 
 
 def inline_bytes_of(messages: Sequence[Message]) -> int:
@@ -151,9 +164,9 @@ def inline_bytes_of(messages: Sequence[Message]) -> int:
             continue
         for part in message.content:
             if isinstance(part, ToolResultPart) and isinstance(part.content, list):
-                total += sum(max(_inline_size(p), 0) for p in part.content)
+                total += sum(_counted_size(p) for p in part.content)
             else:
-                total += max(_inline_size(part), 0)
+                total += _counted_size(part)
     return total
 
 
