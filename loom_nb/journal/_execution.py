@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -60,7 +61,7 @@ from loom_nb.journal._requests import ModelBase, ModelStepInput, model_input
 from loom_nb.journal._timeline import Entry, ExecutionStatus, Timeline
 
 if TYPE_CHECKING:
-    from loom_nb.journal._journal import Journal
+    from loom_nb.journal._journal import Journal, Owner
     from loom_nb.store import Principal
 
 __all__ = ["Execution", "principal_from_json", "principal_to_json"]
@@ -97,6 +98,7 @@ class Execution:
         self._next = 0
         self._live_from: int | None = None
         self._exact = True
+        self._token = object()  # this object, as a claimant of the execution within the process
         self.model_base: ModelBase | None = None
         """The last model request seen on this object (``_requests`` journals the next as a delta)."""
 
@@ -299,11 +301,28 @@ class Execution:
             self._check_live(position, step_id)
             input_text = encode_text(input, step_id=step_id, what="input")
             digest = input_hash() if input_hash is not None else text_hash(input_text)
-            # One writer: refused here, before fn does anything, when another holds the run.
-            self._journal._hold(self._id, self._ordinal)
+            # One writer: refused here, before fn does anything, when another holds the run
+            # (another process, or another thread or Execution object of this one).
+            owner = self._owner()
+            self._journal._hold(self._id, self._ordinal, owner)
         except BaseException:
             self._release(position)
             raise
+        try:
+            return await self._run_held(position, step_id, fn, input, input_text, digest)
+        finally:
+            self._journal._let_go(self._id, owner)
+
+    async def _run_held(
+        self,
+        position: int,
+        step_id: str,
+        fn: StepFn,
+        input: Any,
+        input_text: str,
+        digest: str,
+    ) -> Any:
+        """Run the step and journal its outcome, holding the execution's claim (``_run``)."""
         # No await between taking the position and journaling the start: concurrent calls
         # journal their steps in position order.
         started = False
@@ -367,8 +386,12 @@ class Execution:
         self, rows: list[tuple[str, str | None, int | None, str]], *, release: bool = False
     ) -> None:
         """Append rows at this execution's next ordinal (the journal checks the lease)."""
-        self._journal._append(self._id, self._ordinal, rows, release=release)
+        self._journal._append(self._id, self._ordinal, rows, release=release, owner=self._owner())
         self._ordinal += len(rows)
+
+    def _owner(self) -> Owner:
+        """This object on the calling thread, as the journal's in-process claimant."""
+        return (self._token, threading.get_ident())
 
     def _release(self, position: int) -> None:
         """Give back a position nothing was journaled at, so the next call takes it (no hole).

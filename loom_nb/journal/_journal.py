@@ -17,7 +17,11 @@ busy timeout for waiting). Each append is one atomic statement or transaction, s
 appending never interleave half-events. One execution has one writer at a time (issue 15): the
 process running it live holds its lease (``_lease``), taken in the same transaction as an
 append, and checked before a step's function runs; another process, or a stale ``Execution``
-object of this one, gets ``ExecutionBusyError`` before it runs anything. The events table is
+object of this one, gets ``ExecutionBusyError`` before it runs anything. Within the process the
+lease is per execution too: while a step runs, it is claimed by the ``Execution`` object and
+thread running it, and another thread (or another object) trying to run a step of the same
+execution, or to append to it, gets ``ExecutionBusyError`` (``reason="in_process"``) before it
+runs anything, as a second process would. The events table is
 unique on (execution_id, ordinal) as a backstop. A lease whose holder died is taken over (at
 once on the same host, after ``lease_ttl`` seconds elsewhere).
 
@@ -173,6 +177,7 @@ class Journal:
         """Seconds a writer's lease on an execution lasts after its last renewal."""
         self._held: dict[str, _Held] = {}
         self._inflight: dict[str, int] = {}
+        self._running: dict[str, tuple[Owner, int]] = {}
         self._heartbeat: threading.Thread | None = None
         self._closed = threading.Event()
         self.store = store
@@ -491,6 +496,7 @@ class Journal:
         rows: list[tuple[str, str | None, int | None, str]],
         *,
         release: bool = False,
+        owner: Owner | None = None,
     ) -> None:
         """Append ``rows`` (kind, step_id, position, payload) at ``ordinal`` on, atomically.
 
@@ -498,7 +504,8 @@ class Journal:
         it comfortably and wrote the execution's last row itself: then one INSERT statement (one
         commit) is the whole append, and the (execution_id, ordinal) uniqueness still refuses a
         row another writer got in first. ``release`` gives the lease back in the same commit
-        (completion, park).
+        (completion, park). While another owner (thread and ``Execution`` object) of this process
+        runs a step of the execution, the append is refused (``_hold``).
         """
         created = now_iso()
         values: list[Any] = []
@@ -506,6 +513,7 @@ class Journal:
             values += [execution_id, kind, step_id, position, payload, created, ordinal + index]
         statement = _INSERTS[len(rows)]
         with self._lock:
+            self._check_running(execution_id, owner)
             now = time.time()
             if not release and self._holds(execution_id, ordinal, now):
                 try:
@@ -533,20 +541,53 @@ class Journal:
             else:
                 self._held[execution_id] = _Held(expires, ordinal + len(rows))
 
-    def _hold(self, execution_id: str, ordinal: int) -> None:
+    def _hold(self, execution_id: str, ordinal: int, owner: Owner | None = None) -> None:
         """Make sure this process may write ``execution_id`` next at ``ordinal``, or raise.
 
         Called before a live step's function runs: a second writer is refused here, before it
-        does anything, with ``ExecutionBusyError``.
+        does anything, with ``ExecutionBusyError``. With ``owner`` (the thread and ``Execution``
+        object about to run the step), the execution is also claimed for it within this process
+        until ``_let_go``: another owner is refused until then, so two threads of one process
+        cannot both run a step at the same position. The same owner may hold several claims (a
+        step's concurrent siblings in one event loop).
         """
         with self._lock:
+            self._check_running(execution_id, owner)
             now = time.time()
-            if self._holds(execution_id, ordinal, now):
+            if not self._holds(execution_id, ordinal, now):
+                expires = self._transaction(
+                    lambda: self._take_lease(execution_id, ordinal, now), what="lease"
+                )
+                self._held[execution_id] = _Held(expires, ordinal)
+            if owner is not None:
+                count = self._running.get(execution_id, (owner, 0))[1]
+                self._running[execution_id] = (owner, count + 1)
+
+    def _let_go(self, execution_id: str, owner: Owner) -> None:
+        """End one claim ``owner`` took with ``_hold`` (its step's outcome is journaled or lost)."""
+        with self._lock:
+            claim = self._running.get(execution_id)
+            if claim is None or claim[0] != owner:
                 return
-            expires = self._transaction(
-                lambda: self._take_lease(execution_id, ordinal, now), what="lease"
+            if claim[1] > 1:
+                self._running[execution_id] = (owner, claim[1] - 1)
+            else:
+                del self._running[execution_id]
+
+    def _check_running(self, execution_id: str, owner: Owner | None) -> None:
+        """Under the lock: refuse when another owner in this process runs a step of the execution."""
+        claim = self._running.get(execution_id)
+        if claim is not None and claim[0] != owner:
+            raise ExecutionBusyError(
+                f"execution {execution_id!r} is running a step in another thread (or through "
+                "another Execution object) of this process. Only one writer may run an execution: "
+                "wait for that step to finish, then open the execution again "
+                "(journal.execution(id)) and run the code from the top, or run a copy under a new "
+                "id (execution.fork(step, new_id)).",
+                execution_id=execution_id,
+                reason="in_process",
+                pid=os.getpid(),
             )
-            self._held[execution_id] = _Held(expires, ordinal)
 
     def _holds(self, execution_id: str, ordinal: int, now: float) -> bool:
         held = self._held.get(execution_id)
@@ -734,6 +775,10 @@ def _expanded(events: list[Event], earlier: dict[int, list[Any]] | None = None) 
                     event = dataclasses.replace(event, payload=full)
         out.append(event)
     return out
+
+
+Owner = tuple[object, int]
+"""Who runs a step within this process: the ``Execution`` object's token and the thread's ident."""
 
 
 class _Held:
