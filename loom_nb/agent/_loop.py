@@ -167,6 +167,7 @@ async def agent_loop(
     on_tool_reset: ResetCallback | None = None,
     stream: bool = False,
     complete_execution: bool = True,
+    on_reasoning: TextCallback | None = None,
 ) -> AgentResult:
     """Run the model with tools until it answers without calling any, parks, or hits ``max_turns``.
 
@@ -181,7 +182,8 @@ async def agent_loop(
     digests). To continue, call ``agent_loop`` again with the same arguments and a decision for
     every pending call, on ``journal.execution(id)`` (in this process or a new one) or on the same
     object. ``resolver`` and ``context`` fetch media refs just before each live model call;
-    ``stream`` with ``on_text`` / ``on_tool_delta`` / ``on_tool_reset`` shows deltas as they come.
+    ``stream`` with ``on_text`` / ``on_reasoning`` / ``on_tool_delta`` / ``on_tool_reset`` shows
+    deltas as they come.
     On ``completed`` / ``max_turns`` the execution is completed with ``{"status", "turns"}``
     unless ``complete_execution=False`` (to journal more steps after the loop).
     """
@@ -200,6 +202,7 @@ async def agent_loop(
         on_tool_delta=on_tool_delta,
         on_tool_reset=on_tool_reset,
         stream=stream,
+        on_reasoning=on_reasoning,
     )
     # The loop owns the execution from position 0: a second call on the same object (a retry
     # after a failed turn, or a replay) starts again from the top, served from the log.

@@ -242,6 +242,7 @@ class Chat:
         output_type: type[BaseModel] | None = None,
         on_tool_delta: ToolDeltaCallback | None = None,
         on_tool_reset: ResetCallback | None = None,
+        on_reasoning: TextCallback | None = None,
     ) -> LlmResponse:
         """Send ``text`` with ``attachments`` (paths, bytes, PIL images, parts); return the reply.
 
@@ -250,7 +251,8 @@ class Chat:
         ``output_type=Model`` the model answers in the vendor's JSON-schema mode and
         ``reply.output`` is the validated ``Model`` (``StructuredOutputError`` otherwise).
         ``on_tool_delta`` / ``on_tool_reset`` see streamed tool-call fragments (the PromptPad's live
-        area); like ``on_text`` they are never journaled.
+        area) and ``on_reasoning`` the streamed reasoning (the model's visible thinking); like
+        ``on_text`` they are never journaled.
         """
         self._check_idle()
         message = user_message(text, attachments, self._history, lambda: self.store, self._tenant)
@@ -266,6 +268,7 @@ class Chat:
             on_text=self._delta(sink) if streaming else None,
             on_tool_delta=on_tool_delta if streaming else None,
             on_tool_reset=self._reset_with(on_tool_reset) if streaming else None,
+            on_reasoning=on_reasoning if streaming else None,
             stream=streaming,
             output_type=output_type,
         )

@@ -17,7 +17,7 @@ execution, step and principal) → ``provider.complete``, or ``provider.stream``
 ``collect_stream``. Replayed, none of that happens: the recorded response is served, so a replay
 needs neither the blobs nor the resolver nor an API key.
 
-Streaming callbacks (``on_text``, ``on_tool_delta``, ``on_tool_reset``) are transient: they see
+Streaming callbacks (``on_text``, ``on_reasoning``, ``on_tool_delta``, ``on_tool_reset``) are transient: they see
 deltas of a live call as they arrive and are never journaled; only the assembled response is.
 
 Settings and structured output are part of the step input: the provider's construction
@@ -70,6 +70,7 @@ class LlmEffect:
         on_tool_reset: ResetCallback | None = None,
         stream: bool = False,
         output_type: type[BaseModel] | None = None,
+        on_reasoning: TextCallback | None = None,
     ) -> None:
         if not callable(getattr(provider, "complete", None)):
             raise ConfigurationError(
@@ -88,6 +89,7 @@ class LlmEffect:
         self._on_text = on_text
         self._on_tool_delta = on_tool_delta
         self._on_tool_reset = on_tool_reset
+        self._on_reasoning = on_reasoning
 
     def __repr__(self) -> str:
         return f"LlmEffect({self.provider!r}, stream={self.stream})"
@@ -146,6 +148,7 @@ class LlmEffect:
             on_text=self._on_text,
             on_tool_delta=self._on_tool_delta,
             on_tool_reset=self._on_tool_reset,
+            on_reasoning=self._on_reasoning,
         )
 
     def _resolve_context(self, execution: Execution, step_id: str) -> ResolveContext:
@@ -184,6 +187,7 @@ def create_llm_effect(
     on_tool_reset: ResetCallback | None = None,
     stream: bool = False,
     output_type: type[BaseModel] | None = None,
+    on_reasoning: TextCallback | None = None,
 ) -> LlmEffect:
     """A journaled model call on ``provider``: ``await effect(execution, step_id, request)``.
 
@@ -193,7 +197,8 @@ def create_llm_effect(
     for the execution's tenant: a context principal of the same tenant (another subject) is used
     as given, one of another tenant is refused (``ContentAccessDeniedError``, code
     ``principal_mismatch``), and an execution started without a principal reads as the context's. With ``stream=True`` the call streams and the
-    callbacks see its deltas (never journaled). With ``output_type=Model`` every answer comes
+    callbacks see its deltas (never journaled; ``on_reasoning`` gets the model's visible thinking,
+    ``on_text`` only the answer). With ``output_type=Model`` every answer comes
     back with ``response.output`` a validated ``Model`` (``StructuredOutputError`` otherwise), live
     and on replay; the schema is part of the journaled request.
     """
@@ -206,6 +211,7 @@ def create_llm_effect(
         on_tool_reset=on_tool_reset,
         stream=stream,
         output_type=output_type,
+        on_reasoning=on_reasoning,
     )
 
 

@@ -398,3 +398,21 @@ async def test_bad_arguments_are_refused_clearly(journal: Journal) -> None:
             journal.execution("b"), provider, [ADD], [{"role": "tool", "content": "x"}]
         )
     assert provider.requests == []
+
+
+async def test_agent_loop_passes_on_reasoning(journal: Journal) -> None:
+    """agent_loop(stream=True, on_reasoning=...) sees the model's streamed reasoning."""
+    thoughts: list[str] = []
+    provider = ScriptedProvider(
+        [{"text": "done", "reasoning": [{"type": "reasoning", "text": "plan"}]}]
+    )
+    result = await agent_loop(
+        journal.execution("reason"),
+        provider,
+        [],
+        [Message(role="user", content="go")],
+        stream=True,
+        on_reasoning=thoughts.append,
+    )
+    assert result.status == "completed"
+    assert thoughts == ["plan"]

@@ -720,3 +720,13 @@ async def test_the_chat_view_has_buttons_whose_decision_resumes_the_run(
     after, _ = chat._repr_mimebundle_()
     assert "awaiting approval" not in after["text/html"]
     assert chat.approvals()["c1"]["by"] == "the notebook view"
+
+
+async def test_chat_passes_on_reasoning_when_streaming() -> None:
+    """chat(text, stream=True, on_reasoning=...) sees the streamed reasoning, not the answer."""
+    thoughts: list[str] = []
+    turn = {"text": "yes", "reasoning": [{"type": "reasoning", "text": "hmm"}]}
+    chat = Chat(ScriptedProvider([turn]), journal=Journal(), id="reason")
+    reply = await chat("ok?", stream=True, on_text=lambda _t: None, on_reasoning=thoughts.append)
+    assert reply.content == "yes"
+    assert thoughts == ["hmm"]

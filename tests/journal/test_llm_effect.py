@@ -294,3 +294,31 @@ async def test_a_context_cannot_read_as_another_tenant(
         await effect(execution, "llm", image_request(ref))
     assert info.value.code == "principal_mismatch"
     assert resolver.contexts == []
+
+
+async def test_on_reasoning_sees_streamed_reasoning_live_only(
+    open_journal: Callable[..., Journal],
+) -> None:
+    """A live streamed call hands reasoning deltas to on_reasoning (not on_text); replay calls neither."""
+    turn = {"text": "42", "reasoning": [{"type": "reasoning", "text": "think hard"}]}
+    thoughts: list[str] = []
+    texts: list[str] = []
+    journal = open_journal()
+    effect = create_llm_effect(
+        ScriptedProvider([turn], chunk_size=5),
+        on_reasoning=thoughts.append,
+        on_text=texts.append,
+        stream=True,
+    )
+    request = {"messages": [{"role": "user", "content": "why?"}]}
+    response = await effect(journal.execution("think"), "llm", request)
+    assert thoughts == ["think", " hard"]
+    assert texts == ["42"]
+    assert response.reasoning[0].text == "think hard"
+    replayed = create_llm_effect(
+        ScriptedProvider([]), on_reasoning=thoughts.append, on_text=texts.append, stream=True
+    )
+    again = await replayed(journal.execution("think"), "llm", request)
+    assert again.reasoning[0].text == "think hard"
+    assert thoughts == ["think", " hard"]
+    assert texts == ["42"]
