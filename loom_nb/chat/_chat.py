@@ -149,6 +149,7 @@ class Chat:
         self._deciders: dict[str, str] = {}
         self._caller: asyncio.Task[Any] | None = None
         self._stopping = False
+        self._stoppable = False
         self._views: weakref.WeakSet[Any] | None = None  # displayed views, updated as turns land
         self._decided: dict[str, dict[str, Any]] = {}  # finished run id -> its journaled decisions
         self.live_text = ""
@@ -273,7 +274,7 @@ class Chat:
             output_type=output_type,
         )
         status: TurnStatus = "completed"
-        self._enter()
+        self._enter(stoppable=True)
         self._refresh_views([*self._history, message])
         landed = False
         try:
@@ -554,14 +555,16 @@ class Chat:
                 code="chat_parked",
             )
 
-    def _enter(self) -> None:
+    def _enter(self, *, stoppable: bool = False) -> None:
         self._caller = asyncio.current_task()
         self._stopping = False
+        self._stoppable = stoppable  # a plain turn: the views' Stop button keeps its partial text
         self.live_text = ""
 
     def _leave(self) -> None:
         self._caller = None
         self._stopping = False
+        self._stoppable = False
         self.live_text = ""
 
     def _delta(self, sink: TextCallback | None) -> TextCallback:
@@ -756,10 +759,12 @@ class Chat:
         )
         header = self.header() + (" · replying" if self.busy else "")
         decide = self._on_view_decision if self._parked is not None else None
+        stop = self.stop if self._stoppable and self._caller is not None else None
         for view in views:
             try:
                 view._follow(transcript, header)
                 view.on_decision = decide
+                view.on_stop = stop
                 view.live_text = self.live_text
             except Exception:  # a view that cannot draw must not fail the turn, which is journaled
                 _log.exception("Chat: a displayed view could not be updated")
@@ -791,11 +796,13 @@ class Chat:
         return states
 
     def _stats(self) -> dict[int, dict[str, Any]]:
-        """Tokens per assistant turn of a plain chat turn (message index -> counts)."""
+        """Tokens per assistant turn of a plain chat turn (message index -> counts; a stopped
+        turn says so)."""
         out: dict[int, dict[str, Any]] = {}
         for turn in self._turns:
             usage = turn.usage
-            if turn.kind == "chat" and (usage.input_tokens or usage.output_tokens):
+            stopped = turn.status == "stopped"
+            if turn.kind == "chat" and (usage.input_tokens or usage.output_tokens or stopped):
                 index = turn.start + 1
                 if index < len(self._history):
                     out[index] = {
@@ -803,6 +810,8 @@ class Chat:
                         "output_tokens": usage.output_tokens,
                         "latency_s": None,
                     }
+                    if stopped:
+                        out[index]["status"] = "stopped"
         return out
 
     async def _on_view_decision(self, call_id: str, approved: bool) -> None:

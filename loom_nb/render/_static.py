@@ -208,7 +208,8 @@ def _approval(view: View) -> str:
 
 
 def stats_text(stats: Any) -> str:
-    """A turn's reported cost in words: ``12 in · 40 out tokens · 1.3 s`` (parts not reported left out)."""
+    """A turn's reported cost in words: ``12 in · 40 out tokens · 1.3 s`` (parts not reported left out;
+    ``stopped`` after them when the reply was stopped while streaming)."""
     if not isinstance(stats, dict):
         return ""
     bits: list[str] = []
@@ -218,6 +219,8 @@ def stats_text(stats: Any) -> str:
     latency = stats.get("latency_s")
     if isinstance(latency, int | float) and not isinstance(latency, bool) and latency >= 0:
         bits.append(f"{latency:.1f} s" if latency >= 0.1 else f"{latency * 1000:.0f} ms")
+    if stats.get("status") == "stopped":
+        bits.append("stopped")
     return " · ".join(bits)
 
 

@@ -78,6 +78,8 @@ class TranscriptView(StaticFallbackWidget):
     """Whether awaiting calls get Approve / Decline buttons (True when ``on_decision`` is set)."""
     live_text = traitlets.Unicode("").tag(sync=True)
     """Text of a reply still streaming, shown below the transcript ("" when none is in flight)."""
+    stoppable = traitlets.Bool(False).tag(sync=True)
+    """Whether the reply in flight has a Stop button (True while ``on_stop`` is set)."""
 
     def __init__(
         self,
@@ -100,6 +102,7 @@ class TranscriptView(StaticFallbackWidget):
         self._internal = False
         self._on_decision: DecisionCallback | None = None
         self.on_decision = on_decision
+        self._on_stop: Callable[[], Any] | None = None
         self.on_msg(self._on_custom_msg)
 
     @property
@@ -310,6 +313,39 @@ class TranscriptView(StaticFallbackWidget):
         message = exc.message if isinstance(exc, LoomError) else f"{type(exc).__name__}: {exc}"
         self.set_approval(call_id, "awaiting", reason=f"the decision failed: {message}")
 
+    # -- stop ------------------------------------------------------------------------------------
+
+    @property
+    def on_stop(self) -> Callable[[], Any] | None:
+        """What the Stop button of the reply in flight calls (None: no button).
+
+        A displayed ``Chat`` sets it to ``chat.stop`` while a reply streams and clears it after,
+        so the partial text is kept and the turn is marked stopped.
+        """
+        return self._on_stop
+
+    @on_stop.setter
+    def on_stop(self, callback: Callable[[], Any] | None) -> None:
+        if callback is not None and not callable(callback):
+            raise ContentValidationError(
+                f"on_stop must be a callable or None, not {type(callback).__name__}",
+                code="invalid_callback",
+            )
+        self._on_stop = callback
+        self.stoppable = callback is not None
+
+    def _answer_stop(self, request: dict[str, Any]) -> dict[str, Any]:
+        reply: dict[str, Any] = {"ticket": str(request.get("ticket", "")), "type": "stop"}
+        callback = self._on_stop
+        if callback is None:
+            return {**reply, "error": "no reply is in flight"}
+        try:
+            stopped = callback()
+        except Exception as exc:  # shown under the live card, never raised into the kernel
+            message = exc.message if isinstance(exc, LoomError) else f"{type(exc).__name__}: {exc}"
+            return {**reply, "error": message}
+        return {**reply, "ok": stopped is not False}
+
     # -- on-demand media -------------------------------------------------------------------------
 
     def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
@@ -317,6 +353,9 @@ class TranscriptView(StaticFallbackWidget):
             return
         if content.get("type") == "decision":
             self.send(self._answer_decision(content))
+            return
+        if content.get("type") == "stop":
+            self.send(self._answer_stop(content))
             return
         if content.get("type") == "stream":
             for reply, buffers in self.stream(content):

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import json
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from loom_nb import (
     Capabilities,
     Chat,
     Journal,
+    LlmRequest,
+    LlmResponse,
+    LlmStreamChunk,
     ScriptedProvider,
     UnsupportedModalityError,
     tool,
@@ -104,6 +108,74 @@ async def test_a_streamed_reply_shows_in_the_view_as_it_arrives() -> None:
     assert _texts(view) == ["user: go", "assistant: streamed words here"]
     assert view.header == "chat stream · 1 turn · 0 in · 0 out · cost unknown"
     assert view.live_text == ""
+
+
+class _Hanging:
+    """A provider that streams two deltas, then waits until cancelled."""
+
+    capabilities = ScriptedProvider([]).capabilities
+    name = "hanging"
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        raise AssertionError("not used")
+
+    async def stream(self, request: LlmRequest) -> AsyncIterator[LlmStreamChunk]:
+        yield LlmStreamChunk(kind="text", text="Par")
+        yield LlmStreamChunk(kind="text", text="tial")
+        self.started.set()
+        await asyncio.Event().wait()
+        yield LlmStreamChunk(kind="done", response=LlmResponse(content="never"))
+
+
+async def test_the_views_stop_button_keeps_the_partial_text_marked_stopped() -> None:
+    """While a reply streams the view is stoppable; its stop message stops the turn, the card says stopped."""
+    provider = _Hanging()
+    journal = Journal()
+    chat = Chat(provider, journal=journal, id="viewstop", stream=True)  # type: ignore[arg-type]
+    view, _ = _displayed(chat)
+    sent: list[dict[str, Any]] = []
+    view.send = lambda content, buffers=None: sent.append(content)
+    assert view.stoppable is False
+    replies: list[dict[str, Any]] = []
+    view._on_custom_msg(view, {"type": "stop", "ticket": "early"}, [])
+    replies.extend(sent)
+    assert replies == [{"ticket": "early", "type": "stop", "error": "no reply is in flight"}]
+
+    task = asyncio.ensure_future(chat("talk", on_text=lambda _d: None))
+    await provider.started.wait()
+    assert view.stoppable is True
+    assert view.live_text == "Partial"
+    sent.clear()
+    view._on_custom_msg(view, {"type": "stop", "ticket": "t1"}, [])
+    assert sent == [{"ticket": "t1", "type": "stop", "ok": True}]
+    reply = await task
+    assert reply.content == "Partial"
+    assert chat.turns[-1].status == "stopped"
+    assert view.stoppable is False
+    assert view.live_text == ""
+    assert _texts(view) == ["user: talk", "assistant: Partial"]
+    assert view.messages[-1]["stats"]["status"] == "stopped"
+    assert "Partial" in view.to_static_html()
+    assert "stopped" in view.to_static_html()
+    kinds = [(e.kind, e.step_id) for e in journal.events("viewstop")]
+    assert ("step_completed", "#chat:0:model") not in kinds
+
+
+def test_on_stop_must_be_callable() -> None:
+    """A view refuses a non-callable on_stop with a typed error."""
+    from loom_nb import ContentValidationError, TranscriptView
+
+    view = TranscriptView([])
+    with pytest.raises(ContentValidationError) as info:
+        view.on_stop = "stop"  # type: ignore[assignment]
+    assert info.value.code == "invalid_callback"
+    view.on_stop = lambda: True
+    assert view.stoppable is True
+    view.on_stop = None
+    assert view.stoppable is False
 
 
 async def test_approve_in_the_view_resumes_and_the_same_view_shows_the_result() -> None:

@@ -98,12 +98,13 @@ def test_stream_chunks_are_ordered_complete_and_hashed() -> None:
 
 def test_stream_request_through_the_comm_sends_binary_buffers() -> None:
     """A custom message from the front end is answered by several sends, each chunk as a buffer."""
-    raw = big_wav(1300 * KIB)
+    # Built once: a PDF made twice can differ (its creation date has one-second resolution).
+    document = media.pdf(2) + big_wav(1300 * KIB)
     view = TranscriptView(
         [
             Message(
                 role="user",
-                content=[FilePart(media_type="application/pdf", source=inline(media.pdf(2) + raw))],
+                content=[FilePart(media_type="application/pdf", source=inline(document))],
             )
         ]
     )
@@ -111,7 +112,7 @@ def test_stream_request_through_the_comm_sends_binary_buffers() -> None:
     view.send = lambda content, buffers=None: sent.append((content, buffers or []))  # type: ignore[method-assign]
     view._handle_custom_msg({"type": "stream", "key": "0.0", "ticket": "x"}, [])
     start, joined = assemble(sent)
-    assert joined == media.pdf(2) + raw
+    assert joined == document
     assert start["media_type"] == "application/pdf"
 
 

@@ -107,6 +107,7 @@ function statsText(stats) {
   if (Number.isInteger(tin) && Number.isInteger(tout) && (tin || tout)) bits.push(tin.toLocaleString("en-US") + " in · " + tout.toLocaleString("en-US") + " out tokens");
   const s = stats.latency_s;
   if (typeof s === "number" && s >= 0) bits.push(s >= 0.1 ? s.toFixed(1) + " s" : Math.round(s * 1000) + " ms");
+  if (stats.status === "stopped") bits.push("stopped");
   return bits.join(" · ");
 }
 
@@ -142,7 +143,20 @@ class TranscriptDom {
     // Not a .loom-msg: it is no message of the transcript (yet).
     this.live = h("div", "loom-live");
     this.liveText = h("div", "loom-text loom-live-text");
-    this.live.append(h("div", "loom-role", "assistant · streaming"), this.liveText);
+    // Stop (shown while the kernel has an on_stop callback, i.e. a Chat reply is in flight):
+    // the kernel cancels the reply; its partial text is kept as the turn, marked stopped.
+    this.stopButton = h("button", "loom-button loom-stop", "■ Stop");
+    this.stopNote = h("span", "loom-stop-note");
+    this.stopButton.addEventListener("click", () => {
+      this.stopButton.disabled = true;
+      this.stopNote.textContent = "stopping…";
+      this.ask({ type: "stop" }, (msg) => {
+        if (msg.error) { this.stopNote.textContent = String(msg.error); this.stopButton.disabled = false; }
+      });
+    });
+    this.stopBar = h("div", "loom-stop-bar");
+    this.stopBar.append(this.stopButton, this.stopNote);
+    this.live.append(h("div", "loom-role", "assistant · streaming"), this.liveText, this.stopBar);
     this.live.hidden = true;
     this.root.append(this.header, this.list, this.live);
     el.appendChild(this.root);
@@ -173,8 +187,11 @@ class TranscriptDom {
 
   updateLive() {
     const text = String(this.model.get("live_text") || "");
+    const stoppable = this.model.get("stoppable") === true;
     this.liveText.textContent = text;
-    this.live.hidden = !text;
+    this.live.hidden = !text && !stoppable;
+    this.stopBar.hidden = !stoppable;
+    if (!stoppable) { this.stopButton.disabled = false; this.stopNote.textContent = ""; }
   }
 
   relink() {
@@ -599,12 +616,14 @@ export default {
     model.on("change:header", onChange);
     model.on("change:decidable", onRedraw);
     model.on("change:live_text", onLive);
+    model.on("change:stoppable", onLive);
     model.on("msg:custom", onMsg);
     return () => {
       model.off("change:messages", onChange);
       model.off("change:header", onChange);
       model.off("change:decidable", onRedraw);
       model.off("change:live_text", onLive);
+      model.off("change:stoppable", onLive);
       model.off("msg:custom", onMsg);
       dom.revoke();
     };
