@@ -76,6 +76,31 @@ def test_audio_over_the_embed_limit_is_offered_for_streaming_not_embedded() -> N
     assert small["data"]
 
 
+def test_an_image_too_large_to_decode_streams_its_original_bytes() -> None:
+    """A 50-megapixel PNG gets no thumbnail: the view offers its original bytes, which stream exactly."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("1", (10_000, 5_000)).save(buffer, format="PNG")  # tiny file, too many pixels
+    raw = buffer.getvalue()
+    view = TranscriptView(
+        [Message(role="user", content=[ImagePart(media_type="image/png", source=inline(raw))])]
+    )
+    item = view.messages[0]["items"][0]
+    assert "thumb" not in item
+    assert item["stream"]["media_type"] == "image/png"
+    assert "image too large to decode (10000x5000 pixels" in item["stream"]["reason"]
+    html = view.to_static_html()
+    assert "<img" not in html
+    assert "10000x5000" in html
+    start, joined = assemble(view.stream({"type": "stream", "key": item["key"], "ticket": "i:1"}))
+    assert joined == raw
+    assert start["media_type"] == "image/png"
+    assert start["sha256"] == hashlib.sha256(raw).hexdigest()
+
+
 def test_stream_chunks_are_ordered_complete_and_hashed() -> None:
     """The reply is a start message then numbered chunks that reassemble the exact bytes."""
     raw = big_wav()
