@@ -11,6 +11,7 @@ of turns.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -165,7 +166,11 @@ class ReplayStepper(StaticFallbackWidget):
         return next(f"{base}-{n}" for n in range(2, len(taken) + 3) if f"{base}-{n}" not in taken)
 
     def follow(self, *, poll: float = 0.25) -> None:
-        """Show new turns as the run journals them (``journal.watch``: LISTEN/NOTIFY or polling)."""
+        """Show new turns as the run journals them (``journal.watch``: LISTEN/NOTIFY or polling).
+
+        Called with an event loop running (a notebook cell), the redraws run on that loop, not
+        on the watch's thread; without one, on the watch's thread (under the view's lock).
+        """
         if self._watch is not None and self._watch.running:
             return
         watch = getattr(self._journal, "watch", None)
@@ -175,7 +180,21 @@ class ReplayStepper(StaticFallbackWidget):
                 code="invalid_argument",
                 argument="journal",
             )
-        self._watch = watch(self._execution_id, lambda _event: self.refresh(), poll=poll)
+        try:  # in a kernel: redraw on its event loop, where the widget's comm is used
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+
+        def on_event(_event: Any) -> None:
+            if loop is not None and not loop.is_closed():
+                try:
+                    loop.call_soon_threadsafe(self.refresh)
+                    return
+                except RuntimeError:  # the loop closed meanwhile: redraw from here
+                    pass
+            self.refresh()
+
+        self._watch = watch(self._execution_id, on_event, poll=poll)
         self.following = True
 
     def stop_following(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 import uuid
 from typing import Any
@@ -122,11 +123,14 @@ async def test_follow_shows_new_turns_as_they_land(backend: str, tmp_path: Any) 
         execution = writer.execution(execution_id)
         await effect(execution, "m0", ask(0))
         stepper = ReplayStepper(reader, execution_id, follow=True, poll=0.05)
+        redrawn_on: set[int] = set()
+        stepper.observe(lambda _change: redrawn_on.add(threading.get_ident()), names="count")
         try:
             assert stepper.following
             assert stepper.count == 1
             await effect(execution, "m1", ask(1))
             await asyncio.to_thread(wait_for, lambda: stepper.count == 2)
+            assert redrawn_on == {threading.get_ident()}  # the loop's thread, not the watch's
             assert stepper.turn == 1  # it showed the last turn, so it moves to the new one
             assert stepper.current["response"]["items"][0]["text"] == "two"
             assert "2 turns" in stepper.title
