@@ -11,8 +11,10 @@ Layout under ``s3://bucket/prefix``::
 
 ``<tenant>`` is the tenant's UTF-8 in URL-safe base64, the times are microseconds since the
 epoch from the store's clock, so everything a listing needs is in the key and ``list()`` is one
-paginated LIST. Each put writes a NEW marker (a unique key) and then removes the tenant's older
-ones: a marker, once written, is only deleted by someone who saw it.
+paginated LIST. Each put writes a NEW marker (a unique key); a put that finds the blob already
+there then lists the markers, carries the blob's first put time into a marker of its own and
+removes the tenant's older ones (a marker, once written, is only deleted by someone who saw it).
+A put that creates the blob lists nothing: a new blob costs the marker PUT and the blob PUT.
 
 A put writes its marker FIRST and then makes sure the blob is there (a conditional create,
 ``If-None-Match: *``, so concurrent puts of the same bytes cannot clobber each other; a blob
@@ -35,7 +37,9 @@ import builtins
 import contextlib
 import hashlib
 import os
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -64,8 +68,10 @@ if TYPE_CHECKING:
 __all__ = ["S3ContentStore"]
 
 _CHUNK = 8 * 1024 * 1024
+_READ_CHUNK = 1024 * 1024  # a read is hashed a chunk at a time, as it arrives
 _MAX_TENANT_BYTES = 512
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SEEN = 4096  # blobs a store object remembers as present (to look before re-sending their bytes)
 
 
 class _Marker:
@@ -122,6 +128,8 @@ class S3ContentStore:
         self.chunk_size = chunk_size
         """Part size of multipart uploads, in bytes."""
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen_lock = threading.Lock()
         config: dict[str, Any] = {}
         endpoint = (
             endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -317,31 +325,54 @@ class S3ContentStore:
     ) -> None:
         """Write this put's marker, then make sure the blob is there (see the module docstring).
 
-        With ``md5`` (the bytes' MD5, computed only if an object is found), a present object whose single-part ETag is another
-        MD5 was damaged in place at the same size, and is rewritten rather than deduped onto.
+        A new blob costs two requests: the marker, then the conditional create. Only when the
+        blob may already be there (this store saw it, a large upload, or the create found it) is
+        it looked at (HEAD) and the markers listed, to keep the tenant's first put time and drop
+        its older markers. With ``md5`` (the bytes' MD5, computed only if an object is found), a
+        present object whose single-part ETag is another MD5 was damaged in place at the same
+        size, and is rewritten rather than deduped onto.
         """
-        earlier = self._markers(digest)
         now = _micros(self._clock())
-        created = min((m.created for m in earlier), default=now)
-        marker = f"tenants/{digest}/{encoded_tenant}/{now:016d}-{size}-{created:016d}-{uuid.uuid4().hex[:12]}"
+        marker = f"tenants/{digest}/{encoded_tenant}/{now:016d}-{size}-{now:016d}-{uuid.uuid4().hex[:12]}"
         self._call("put", digest, lambda: obstore.put(self._s3, marker, b""))
-        present = self._blob_meta(digest) if (earlier or large) else None
-        uploaded = False
+        present = self._blob_meta(digest) if (large or digest in self._seen) else None
+        fresh = False
         if present is None:
             try:
                 upload(False)
-                uploaded = True
+                fresh = True
             except _Exists:
                 present = self._blob_meta(digest)
-        if not uploaded and (present is None or not _sound(present, size, md5)):
+        if not fresh and (present is None or not _sound(present, size, md5)):
             upload(True)  # vanished, or a damaged copy: rewrite it
-        self._drop_older(earlier, marker, encoded_tenant)
+        self._remember(digest)
+        if not fresh:
+            # The blob was (or may have been) there: earlier markers hold its first put time.
+            self._settle(marker, now, encoded_tenant, digest, size)
 
-    def _drop_older(self, earlier: builtins.list[_Marker], marker: str, encoded: str) -> None:
-        """Remove the tenant's markers older than the one just written (one marker per tenant)."""
-        mine = [m.key for m in earlier if m.key != marker and _tenant_of(m.key) == encoded]
-        if mine:
-            self._delete_quietly(mine)
+    def _remember(self, digest: str) -> None:
+        """Note a blob as present, so the next put of it looks before sending the bytes."""
+        with self._seen_lock:
+            self._seen[digest] = None
+            self._seen.move_to_end(digest)
+            while len(self._seen) > _SEEN:
+                self._seen.popitem(last=False)
+
+    def _settle(self, marker: str, now: int, encoded: str, digest: str, size: int) -> None:
+        """After deduping: carry the blob's first put time into this put's marker, drop the tenant's older ones.
+
+        The corrected marker is written before the provisional one goes, so the tenant is never
+        without a marker a racing erase would see.
+        """
+        markers = self._markers(digest)
+        older = [m.key for m in markers if m.key != marker and _tenant_of(m.key) == encoded]
+        created = min((m.created for m in markers), default=now)
+        if created < now:
+            fixed = f"tenants/{digest}/{encoded}/{now:016d}-{size}-{created:016d}-{uuid.uuid4().hex[:12]}"
+            self._call("put", digest, lambda: obstore.put(self._s3, fixed, b""))
+            older.append(marker)
+        if older:
+            self._delete_quietly(older)
 
     def delete(self, address: str, tenant: str) -> bool:
         """Remove ``tenant`` from the address's set; the blob is erased when no tenant is left.
@@ -396,6 +427,8 @@ class S3ContentStore:
             self._call("erase", digest, lambda: obstore.delete(self._s3, remove))
         if moved:
             self._delete_quietly([trash])
+        with self._seen_lock:
+            self._seen.pop(digest, None)
         return moved
 
     # -- reading ---------------------------------------------------------------------------------
@@ -408,15 +441,28 @@ class S3ContentStore:
         """
         digest = check_address(address)[7:]
         result = self._call("get", digest, lambda: obstore.get(self._s3, _blob(digest)))
-        body = self._call("get", digest, result.bytes)
-        if hashlib.sha256(memoryview(body)).hexdigest() != digest:
+        # Hashed while it streams (each chunk as it arrives, not a second pass over the whole),
+        # then joined once: one copy, as a bare client's bytes(result.bytes()) makes.
+        check = hashlib.sha256()
+        parts = []
+        stream = self._call("get", digest, lambda: result.stream(min_chunk_size=_READ_CHUNK))
+        while True:
+            try:
+                part = next(stream)
+            except StopIteration:
+                break
+            except (BaseError, OSError, RuntimeError) as exc:
+                self._fail("get", digest, exc)
+            check.update(part)
+            parts.append(part)
+        if check.hexdigest() != digest:
             self._quarantine(digest, result.meta.get("e_tag"))
             raise ContentIntegrityError(
                 f"the object for {address} in {self.url} does not hash to its address (corrupted); "
                 "it was moved to corrupt/. Store the original bytes again to repair it.",
                 address=address,
             )
-        return bytes(body)
+        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
 
     def has(self, address: str) -> bool:
         """Whether a blob is stored at ``address`` (some tenant recorded and the object present)."""

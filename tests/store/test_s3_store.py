@@ -216,3 +216,63 @@ def test_an_unreachable_server_is_store_unavailable() -> None:
         store.put(b"x", "alice")
     assert info.value.code == "store_unavailable"
     assert "127.0.0.1" in info.value.message or "s3://bucket/p" in info.value.message
+
+
+def _tenant_markers(store: Any, address: str) -> list[str]:
+    return sorted(
+        meta["path"]
+        for batch in obstore.list(store._s3, f"tenants/{address[7:]}/")
+        for meta in batch
+    )
+
+
+def test_a_new_blob_costs_one_marker_and_one_create(s3: StoreBackend) -> None:
+    """A put of new bytes writes its marker and the blob, and looks at nothing first (no LIST, no HEAD)."""
+    store = s3.open()
+    looked: list[str] = []
+    store._markers = lambda digest: looked.append("list") or []  # type: ignore[method-assign,func-returns-value]
+    store._blob_meta = lambda digest: looked.append("head")  # type: ignore[method-assign,func-returns-value]
+    ref = store.put(b"brand new", "alice")
+    assert looked == []
+    assert len(_tenant_markers(store, ref.address)) == 1
+    assert s3.open().get(ref.address) == b"brand new"
+
+
+def test_dedupe_keeps_the_first_put_time_and_one_marker_per_tenant(s3: StoreBackend) -> None:
+    """Re-puts by the same and other tenants (other store objects too): first put time kept, one marker each."""
+    times = iter(datetime(2026, 1, d, tzinfo=UTC) for d in range(1, 10))
+    clock = lambda: next(times)  # noqa: E731
+    first = s3.open(clock=clock)
+    ref = first.put(b"shared", "alice")
+    first.put(b"shared", "alice")  # this store saw it: looks, then settles
+    s3.open(clock=clock).put(b"shared", "bob")  # another store: the create finds it
+    s3.open(clock=clock).put(b"shared", "alice")
+    markers = _tenant_markers(first, ref.address)
+    assert len(markers) == 2
+    assert first.delete(ref.address, "alice") is True
+    entry = first.stat(ref.address)
+    assert entry.tenants == {"bob"}
+    assert entry.created == datetime(2026, 1, 1, tzinfo=UTC)
+    assert entry.last_put == datetime(2026, 1, 3, tzinfo=UTC)
+    assert first.get(ref.address) == b"shared"
+
+
+def test_a_store_that_saw_a_blob_looks_before_sending_its_bytes_again(s3: StoreBackend) -> None:
+    """A second put of bytes this store holds does not upload them (HEAD finds them sound)."""
+    store = s3.open()
+    ref = store.put(b"x" * 100_000, "alice")
+    original = obstore.put
+    sent: list[int] = []
+
+    def counting(target: Any, key: str, data: Any, **kw: Any) -> Any:
+        sent.append(len(data))
+        return original(target, key, data, **kw)
+
+    obstore_put = pytest.MonkeyPatch()
+    obstore_put.setattr(obstore, "put", counting)
+    try:
+        assert store.put(b"x" * 100_000, "bob") == ref
+    finally:
+        obstore_put.undo()
+    assert max(sent) == 0  # markers only
+    assert store.tenants(ref.address) == {"alice", "bob"}
