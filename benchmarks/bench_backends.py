@@ -81,14 +81,29 @@ def bare_table(url: str) -> None:
         conn.execute("CREATE INDEX IF NOT EXISTS bare_e ON bare (execution_id, seq)")
 
 
-def _server_cpu(conn: Any) -> float:
-    """CPU seconds the connection's server process has used (its /proc entry; 0 if unreadable)."""
-    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _tagged(url: str) -> tuple[str, str]:
+    """``url`` with an application_name of its own, so its server processes can be found."""
+    tag = f"loom-bench-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    return f"{url}{'&' if '?' in url else '?'}application_name={tag}", tag
+
+
+def _server_cpu(tag: str) -> float:
+    """CPU seconds the server processes of connections tagged ``tag`` have used (from /proc)."""
+    with psycopg.connect(PG, autocommit=True) as conn:
+        pids = [
+            row[0]
+            for row in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (tag,)
+            )
+        ]
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 class Span:
@@ -99,12 +114,13 @@ class Span:
 
 
 def _bare_loop(url: str, n: int, ready: Any = None) -> Span:
+    url, tag = _tagged(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET synchronous_commit = off")
         run = uuid.uuid4().hex
         if ready is not None:
             ready.wait()
-        cpu, server = time.process_time(), _server_cpu(conn)
+        cpu, server = time.process_time(), _server_cpu(tag)
         start = time.perf_counter()
         for i in range(n):
             conn.execute(
@@ -112,7 +128,7 @@ def _bare_loop(url: str, n: int, ready: Any = None) -> Span:
                 (run, "step_completed", f"s{i}", i, '{"input":1,"output":2}', "2026", i),
             )
         end = time.perf_counter()
-        return Span(start, end, time.process_time() - cpu, _server_cpu(conn) - server)
+        return Span(start, end, time.process_time() - cpu, _server_cpu(tag) - server)
 
 
 def bare_inserts(url: str, n: int) -> float:
@@ -126,17 +142,17 @@ def add_one(x: int) -> int:
 
 
 async def _step_loop(url: str, n: int, ready: Any = None) -> Span:
+    url, tag = _tagged(url)
     journal = Journal(url)
     execution = journal.execution(f"bench-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    conn = journal._conn._conn  # the journal's psycopg connection, to read its server's CPU
     if ready is not None:
         ready.wait()
-    cpu, server = time.process_time(), _server_cpu(conn)
+    cpu, server = time.process_time(), _server_cpu(tag)
     start = time.perf_counter()
     for i in range(n):
         await execution.execute(f"step-{i}", add_one, i)
     end = time.perf_counter()
-    span = Span(start, end, time.process_time() - cpu, _server_cpu(conn) - server)
+    span = Span(start, end, time.process_time() - cpu, _server_cpu(tag) - server)
     journal.close()
     return span
 

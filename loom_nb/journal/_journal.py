@@ -96,9 +96,10 @@ def now_iso() -> str:
 class Journal:
     """An append-only event log of durable executions: SQLite by path, PostgreSQL by URL.
 
-    ``Journal("postgresql://user@host/db")`` is the same journal on PostgreSQL (issue 16; see
-    ``loom_nb.journal._postgres``): one connection per ``Journal``, as on SQLite, so writers
-    scale by process.
+    ``Journal("postgresql://user@host/db", pool_size=4)`` is the same journal on PostgreSQL
+    (issue 16; see ``loom_nb.journal._postgres``): a pool of up to ``pool_size`` connections, so
+    threads (or ``Execution`` objects) of one process running different executions do not wait
+    for each other's round trips.
 
     ``Journal()`` is in memory; ``Journal("run.sqlite")`` is a file (the file's own folder is
     created when its parent exists; any other missing folder is refused). With ``store``, step
@@ -118,7 +119,7 @@ class Journal:
                 from loom_nb.journal._postgres import PostgresJournal
             except ImportError as exc:
                 raise ConfigurationError(
-                    "a PostgreSQL journal needs psycopg 3: pip install 'loom_nb[postgres]'.",
+                    "a PostgreSQL journal needs psycopg 3 and psycopg-pool: pip install 'loom_nb[postgres]'.",
                     code="backend_not_installed",
                 ) from exc
             return super().__new__(PostgresJournal)
@@ -198,6 +199,25 @@ class Journal:
     _IntegrityError: ClassVar[type[Exception]] = sqlite3.IntegrityError
     _BEGIN_WRITE: ClassVar[str] = "BEGIN IMMEDIATE"
 
+    def _reading(self) -> contextlib.AbstractContextManager[Any]:
+        """Hold what a read (or a transaction of its own) needs: SQLite's one connection, under the lock.
+
+        The PostgreSQL journal overrides this and ``_writing`` to lend each thread a pooled
+        connection of its own, so threads on different executions do not wait for each other.
+        """
+        return self._lock
+
+    def _writing(
+        self, execution_id: str, *, database: bool = True
+    ) -> contextlib.AbstractContextManager[Any]:
+        """Hold what a write to ``execution_id`` needs: the lock guarding its lease and claims
+        (here the journal's one lock) and, with ``database``, a connection."""
+        return self._lock
+
+    def _disconnect(self) -> None:
+        """Close the connection (or, on PostgreSQL, the pool)."""
+        self._conn.close()
+
     def _connect(self, synchronous: str, timeout: float) -> Any:
         """Open and migrate the SQLite database (the PostgreSQL journal overrides this)."""
         try:
@@ -270,7 +290,7 @@ class Journal:
                 code="invalid_argument",
             )
         wanted = principal_to_json(principal)
-        with self._lock:
+        with self._reading():
             rows = self._transaction(lambda: self._open_rows(execution_id, wanted), what="open")
         first = decode(rows[0][5], where=f"execution {execution_id!r}: execution_started")
         recorded = principal_from_json(first.get("principal") if isinstance(first, dict) else None)
@@ -316,7 +336,7 @@ class Journal:
         journaled as a delta of an earlier step are shown whole, so every model step's input
         reads as its full request.
         """
-        with self._lock:
+        with self._reading():
             rows = self._read(lambda: self._conn.execute(_SELECT, (execution_id,)).fetchall())
         events = [self._event(row, resolve_claims=resolve_claims) for row in rows]
         return _expanded(events) if resolve_claims and expand_inputs else events
@@ -348,7 +368,7 @@ class Journal:
 
     def executions(self) -> list[ExecutionSummary]:
         """A summary of every execution in the journal, oldest first."""
-        with self._lock:
+        with self._reading():
             rows = self._read(
                 lambda: self._conn.execute(
                     "SELECT execution_id, kind, step_id, position, "
@@ -394,7 +414,7 @@ class Journal:
         """
         last = 0
         while True:
-            with self._lock:
+            with self._reading():
                 batch = self._read(
                     lambda after=last: self._conn.execute(  # type: ignore[misc]
                         "SELECT seq, payload FROM events WHERE seq > ? ORDER BY seq LIMIT 500",
@@ -415,7 +435,7 @@ class Journal:
         Model steps' messages are expanded whole, given in ``earlier`` the expansions of the
         events before ``seq`` (what a watch accumulates; empty when reading from the start).
         """
-        with self._lock:
+        with self._reading():
             rows = self._conn.execute(
                 "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
                 "WHERE execution_id = ? AND seq > ? ORDER BY seq",
@@ -512,7 +532,7 @@ class Journal:
         for index, (kind, step_id, position, payload) in enumerate(rows):
             values += [execution_id, kind, step_id, position, payload, created, ordinal + index]
         statement = _INSERTS[len(rows)]
-        with self._lock:
+        with self._writing(execution_id):
             self._check_running(execution_id, owner)
             now = time.time()
             if not release and self._holds(execution_id, ordinal, now):
@@ -551,7 +571,7 @@ class Journal:
         cannot both run a step at the same position. The same owner may hold several claims (a
         step's concurrent siblings in one event loop).
         """
-        with self._lock:
+        with self._writing(execution_id):
             self._check_running(execution_id, owner)
             now = time.time()
             if not self._holds(execution_id, ordinal, now):
@@ -565,7 +585,7 @@ class Journal:
 
     def _let_go(self, execution_id: str, owner: Owner) -> None:
         """End one claim ``owner`` took with ``_hold`` (its step's outcome is journaled or lost)."""
-        with self._lock:
+        with self._writing(execution_id, database=False):
             claim = self._running.get(execution_id)
             if claim is None or claim[0] != owner:
                 return
@@ -646,20 +666,18 @@ class Journal:
         """Renew the leases of executions with a step in flight, every third of ``lease_ttl``."""
         while not self._closed.wait(self.lease_ttl / 3):
             with self._lock:
+                in_flight = list(self._inflight)
+            for execution_id in in_flight:
                 if self._closed.is_set():
                     return
-                now = time.time()
-                for execution_id in list(self._inflight):
+                # Best effort: the next append renews in its transaction or reports.
+                with contextlib.suppress(self._Error, JournalError), self._writing(execution_id):
                     held = self._held.get(execution_id)
-                    if held is None:
+                    if held is None or self._closed.is_set():
                         continue
-                    try:
-                        expires = now + self.lease_ttl
-                        self._conn.execute(_LEASE_RENEW, (expires, execution_id, me().token))
-                        held.expires = expires
-                    except self._Error:
-                        # Best effort: the next append renews in its transaction or reports.
-                        continue
+                    expires = time.time() + self.lease_ttl
+                    self._conn.execute(_LEASE_RENEW, (expires, execution_id, me().token))
+                    held.expires = expires
 
     def _append_rows(
         self, rows: Iterable[tuple[str, str, str | None, int | None, str, str]]
@@ -669,7 +687,7 @@ class Journal:
         The rows are one execution's events in order; they get ordinals 0, 1, 2 ...
         """
         numbered = [(*row, index) for index, row in enumerate(rows)]
-        with self._lock:
+        with self._reading():  # a new execution: no lease, one transaction of its own
             self._transaction(lambda: self._conn.executemany(_INSERT, numbered), what="import")
 
     def _insert_execution(
@@ -687,7 +705,7 @@ class Journal:
             numbered = [(*row, index) for index, row in enumerate(rows)]
             self._conn.executemany(_INSERT, numbered)
 
-        with self._lock:
+        with self._reading():  # a new execution: no lease, one transaction of its own
             self._transaction(body, what="fork")
 
     def _transaction(self, body: Any, *, what: str) -> Any:
@@ -727,13 +745,16 @@ class Journal:
         take over at once.
         """
         self._closed.set()
+        token = me().token
         with self._lock:
-            token = me().token
-            for execution_id in list(self._held):
-                with contextlib.suppress(self._Error):  # else it expires on its own
-                    self._conn.execute(_LEASE_DROP, (execution_id, token))
+            held = list(self._held)
+        for execution_id in held:
+            # Best effort: a lease not given back expires on its own.
+            with contextlib.suppress(self._Error, JournalError), self._writing(execution_id):
+                self._conn.execute(_LEASE_DROP, (execution_id, token))
+        with self._lock:
             self._held.clear()
-            self._conn.close()
+            self._disconnect()
 
     def __enter__(self) -> Journal:
         return self

@@ -18,6 +18,12 @@ id (a trigger, so imports and every writer notify, in the same transaction as th
 notification is only delivered once the rows are visible). ``journal.watch(execution_id, ...)``
 LISTENs on a connection of its own and reads what was appended since it last looked.
 
+Connections. A ``PostgresJournal`` holds a pool (psycopg_pool) of up to ``pool_size``
+connections. Each read, and each write to an execution, borrows one for its statements (a
+transaction stays on its connection), so threads of one process working on different executions
+run side by side; writes to one execution queue on that execution's lock, where SQLite's journal
+has its one lock for everything.
+
 Durability. ``synchronous="NORMAL"`` (the default, as for SQLite) sets ``synchronous_commit=off``
 for the journal's connections: a commit is atomic and crash-safe, and a server crash may lose the
 last few commits, never corrupt the log. ``"FULL"`` waits for the WAL flush on every commit.
@@ -26,11 +32,14 @@ last few commits, never corrupt the log. ``"FULL"`` waits for the WAL flush on e
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import psycopg
+from psycopg_pool import ConnectionPool
 
 from loom_nb.errors import ConfigurationError, JournalError
 from loom_nb.journal._journal import Journal
@@ -138,18 +147,52 @@ class PostgresJournal(Journal):
     """The append-only journal on PostgreSQL; ``Journal("postgresql://...")`` returns one.
 
     ``path`` is a libpq connection URL (``postgresql://user@host:5432/db``; add
-    ``?options=-csearch_path%3Dschema`` to use a schema other than the default). Like the SQLite
-    journal, one ``Journal`` object has one connection, shared by its threads under a lock;
-    writers in other processes (or other ``Journal`` objects) have their own, and the server
-    runs them side by side. Every argument is as for ``Journal``.
+    ``?options=-csearch_path%3Dschema`` to use a schema other than the default). ``pool_size``
+    is the most connections this journal opens (one is kept open; more are opened as threads need
+    them, and a thread waits up to ``timeout`` seconds when all are busy). Every other argument is
+    as for ``Journal``.
     """
 
     _Error: ClassVar[type[Exception]] = psycopg.Error
     _IntegrityError: ClassVar[type[Exception]] = psycopg.IntegrityError
     _BEGIN_WRITE: ClassVar[str] = "BEGIN"
 
+    def __init__(
+        self, path: str | os.PathLike[str] = ":memory:", *, pool_size: int = 4, **options: Any
+    ) -> None:
+        if (
+            isinstance(pool_size, bool)
+            or not isinstance(pool_size, int)
+            or not 1 <= pool_size <= 64
+        ):
+            raise JournalError(
+                f"pool_size must be an int from 1 to 64 (connections), not {pool_size!r}.",
+                code="invalid_argument",
+            )
+        self.pool_size = pool_size
+        """The most connections this journal's pool opens."""
+        self._locks: dict[str, threading.Lock] = {}
+        super().__init__(path, **options)
+
     def __repr__(self) -> str:
         return f"Journal({_redact(self._path)!r})"
+
+    def _reading(self) -> contextlib.AbstractContextManager[Any]:
+        """A pooled connection for this thread, no lock: the server isolates concurrent reads."""
+        conn: _Pooled = self._conn
+        return conn
+
+    def _writing(
+        self, execution_id: str, *, database: bool = True
+    ) -> contextlib.AbstractContextManager[Any]:
+        """This execution's lock (its lease and in-process claims), and a pooled connection."""
+        lock = self._locks.get(execution_id)
+        if lock is None:
+            lock = self._locks.setdefault(execution_id, threading.Lock())
+        return _Scope(lock, self._conn) if database else lock
+
+    def _disconnect(self) -> None:
+        self._conn.close()
 
     def _connect(self, synchronous: str, timeout: float) -> Any:
         """Connect in autocommit mode, set the durability, and apply the migrations."""
@@ -159,10 +202,11 @@ class PostgresJournal(Journal):
                 code="invalid_journal_url",
             )
         commit = "on" if synchronous == "FULL" else "off"
+        connect_timeout = max(1, round(timeout))
         try:
-            conn = psycopg.connect(
-                self._path, autocommit=True, connect_timeout=max(1, round(timeout))
-            )
+            # The first connection is made directly, so an unreachable server fails at once with
+            # libpq's reason; it applies the migrations and is then closed.
+            conn = psycopg.connect(self._path, autocommit=True, connect_timeout=connect_timeout)
         except psycopg.Error as exc:
             raise JournalError(
                 f"cannot open the journal at {_redact(self._path)}: {_first_line(exc)}. Check "
@@ -171,7 +215,6 @@ class PostgresJournal(Journal):
                 path=_redact(self._path),
             ) from exc
         try:
-            conn.execute(f"SET synchronous_commit = {commit}")
             with conn.transaction(), conn.cursor() as cur:
                 _migrate(cur)
         except BaseException as exc:
@@ -184,10 +227,139 @@ class PostgresJournal(Journal):
                     path=_redact(self._path),
                 ) from exc
             raise
-        return _Connection(conn)
+        conn.close()
+
+        def configure(pooled: psycopg.Connection[Any]) -> None:
+            pooled.execute(f"SET synchronous_commit = {commit}")
+
+        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            self._path,
+            min_size=1,
+            max_size=self.pool_size,
+            kwargs={"autocommit": True, "connect_timeout": connect_timeout},
+            configure=configure,
+            timeout=timeout,
+            name="loom-journal",
+            num_workers=1,
+            open=False,
+        )
+        try:
+            pool.open(wait=True, timeout=max(1.0, timeout))
+        except psycopg.Error as exc:
+            pool.close()
+            raise JournalError(
+                f"cannot open the journal at {_redact(self._path)}: {_first_line(exc)}.",
+                code="journal_unavailable",
+                path=_redact(self._path),
+            ) from exc
+        return _Pooled(pool, _redact(self._path))
 
     def _listen(self) -> _Listener:
         return _Listener(self)
+
+
+class _Pooled:
+    """The journal's pool, looking like one connection: ``execute`` runs on the thread's borrowed one.
+
+    Inside ``with pooled:`` (nested scopes are one) the thread's first statement borrows a pooled
+    connection and keeps it until the scope ends, so a transaction's statements stay on one
+    connection and a scope that runs no statement (a step whose lease is already held) borrows
+    nothing. A statement outside any scope borrows a connection for itself and returns its rows
+    already fetched.
+    """
+
+    def __init__(self, pool: ConnectionPool[psycopg.Connection[Any]], where: str) -> None:
+        self._pool = pool
+        self._where = where
+        self._local = threading.local()
+
+    def __enter__(self) -> None:
+        """Open this thread's scope (``with pooled:``; nested scopes are one)."""
+        local = self._local
+        local.depth = getattr(local, "depth", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        local = self._local
+        local.depth -= 1
+        if local.depth == 0:
+            self._give_back()
+
+    def _borrowed(self) -> _Connection:
+        conn: _Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        try:
+            raw = self._pool.getconn()
+        except psycopg.Error as exc:
+            raise JournalError(
+                f"no connection to the journal at {self._where}: {_first_line(exc)}. Check that "
+                "the server is up, or give the journal a larger pool_size if every connection is "
+                "busy.",
+                code="journal_unavailable",
+                path=self._where,
+            ) from exc
+        conn = self._local.conn = _Connection(raw)
+        return conn
+
+    def _give_back(self) -> None:
+        conn: _Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._local.conn = None
+            self._pool.putconn(
+                conn.raw
+            )  # rolled back first if left in a transaction; dropped if broken
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        if getattr(self._local, "depth", 0):
+            return self._borrowed().execute(sql, params)
+        with self:
+            cursor = self._borrowed().execute(sql, params)
+            return _Rows(cursor.fetchall() if cursor.description is not None else [])
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self:
+            self._borrowed().executemany(sql, rows)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class _Scope:
+    """A write scope: the execution's lock, then the thread's pooled-connection scope."""
+
+    __slots__ = ("_lock", "_pooled")
+
+    def __init__(self, lock: threading.Lock, pooled: _Pooled) -> None:
+        self._lock = lock
+        self._pooled = pooled
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._pooled.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._pooled.__exit__()
+        finally:
+            self._lock.release()
+
+
+class _Rows:
+    """Rows fetched before their connection went back to the pool (``fetchall``/``fetchone``)."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = rows
+
+    def fetchall(self) -> list[Any]:
+        rows, self._rows = self._rows, []
+        return rows
+
+    def fetchone(self) -> Any:
+        return self._rows.pop(0) if self._rows else None
+
+
+_TRANSLATED: dict[str, str] = {}
+"""The journal's statements with ``%s`` placeholders, by their ``?`` form (a fixed, small set)."""
 
 
 class _Connection:
@@ -202,7 +374,11 @@ class _Connection:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn
-        self._sql: dict[str, str] = {}
+
+    @property
+    def raw(self) -> psycopg.Connection[Any]:
+        """The psycopg connection."""
+        return self._conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
         if sql == "BEGIN":
@@ -218,10 +394,10 @@ class _Connection:
         self._conn.close()
 
     def _translate(self, sql: str) -> str:
-        translated = self._sql.get(sql)
+        translated = _TRANSLATED.get(sql)
         if translated is None:
             # The journal's statements hold no literal '?' or '%': placeholders only.
-            translated = self._sql[sql] = sql.replace("?", "%s")
+            translated = _TRANSLATED[sql] = sql.replace("?", "%s")
         return translated
 
 

@@ -205,3 +205,83 @@ async def test_a_watch_shows_model_steps_whole_even_when_journaled_as_deltas(
         ]
         assert all(isinstance(e.payload["input"]["messages"], list) for e in models)
     assert len(whole) == 5
+
+
+# -- the connection pool: threads of one process on different executions ------------------------
+
+_WRITE_LOCK = 0x6C6F6F6D_7772  # the journal's write lock (see loom_nb.journal._postgres)
+
+
+def _holding_the_write_lock(url: str) -> psycopg.Connection[Any]:
+    """Another session holding the journal's write lock: opening a new execution waits on it."""
+    blocker = psycopg.connect(url, autocommit=True)
+    blocker.execute("SELECT pg_advisory_lock(%s)", (_WRITE_LOCK,))
+    return blocker
+
+
+def test_threads_on_other_executions_do_not_wait_for_a_blocked_one(pg: JournalBackend) -> None:
+    """One thread waits on the server (opening a new execution); the others read and run steps meanwhile."""
+    journal = pg.open("j")
+    running = journal.execution("running")
+    asyncio.run(running.execute("warm", _add_one, 0))  # its lease is held: a step is one INSERT
+    blocker = _holding_the_write_lock(pg.url("j"))
+    opened = threading.Event()
+
+    def open_new() -> None:
+        journal.execution("new")
+        opened.set()
+
+    waiter = threading.Thread(target=open_new)
+    waiter.start()
+    try:
+        time.sleep(0.3)
+        assert not opened.is_set()  # it is waiting on the server, holding a pooled connection
+        results: list[Any] = []
+
+        def others() -> None:
+            results.append(asyncio.run(running.execute("meanwhile", _add_one, 41)))
+            results.append(len(journal.events("running")))
+            results.append(len(journal.executions()))
+
+        other = threading.Thread(target=others)
+        other.start()
+        other.join(10)
+        assert results == [42, 5, 1]
+        assert not opened.is_set()
+    finally:
+        blocker.close()
+        waiter.join(10)
+    assert opened.is_set()
+    assert {e.execution_id for e in journal.executions()} == {"running", "new"}
+
+
+def test_a_full_pool_makes_threads_wait_and_then_reports_unavailable(pg: JournalBackend) -> None:
+    """pool_size=1: a second thread waits for the connection; past the timeout it is journal_unavailable."""
+    journal = pg.open("j", pool_size=1, timeout=1)
+    assert journal.pool_size == 1
+    journal.execution("old")
+    blocker = _holding_the_write_lock(pg.url("j"))
+    waiter = threading.Thread(target=lambda: journal.execution("new"))
+    waiter.start()
+    try:
+        time.sleep(0.3)
+        with pytest.raises(JournalError) as info:
+            journal.events("old")
+        assert info.value.code == "journal_unavailable"
+        assert "pool_size" in info.value.message
+    finally:
+        blocker.close()
+        waiter.join(10)
+    assert len(journal.events("old")) == 1  # the connection is back: reads work again
+
+
+def test_pool_size_is_checked(pg: JournalBackend) -> None:
+    """pool_size is an int from 1 to 64: anything else is invalid_argument before connecting."""
+    for bad in (0, 65, 2.0, True, "4"):
+        with pytest.raises(JournalError) as info:
+            Journal(pg.url("j"), pool_size=bad)
+        assert info.value.code == "invalid_argument"
+
+
+def _add_one(x: int) -> int:
+    return x + 1
