@@ -150,6 +150,11 @@ class Chat:
         self._caller: asyncio.Task[Any] | None = None
         self._stopping = False
         self._stoppable = False
+        # (turns, usage, cost shown, running cost: None once a turn's price is unknown)
+        self._totals_memo: (
+            tuple[tuple[ChatTurn, ...], Usage, Decimal | None, Decimal | None] | None
+        ) = None
+        self._stats_memo: tuple[tuple[ChatTurn, ...], int, dict[int, Any], bool] | None = None
         self._views: weakref.WeakSet[Any] | None = None  # displayed views, updated as turns land
         self._decided: dict[str, dict[str, Any]] = {}  # finished run id -> its journaled decisions
         self.live_text = ""
@@ -209,18 +214,39 @@ class Chat:
     @property
     def usage(self) -> Usage:
         """Input and output tokens of every turn, summed (per turn: ``chat.turns[i].usage``)."""
-        return Usage(
-            input_tokens=sum(t.usage.input_tokens for t in self._turns),
-            output_tokens=sum(t.usage.output_tokens for t in self._turns),
-        )
+        return self._totals()[0]
 
     @property
     def cost(self) -> Decimal | None:
         """USD cost of every turn from genai-prices; None when any turn's price is unknown."""
-        costs = [t.cost for t in self._turns]
-        if not costs or any(c is None for c in costs):
-            return None
-        return sum((c for c in costs if c is not None), Decimal(0))
+        return self._totals()[1]
+
+    def _totals(self) -> tuple[Usage, Decimal | None]:
+        """Summed usage and cost, computed again only where the turns changed (the header and
+        every displayed view read them on each update of a long chat)."""
+        turns = tuple(self._turns)  # the turn objects themselves: a changed list never matches
+        memo = self._totals_memo
+        if memo is not None and memo[0] == turns:
+            return memo[1], memo[2]
+        begin, tokens_in, tokens_out, cost = 0, 0, 0, Decimal(0)
+        known = True
+        if memo is not None and len(memo[0]) <= len(turns) and turns[: len(memo[0])] == memo[0]:
+            begin = len(memo[0])  # the chat only grew: add the new turns to the last sums
+            tokens_in, tokens_out = memo[1].input_tokens, memo[1].output_tokens
+            known = memo[3] is not None
+            cost = memo[3] if memo[3] is not None else Decimal(0)
+        for turn in turns[begin:]:
+            tokens_in += turn.usage.input_tokens
+            tokens_out += turn.usage.output_tokens
+            if turn.cost is None:
+                known = False
+            else:
+                cost += turn.cost
+        usage = Usage(input_tokens=tokens_in, output_tokens=tokens_out)
+        running = cost if known else None
+        total = running if turns else None
+        self._totals_memo = (turns, usage, total, running)
+        return usage, total
 
     @property
     def pending_approvals(self) -> list[dict[str, Any]]:
@@ -750,14 +776,18 @@ class Chat:
             return
         from loom_nb.render._source import Transcript
 
-        transcript = Transcript(
-            list(self._history if messages is None else messages),
-            self._system,
-            [t.name for t in self._tools],
-            approvals=self.approvals(),
-            stats=self._stats(),
-        )
-        header = self.header() + (" · replying" if self.busy else "")
+        try:  # the state comes partly from the journal: a failure to read it must not fail a turn
+            transcript = Transcript(
+                list(self._history if messages is None else messages),
+                self._system,
+                [t.name for t in self._tools],
+                approvals=self.approvals(),
+                stats=self._stats(),
+            )
+            header = self.header() + (" · replying" if self.busy else "")
+        except Exception:
+            _log.exception("Chat: the displayed views could not be updated")
+            return
         decide = self._on_view_decision if self._parked is not None else None
         stop = self.stop if self._stoppable and self._caller is not None else None
         for view in views:
@@ -771,7 +801,10 @@ class Chat:
 
     def _stream_to_views(self) -> None:
         for view in self._live_views():
-            view.live_text = self.live_text
+            try:
+                view.live_text = self.live_text
+            except Exception:  # as in _refresh_views: the stream goes on, the view lags
+                _log.exception("Chat: a displayed view could not show the streamed text")
 
     def approvals(self) -> dict[str, dict[str, Any]]:
         """Every call that needed a decision: ``{call id: {"state", "by", "reason"}}``.
@@ -797,14 +830,28 @@ class Chat:
 
     def _stats(self) -> dict[int, dict[str, Any]]:
         """Tokens per assistant turn of a plain chat turn (message index -> counts; a stopped
-        turn says so)."""
-        out: dict[int, dict[str, Any]] = {}
-        for turn in self._turns:
+        turn says so). Read-only: the same dict is returned until the turns change, and a chat
+        that only grew adds the new turns' entries to a copy of the last one."""
+        turns, length = tuple(self._turns), len(self._history)
+        memo = self._stats_memo
+        if memo is not None and memo[0] == turns and memo[1] == length:
+            return memo[2]
+        begin, out = 0, {}
+        if (
+            memo is not None
+            and memo[3]  # every entry of the last one was drawn: none waits on the history
+            and len(memo[0]) <= len(turns)
+            and turns[: len(memo[0])] == memo[0]
+            and length >= memo[1]
+        ):
+            begin, out = len(memo[0]), dict(memo[2])
+        whole = True
+        for turn in turns[begin:]:
             usage = turn.usage
             stopped = turn.status == "stopped"
             if turn.kind == "chat" and (usage.input_tokens or usage.output_tokens or stopped):
                 index = turn.start + 1
-                if index < len(self._history):
+                if index < length:
                     out[index] = {
                         "input_tokens": usage.input_tokens,
                         "output_tokens": usage.output_tokens,
@@ -812,6 +859,9 @@ class Chat:
                     }
                     if stopped:
                         out[index]["status"] = "stopped"
+                else:
+                    whole = False
+        self._stats_memo = (turns, length, out, whole)
         return out
 
     async def _on_view_decision(self, call_id: str, approved: bool) -> None:

@@ -103,6 +103,7 @@ class TranscriptView(StaticFallbackWidget):
         self._on_decision: DecisionCallback | None = None
         self.on_decision = on_decision
         self._on_stop: Callable[[], Any] | None = None
+        self._splices = False  # set when the front-end model says it applies "splice" messages
         self.on_msg(self._on_custom_msg)
 
     @property
@@ -155,12 +156,8 @@ class TranscriptView(StaticFallbackWidget):
             view["stats"] = dict(stats)
         if self._transcript.approvals:
             view = with_approvals([view], self._transcript.approvals)[0]
-        self._internal = True
-        try:
-            self.messages = [*self.messages, view]
-            self.header = transcript_header(self._transcript)
-        finally:
-            self._internal = False
+        self._show([*self.messages, view])
+        self.header = transcript_header(self._transcript)
 
     def extend(self, messages: list[Message | dict[str, Any]]) -> None:
         """Append several messages."""
@@ -182,7 +179,17 @@ class TranscriptView(StaticFallbackWidget):
         views = list(self.messages[: offset + keep])
         self._ctx.learn_tools(target[keep:])
         views.extend(message_view(m, n, self._ctx) for n, m in enumerate(target[keep:], keep))
-        for number in range(len(target)):
+        # Stats can change only on the new cards or where the old or new transcript has some.
+        numbers = set(range(keep, len(target)))
+        before, after = self._transcript.stats, transcript.stats
+        if before != after:  # compared in C; only then find which entries differ
+            numbers.update(n for n in before.keys() ^ after.keys() if n < len(target))
+            numbers.update(
+                n
+                for n in before.keys() & after.keys()
+                if before[n] is not after[n] and before[n] != after[n] and n < len(target)
+            )
+        for number in sorted(numbers):
             stats = transcript.stats.get(number)
             view = views[offset + number]
             if view.get("stats") != stats:
@@ -191,19 +198,17 @@ class TranscriptView(StaticFallbackWidget):
                     view["stats"] = dict(stats)
                 views[offset + number] = view
         approvals = {k: dict(v) for k, v in transcript.approvals.items()}
+        if approvals or self._transcript.approvals:  # none before and none now: nothing to mark
+            views = with_approvals(views, approvals)
         self._transcript = Transcript(
             target,
             self._transcript.system,
             list(transcript.tools),
             approvals=approvals,
-            stats={k: dict(v) for k, v in transcript.stats.items()},
+            stats=dict(transcript.stats),  # its count dicts are only read (views hold copies)
         )
-        self._internal = True
-        try:
-            self.messages = with_approvals(views, approvals)
-            self.header = header
-        finally:
-            self._internal = False
+        self._show(views)
+        self.header = header
 
     # -- approvals -------------------------------------------------------------------------------
 
@@ -263,11 +268,42 @@ class TranscriptView(StaticFallbackWidget):
         self._redraw_approvals()
 
     def _redraw_approvals(self) -> None:
+        self._show(with_approvals(list(self.messages), self._transcript.approvals))
+
+    # -- incremental sync ------------------------------------------------------------------------
+
+    def _show(self, views: list[View]) -> None:
+        """Make ``views`` the synced messages, sending the front end only what changed.
+
+        The views that ``views`` shares with what is shown (from the start, the same or equal
+        dicts) are not sent again: the kernel's trait is set without syncing it and a custom
+        ``splice`` message carries the rest, which the front-end model applies to its own state
+        (so a saved notebook's widget state is whole, and a front end that connects later reads
+        the kernel's full trait). A turn of a long chat then costs what it added, not the whole
+        transcript. With nothing shared, or before the front end has said it applies splices
+        (a headless client such as nbclient records only state updates), the trait syncs as
+        usual.
+        """
+        old = self.messages
+        start, limit = 0, min(len(old), len(views))
+        while start < limit and (old[start] is views[start] or old[start] == views[start]):
+            start += 1
+        quiet = start > 0 and self.comm is not None and self._splices
         self._internal = True
+        self._quiet_messages = quiet
         try:
-            self.messages = with_approvals(list(self.messages), self._transcript.approvals)
+            self.messages = views
         finally:
             self._internal = False
+            self._quiet_messages = False
+        if quiet and (start < len(views) or len(views) < len(old)):
+            self.send({"type": "splice", "start": start, "views": views[start:]})
+
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        # ipywidgets asks this before syncing a changed trait: ``_show`` sends messages itself.
+        if key == "messages" and getattr(self, "_quiet_messages", False):
+            return False
+        return bool(super()._should_send_property(key, value))
 
     def decide(self, call_id: str, approved: bool) -> Any:
         """What a click on Approve / Decline does: record the decision and call ``on_decision``.
@@ -353,6 +389,12 @@ class TranscriptView(StaticFallbackWidget):
             return
         if content.get("type") == "decision":
             self.send(self._answer_decision(content))
+            return
+        if content.get("type") == "splices":  # the front-end model applies splice messages
+            self._splices = True
+            return
+        if content.get("type") == "resync":  # the front end missed a splice: send the whole state
+            self.send_state("messages")
             return
         if content.get("type") == "stop":
             self.send(self._answer_stop(content))

@@ -43,6 +43,7 @@ chat
 TURN = """
 reply = await chat("Tell me everything.")
 print("STATUS", chat.turns[-1].status, repr(reply.content))
+print("SPLICES", [view._splices for view in chat._views])
 """
 
 
@@ -65,6 +66,8 @@ def test_stop_in_the_chat_view_keeps_the_partial_text_marked_stopped(
     stop.click()
     panel.locator(".jp-OutputArea-output", has_text="STATUS stopped").wait_for(timeout=30_000)
     assert "STATUS stopped 'PARTIAL_ANSWER'" in panel.inner_text()
+    # The page's model said it applies splices, so the turns above reached it incrementally.
+    assert "SPLICES [True]" in panel.inner_text()
     tv.locator(".loom-msg", has_text="PARTIAL_ANSWER").wait_for(timeout=30_000)
     assert live.is_hidden()
     card = tv.locator(".loom-msg", has_text="PARTIAL_ANSWER")

@@ -730,3 +730,32 @@ async def test_chat_passes_on_reasoning_when_streaming() -> None:
     reply = await chat("ok?", stream=True, on_text=lambda _t: None, on_reasoning=thoughts.append)
     assert reply.content == "yes"
     assert thoughts == ["hmm"]
+
+
+async def test_running_totals_and_stats_match_a_fresh_count_through_undo_and_forks() -> None:
+    """The memoised usage, cost and per-turn stats equal a count from scratch after every change."""
+    rng = random.Random(7)
+    script = [
+        {"text": f"a{n}", "usage": {"input_tokens": rng.randint(1, 50), "output_tokens": n}}
+        for n in range(40)
+    ]
+    chat = Chat(ScriptedProvider(script), journal=Journal(), id="totals")
+
+    def check(c: Chat) -> None:
+        usage, cost, stats = c.usage, c.cost, c._stats()
+        c._totals_memo = c._stats_memo = None  # what a count from scratch gives
+        assert c.usage == usage
+        assert c.cost == cost
+        assert c._stats() == stats
+        assert usage.input_tokens == sum(t.usage.input_tokens for t in c.turns)
+
+    for step in range(30):
+        if step % 7 == 6 and chat.turns:
+            chat.undo()
+        else:
+            await chat(f"q{step}")
+        check(chat)
+    fork = chat.fork(3)
+    check(fork)
+    await fork("after the fork")
+    check(fork)

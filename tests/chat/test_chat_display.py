@@ -327,3 +327,26 @@ def test_in_a_kernel_the_displayed_view_gets_the_later_turns(jupyter_env: Path) 
     texts = [item.get("text") for message in view["messages"] for item in message["items"]]
     assert texts == ["one", "first answer", "two", "second answer"]
     assert view["live_text"] == ""
+
+
+async def test_a_view_that_cannot_update_never_fails_the_turn(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A broken view, or a journal read for the views that fails, is logged; the turn lands anyway."""
+    journal = Journal()
+    chat = Chat(ScriptedProvider([{"text": "one"}, {"text": "two"}]), journal=journal, id="broken")
+    view, _ = _displayed(chat)
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("the comm is gone")
+
+    view._follow = broken  # type: ignore[method-assign]
+    assert (await chat("first")).content == "one"
+    assert "a displayed view could not be updated" in caplog.text
+    caplog.clear()
+    chat.approvals = broken  # type: ignore[method-assign]  # the journal read behind the views
+    assert (await chat("second")).content == "two"
+    assert "the displayed views could not be updated" in caplog.text
+    assert [t.status for t in chat.turns] == ["completed", "completed"]
+    completed = [e.step_id for e in journal.events("broken") if e.kind == "step_completed"]
+    assert completed == ["#chat:0:model", "#chat:1:model"]

@@ -603,7 +603,26 @@ class TranscriptDom {
   }
 }
 
+// The kernel sends a long transcript's new cards as a "splice" (start index + the views from
+// there) instead of the whole list; the model applies it to its own state, once per model (not
+// per view), so every view redraws from the change event and saved widget state stays whole.
+function applySplice(model, msg) {
+  if (!msg || msg.type !== "splice") return;
+  const current = model.get("messages") || [];
+  if (!Number.isInteger(msg.start) || msg.start < 0 || msg.start > current.length || !Array.isArray(msg.views)) {
+    model.send({ type: "resync" }); // a missed message: ask for the whole state
+    return;
+  }
+  model.set("messages", current.slice(0, msg.start).concat(msg.views));
+}
+
 export default {
+  initialize({ model }) {
+    const onSplice = (msg) => applySplice(model, msg);
+    model.on("msg:custom", onSplice);
+    model.send({ type: "splices" }); // the kernel sends whole lists until it hears this
+    return () => model.off("msg:custom", onSplice);
+  },
   render({ model, el }) {
     const dom = new TranscriptDom(model, el);
     dom.update();
