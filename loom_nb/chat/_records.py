@@ -82,12 +82,16 @@ class ChatTurn:
     else:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            try:
-                bound = _TURN_SIGNATURE.bind(*args, **kwargs)
-            except TypeError as exc:
-                raise _turn_error(f"{exc}") from None
-            bound.apply_defaults()
-            for name, value in bound.arguments.items():
+            if not args and _REQUIRED.issubset(kwargs) and _ALL.issuperset(kwargs):
+                arguments = {**_DEFAULTS, **kwargs}  # by keyword, as Chat builds them: no bind
+            else:
+                try:
+                    bound = _TURN_SIGNATURE.bind(*args, **kwargs)
+                except TypeError as exc:
+                    raise _turn_error(f"{exc}") from None
+                bound.apply_defaults()
+                arguments = bound.arguments
+            for name, value in arguments.items():
                 _check_turn_field(name, value)
                 object.__setattr__(self, name, value)
 
@@ -100,6 +104,9 @@ _TURN_SIGNATURE = inspect.Signature(
         inspect.Parameter("result", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
     ]
 )
+_REQUIRED = frozenset(_TURN_FIELDS)
+_DEFAULTS: dict[str, Any] = {"run_id": None, "result": None}
+_ALL = _REQUIRED | _DEFAULTS.keys()
 ChatTurn.__signature__ = _TURN_SIGNATURE  # type: ignore[attr-defined]  # what inspect shows
 _STATUSES = frozenset(TurnStatus.__args__)  # type: ignore[attr-defined]
 
