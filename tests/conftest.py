@@ -24,7 +24,7 @@ settings.register_profile(
 settings.load_profile("loom")
 
 
-# -- backends: every store test runs on the local store and on S3 --------------------------------
+# -- backends: every store test runs on the local store, on S3, and on S3 indexed in PostgreSQL --
 
 
 @pytest.fixture(scope="session")
@@ -37,10 +37,14 @@ def s3_service() -> Iterator[str | None]:
 class StoreBackend:
     """Opens content stores of one backend for a test, and damages blobs behind the store's back."""
 
-    def __init__(self, name: str, tmp_path: Path, endpoint: str | None = None) -> None:
+    def __init__(
+        self, name: str, tmp_path: Path, endpoint: str | None = None, postgres: str | None = None
+    ) -> None:
         self.name = name
         self._tmp = tmp_path
         self._endpoint = endpoint
+        self._postgres = postgres
+        self._index: tuple[str, str] | None = None
         self._run = uuid.uuid4().hex[:12]
         self._opened: list[Any] = []
 
@@ -48,10 +52,17 @@ class StoreBackend:
         """What ``open_store`` takes to open the store called ``name`` (picklable, for subprocesses)."""
         if self.name == "local":
             return str(self._tmp / name), {}
-        return (
-            f"s3://{services.S3_BUCKET}/{self._run}/{name}",
-            {"endpoint": self._endpoint, "access_key_id": "test", "secret_access_key": "test"},
-        )
+        options: dict[str, Any] = {
+            "endpoint": self._endpoint,
+            "access_key_id": "test",
+            "secret_access_key": "test",
+        }
+        if self.name == "s3+postgres":
+            assert self._postgres is not None
+            if self._index is None:  # one schema per test: its stores share the index table
+                self._index = services.fresh_schema_url(self._postgres)
+            options["index"] = self._index[0]
+        return f"s3://{services.S3_BUCKET}/{self._run}/{name}", options
 
     def open(self, name: str = "store", *, clock: Callable[[], datetime] | None = None) -> Any:
         """The store called ``name`` in this test (the same name reopens the same store)."""
@@ -85,19 +96,33 @@ class StoreBackend:
     def close(self) -> None:
         for store in self._opened:
             store.close()
+        if self._index is not None:
+            assert self._postgres is not None
+            services.drop_schema(self._postgres, self._index[1])
 
 
-@pytest.fixture(params=["local", "s3"])
-def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend]:
-    """A content-store backend: the local store, then the same test on S3 (moto on 127.0.0.1)."""
-    endpoint = None
-    if request.param == "s3":
+def open_store_backend(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> StoreBackend:
+    """A ``StoreBackend`` called ``name``, failing (CI) or skipping when its services are missing."""
+    endpoint = postgres = None
+    if name.startswith("s3"):
         endpoint = request.getfixturevalue("s3_service")
         if endpoint is None:
             services.unavailable(
                 "no S3-compatible server: install moto[server] or set LOOM_TEST_S3_ENDPOINT"
             )
-    backend = StoreBackend(request.param, tmp_path, endpoint)
+    if name == "s3+postgres":
+        postgres = request.getfixturevalue("postgres_service")
+        if postgres is None:
+            url = services.postgres_url()
+            services.unavailable(services.postgres_reachable(url) or f"PostgreSQL at {url}")
+    return StoreBackend(name, tmp_path, endpoint, postgres)
+
+
+@pytest.fixture(params=["local", "s3", "s3+postgres"])
+def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend]:
+    """A content-store backend: the local store, S3 (moto on 127.0.0.1), and S3 with its tenant
+    index in PostgreSQL."""
+    backend = open_store_backend(request, request.param, tmp_path)
     yield backend
     backend.close()
 

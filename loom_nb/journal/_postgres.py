@@ -44,7 +44,7 @@ from psycopg_pool import ConnectionPool
 from loom_nb.errors import ConfigurationError, JournalError
 from loom_nb.journal._journal import Journal
 
-__all__ = ["NOTIFY_CHANNEL", "PG_MIGRATIONS", "PostgresJournal", "is_postgres_url"]
+__all__ = ["NOTIFY_CHANNEL", "PG_MIGRATIONS", "PostgresJournal", "is_postgres_url", "open_pool"]
 
 NOTIFY_CHANNEL = "loom_journal"
 """The LISTEN/NOTIFY channel an append announces its execution id on (written out in pg001_notify)."""
@@ -133,12 +133,33 @@ def _pg001_notify(cur: psycopg.Cursor[Any]) -> None:
     )
 
 
+def _pg002_store_tenants(cur: psycopg.Cursor[Any]) -> None:
+    # The S3 content store's per-tenant index when it lives here (S3ContentStore(index=...)):
+    # one row per store, blob and tenant; times are microseconds since the epoch; ``nonce``
+    # changes with every put, so an erase can tell a put that landed while it ran.
+    cur.execute(
+        """
+        CREATE TABLE loom_store_tenants (
+            store TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            tenant TEXT NOT NULL,
+            size BIGINT NOT NULL,
+            created BIGINT NOT NULL,
+            put BIGINT NOT NULL,
+            nonce TEXT NOT NULL,
+            PRIMARY KEY (store, digest, tenant)
+        )
+        """
+    )
+
+
 PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("m001_events", _m001_events),
     ("m002_append_only", _m002_append_only),
     ("m003_event_ordinal", _m003_event_ordinal),
     ("m004_leases", _m004_leases),
     ("pg001_notify", _pg001_notify),
+    ("pg002_store_tenants", _pg002_store_tenants),
 ]
 """The PostgreSQL schema, oldest first; names shared with the SQLite list mean the same shape."""
 
@@ -201,61 +222,70 @@ class PostgresJournal(Journal):
                 f"a PostgreSQL journal takes a postgresql:// URL, not {self._path!r}.",
                 code="invalid_journal_url",
             )
-        commit = "on" if synchronous == "FULL" else "off"
-        connect_timeout = max(1, round(timeout))
-        try:
-            # The first connection is made directly, so an unreachable server fails at once with
-            # libpq's reason; it applies the migrations and is then closed.
-            conn = psycopg.connect(self._path, autocommit=True, connect_timeout=connect_timeout)
-        except psycopg.Error as exc:
-            raise JournalError(
-                f"cannot open the journal at {_redact(self._path)}: {_first_line(exc)}. Check "
-                "that the server is up and the database exists.",
-                code="journal_unavailable",
-                path=_redact(self._path),
-            ) from exc
-        try:
-            with conn.transaction(), conn.cursor() as cur:
-                _migrate(cur)
-        except BaseException as exc:
-            conn.close()
-            if isinstance(exc, psycopg.Error):
-                raise JournalError(
-                    f"cannot open the journal at {_redact(self._path)}: {_first_line(exc)}. Check "
-                    "that the user may create tables in the database (or its search_path schema).",
-                    code="journal_unavailable",
-                    path=_redact(self._path),
-                ) from exc
-            raise
-        conn.close()
-
-        def configure(pooled: psycopg.Connection[Any]) -> None:
-            pooled.execute(f"SET synchronous_commit = {commit}")
-
-        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            self._path,
-            min_size=1,
-            max_size=self.pool_size,
-            kwargs={"autocommit": True, "connect_timeout": connect_timeout},
-            configure=configure,
-            timeout=timeout,
-            name="loom-journal",
-            num_workers=1,
-            open=False,
-        )
-        try:
-            pool.open(wait=True, timeout=max(1.0, timeout))
-        except psycopg.Error as exc:
-            pool.close()
-            raise JournalError(
-                f"cannot open the journal at {_redact(self._path)}: {_first_line(exc)}.",
-                code="journal_unavailable",
-                path=_redact(self._path),
-            ) from exc
-        return _Pooled(pool, _redact(self._path))
+        return open_pool(self._path, synchronous=synchronous, timeout=timeout, size=self.pool_size)
 
     def _listen(self) -> _Listener:
         return _Listener(self)
+
+
+def open_pool(url: str, *, synchronous: str, timeout: float, size: int) -> _Pooled:
+    """Migrate the database at ``url`` and open a pool of up to ``size`` connections to it.
+
+    The journal's own connections, and the content store's PostgreSQL index when it is given a
+    URL (the schema, migrations included, is one for both).
+    """
+    commit = "on" if synchronous == "FULL" else "off"
+    connect_timeout = max(1, round(timeout))
+    try:
+        # The first connection is made directly, so an unreachable server fails at once with
+        # libpq's reason; it applies the migrations and is then closed.
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
+    except psycopg.Error as exc:
+        raise JournalError(
+            f"cannot open the journal at {_redact(url)}: {_first_line(exc)}. Check "
+            "that the server is up and the database exists.",
+            code="journal_unavailable",
+            path=_redact(url),
+        ) from exc
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            _migrate(cur)
+    except BaseException as exc:
+        conn.close()
+        if isinstance(exc, psycopg.Error):
+            raise JournalError(
+                f"cannot open the journal at {_redact(url)}: {_first_line(exc)}. Check "
+                "that the user may create tables in the database (or its search_path schema).",
+                code="journal_unavailable",
+                path=_redact(url),
+            ) from exc
+        raise
+    conn.close()
+
+    def configure(pooled: psycopg.Connection[Any]) -> None:
+        pooled.execute(f"SET synchronous_commit = {commit}")
+
+    pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=size,
+        kwargs={"autocommit": True, "connect_timeout": connect_timeout},
+        configure=configure,
+        timeout=timeout,
+        name="loom-journal",
+        num_workers=1,
+        open=False,
+    )
+    try:
+        pool.open(wait=True, timeout=max(1.0, timeout))
+    except psycopg.Error as exc:
+        pool.close()
+        raise JournalError(
+            f"cannot open the journal at {_redact(url)}: {_first_line(exc)}.",
+            code="journal_unavailable",
+            path=_redact(url),
+        ) from exc
+    return _Pooled(pool, _redact(url))
 
 
 class _Pooled:

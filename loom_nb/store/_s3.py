@@ -36,6 +36,7 @@ import base64
 import builtins
 import contextlib
 import hashlib
+import json
 import os
 import threading
 import uuid
@@ -65,26 +66,37 @@ if TYPE_CHECKING:
     from obstore import ObjectMeta
     from obstore.store import S3Store
 
+    from loom_nb.journal import Journal
+    from loom_nb.store._pg_index import PostgresIndex
+
 __all__ = ["S3ContentStore"]
 
 _CHUNK = 8 * 1024 * 1024
 _READ_CHUNK = 1024 * 1024  # a read is hashed a chunk at a time, as it arrives
 _MAX_TENANT_BYTES = 512
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LAYOUT = "loom-store.json"  # where the store's tenant index is kept (see _check_layout)
 _SEEN = 4096  # blobs a store object remembers as present (to look before re-sending their bytes)
 
 
 class _Marker:
-    """One parsed tenant marker key."""
+    """One tenant's record of a blob: a parsed marker key, or a row of the PostgreSQL index.
 
-    __slots__ = ("created", "key", "put", "size", "tenant")
+    ``key`` is unique to the put that wrote it (an erase compares keys to spot a new put);
+    ``encoded`` is the tenant in URL-safe base64, as in marker keys.
+    """
 
-    def __init__(self, key: str, tenant: str, put: int, size: int, created: int) -> None:
+    __slots__ = ("created", "encoded", "key", "put", "size", "tenant")
+
+    def __init__(
+        self, key: str, tenant: str, put: int, size: int, created: int, encoded: str = ""
+    ) -> None:
         self.key = key
         self.tenant = tenant
         self.put = put
         self.size = size
         self.created = created
+        self.encoded = encoded
 
 
 class S3ContentStore:
@@ -95,7 +107,10 @@ class S3ContentStore:
     is allowed for a local server), ``region``, ``access_key_id``, ``secret_access_key``.
     ``chunk_size`` is the part size of multipart uploads (``put_file`` of a larger file).
     ``clock`` supplies the put times the garbage collector compares (default: UTC now).
-    The bucket must exist.
+    ``index`` keeps the per-tenant index in PostgreSQL instead of marker objects: a PostgreSQL
+    ``Journal`` (its connection pool is shared) or a ``postgresql://`` URL (the table is
+    ``loom_store_tenants``, one row per tenant and blob, keyed by this store's URL). The bucket
+    must exist.
     """
 
     def __init__(
@@ -109,6 +124,7 @@ class S3ContentStore:
         chunk_size: int = _CHUNK,
         clock: Callable[[], datetime] | None = None,
         max_retries: int = 3,
+        index: str | Journal | None = None,
     ) -> None:
         if obstore is None:  # pragma: no cover - the optional dependency is missing
             raise ConfigurationError(
@@ -175,12 +191,21 @@ class S3ContentStore:
                 "credentials (arguments or AWS_* environment variables).",
                 code="store_unavailable",
             ) from exc
+        self._index: _ObjectIndex | PostgresIndex
+        if index is None:
+            self._index = _ObjectIndex(self)
+        else:
+            from loom_nb.store._pg_index import PostgresIndex
+
+            self._index = PostgresIndex(index, self.url)
+        self._layout_checked = False
 
     def __repr__(self) -> str:
         return f"S3ContentStore({self.url!r})"
 
     def close(self) -> None:
-        """Nothing to release (connections are pooled by the client); for symmetry with the local store."""
+        """Release the PostgreSQL index's connections, if it has its own (S3 connections are pooled by the client)."""
+        self._index.close()
 
     def __enter__(self) -> S3ContentStore:
         return self
@@ -332,9 +357,9 @@ class S3ContentStore:
         present object whose single-part ETag is another MD5 was damaged in place at the same
         size, and is rewritten rather than deduped onto.
         """
+        self._check_layout()
         now = _micros(self._clock())
-        marker = f"tenants/{digest}/{encoded_tenant}/{now:016d}-{size}-{now:016d}-{uuid.uuid4().hex[:12]}"
-        self._call("put", digest, lambda: obstore.put(self._s3, marker, b""))
+        marker = self._index.record(digest, encoded_tenant, size, now)
         present = self._blob_meta(digest) if (large or digest in self._seen) else None
         fresh = False
         if present is None:
@@ -348,7 +373,7 @@ class S3ContentStore:
         self._remember(digest)
         if not fresh:
             # The blob was (or may have been) there: earlier markers hold its first put time.
-            self._settle(marker, now, encoded_tenant, digest, size)
+            self._index.settle(marker, now, encoded_tenant, digest, size)
 
     def _remember(self, digest: str) -> None:
         """Note a blob as present, so the next put of it looks before sending the bytes."""
@@ -358,22 +383,6 @@ class S3ContentStore:
             while len(self._seen) > _SEEN:
                 self._seen.popitem(last=False)
 
-    def _settle(self, marker: str, now: int, encoded: str, digest: str, size: int) -> None:
-        """After deduping: carry the blob's first put time into this put's marker, drop the tenant's older ones.
-
-        The corrected marker is written before the provisional one goes, so the tenant is never
-        without a marker a racing erase would see.
-        """
-        markers = self._markers(digest)
-        older = [m.key for m in markers if m.key != marker and _tenant_of(m.key) == encoded]
-        created = min((m.created for m in markers), default=now)
-        if created < now:
-            fixed = f"tenants/{digest}/{encoded}/{now:016d}-{size}-{created:016d}-{uuid.uuid4().hex[:12]}"
-            self._call("put", digest, lambda: obstore.put(self._s3, fixed, b""))
-            older.append(marker)
-        if older:
-            self._delete_quietly(older)
-
     def delete(self, address: str, tenant: str) -> bool:
         """Remove ``tenant`` from the address's set; the blob is erased when no tenant is left.
 
@@ -382,11 +391,11 @@ class S3ContentStore:
         digest = check_address(address)[7:]
         encoded = _tenant_key(tenant)
         markers = self._markers(digest)
-        mine = [m.key for m in markers if _tenant_of(m.key) == encoded]
+        mine = [m for m in markers if m.encoded == encoded]
         if not mine:
             return False
-        self._call("delete", digest, lambda: obstore.delete(self._s3, mine))
-        if all(_tenant_of(m.key) == encoded for m in markers):
+        self._index.remove(digest, mine, what="delete")
+        if all(m.encoded == encoded for m in markers):
             self._erase(digest, {m.key for m in markers}, remove=[])
         return True
 
@@ -400,10 +409,10 @@ class S3ContentStore:
         markers = self._markers(digest)
         if older_than is not None and any(m.put >= _micros(older_than) for m in markers):
             return False
-        erased = self._erase(digest, {m.key for m in markers}, remove=[m.key for m in markers])
+        erased = self._erase(digest, {m.key for m in markers}, remove=markers)
         return erased is not None and (erased or bool(markers))
 
-    def _erase(self, digest: str, seen: set[str], *, remove: builtins.list[str]) -> bool | None:
+    def _erase(self, digest: str, seen: set[str], *, remove: builtins.list[_Marker]) -> bool | None:
         """Move the blob aside, re-list the markers, restore it if a new put arrived, else drop it.
 
         Returns whether a blob was erased, or None when a put arrived and the erase was undone.
@@ -424,7 +433,7 @@ class S3ContentStore:
                 self._delete_quietly([trash])
             return None
         if remove:
-            self._call("erase", digest, lambda: obstore.delete(self._s3, remove))
+            self._index.remove(digest, remove, what="erase")
         if moved:
             self._delete_quietly([trash])
         with self._seen_lock:
@@ -484,11 +493,8 @@ class S3ContentStore:
 
     def list(self) -> builtins.list[StoreEntry]:
         """Every blob some tenant recorded, plus blobs no marker names (so GC can reclaim them), by address."""
-        grouped: dict[str, builtins.list[_Marker]] = {}
-        for meta in self._listing("tenants/"):
-            marker = _parse_marker(meta["path"])
-            if marker is not None:
-                grouped.setdefault(meta["path"].split("/")[1], []).append(marker)
+        self._check_layout()
+        grouped = self._index.everything()
         entries: dict[str, StoreEntry] = {}
         for digest, markers in grouped.items():
             entry = _entry(digest, markers)
@@ -513,12 +519,39 @@ class S3ContentStore:
     # -- internals -------------------------------------------------------------------------------
 
     def _markers(self, digest: str) -> builtins.list[_Marker]:
-        found = []
-        for meta in self._listing(f"tenants/{digest}/"):
-            marker = _parse_marker(meta["path"])
-            if marker is not None:
-                found.append(marker)
-        return found
+        self._check_layout()
+        return self._index.markers(digest)
+
+    def _check_layout(self) -> None:
+        """On first use: the store's ``loom-store.json`` says where its index is, and must agree.
+
+        Every client of one store has to keep its index in the same place: a client counting
+        marker objects would take blobs only PostgreSQL rows name for orphans, and its sweep
+        would reclaim them. The first client to use a store writes the file (a conditional
+        create); any later one opened with the other index is refused.
+        """
+        if self._layout_checked:
+            return
+        kind = self._index.kind
+        wanted = json.dumps({"format": 1, "index": kind}).encode()
+        try:
+            self._call(
+                "put", _LAYOUT, lambda: obstore.put(self._s3, _LAYOUT, wanted, mode="create")
+            )
+        except _Exists:
+            found = self._call("get", _LAYOUT, lambda: obstore.get(self._s3, _LAYOUT).bytes())
+            try:
+                recorded = json.loads(bytes(found)).get("index")
+            except (ValueError, AttributeError):
+                recorded = None
+            if recorded != kind:
+                raise ConfigurationError(
+                    f"the S3 store {self.url} keeps its tenant index in {recorded!r}, but it was "
+                    f"opened with the index in {kind!r}. Open it the way it was first used "
+                    f"({'index=<the PostgreSQL journal or URL>' if recorded == 'postgresql' else 'without index='}).",
+                    code="store_index_mismatch",
+                ) from None
+        self._layout_checked = True
 
     def _listing(self, prefix: str) -> Iterator[ObjectMeta]:
         stream = self._call("list", prefix, lambda: obstore.list(self._s3, prefix, chunk_size=1000))
@@ -577,6 +610,60 @@ class S3ContentStore:
             "reachable, the bucket exists and the credentials may read and write it, then retry.",
             code="store_unavailable",
         ) from exc
+
+
+class _ObjectIndex:
+    """Who stored what, as one empty marker object per tenant and blob (``tenants/...``)."""
+
+    kind = "objects"
+
+    def __init__(self, store: S3ContentStore) -> None:
+        self._store = store
+
+    def record(self, digest: str, encoded: str, size: int, now: int) -> str:
+        """Write this put's marker (a new, unique key); returns it."""
+        marker = f"tenants/{digest}/{encoded}/{now:016d}-{size}-{now:016d}-{uuid.uuid4().hex[:12]}"
+        self._store._call("put", digest, lambda: obstore.put(self._store._s3, marker, b""))
+        return marker
+
+    def settle(self, marker: str, now: int, encoded: str, digest: str, size: int) -> None:
+        """After deduping: carry the blob's first put time into this put's marker, drop the tenant's older ones.
+
+        The corrected marker is written before the provisional one goes, so the tenant is never
+        without a marker a racing erase would see.
+        """
+        markers = self._store._markers(digest)
+        older = [m.key for m in markers if m.key != marker and m.encoded == encoded]
+        created = min((m.created for m in markers), default=now)
+        if created < now:
+            fixed = f"tenants/{digest}/{encoded}/{now:016d}-{size}-{created:016d}-{uuid.uuid4().hex[:12]}"
+            self._store._call("put", digest, lambda: obstore.put(self._store._s3, fixed, b""))
+            older.append(marker)
+        if older:
+            self._store._delete_quietly(older)
+
+    def markers(self, digest: str) -> builtins.list[_Marker]:
+        found = []
+        for meta in self._store._listing(f"tenants/{digest}/"):
+            marker = _parse_marker(meta["path"])
+            if marker is not None:
+                found.append(marker)
+        return found
+
+    def remove(self, digest: str, markers: builtins.list[_Marker], *, what: str) -> None:
+        keys = [m.key for m in markers]
+        self._store._call(what, digest, lambda: obstore.delete(self._store._s3, keys))
+
+    def everything(self) -> dict[str, builtins.list[_Marker]]:
+        grouped: dict[str, builtins.list[_Marker]] = {}
+        for meta in self._store._listing("tenants/"):
+            marker = _parse_marker(meta["path"])
+            if marker is not None:
+                grouped.setdefault(meta["path"].split("/")[1], []).append(marker)
+        return grouped
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 class _Exists(Exception):
@@ -639,10 +726,6 @@ def _tenant_key(tenant: object) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=") or "="
 
 
-def _tenant_of(key: str) -> str:
-    return key.split("/")[2]
-
-
 def _parse_marker(key: str) -> _Marker | None:
     """A marker key's fields, or None for a key that is not one (ignored, never trusted)."""
     parts = key.split("/")
@@ -654,7 +737,7 @@ def _parse_marker(key: str) -> _Marker | None:
     try:
         encoded = parts[2]
         tenant = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
-        return _Marker(key, tenant, int(fields[0]), int(fields[1]), int(fields[2]))
+        return _Marker(key, tenant, int(fields[0]), int(fields[1]), int(fields[2]), encoded)
     except ValueError:
         return None
 

@@ -8,35 +8,41 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import obstore
+import psycopg
 import pytest
 
 from loom_nb.errors import ConfigurationError, ContentNotFoundError, StoreError
 from loom_nb.store import LocalContentStore, S3ContentStore, open_store, sweep_unpinned_content
-from tests import services
-from tests.conftest import StoreBackend, address_of
+from tests.conftest import StoreBackend, address_of, open_store_backend
 
 MiB = 1 << 20
 
 
 @pytest.fixture
-def s3(s3_service: str | None, tmp_path: Path) -> StoreBackend:
-    if s3_service is None:
-        services.unavailable(
-            "no S3-compatible server: install moto[server] or set LOOM_TEST_S3_ENDPOINT"
-        )
-    backend = StoreBackend("s3", tmp_path, s3_service)
+def s3(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend]:
+    """S3 with its index as marker objects (what the marker tests look at)."""
+    backend = open_store_backend(request, "s3", tmp_path)
     yield backend
     backend.close()
 
 
-def test_concurrent_puts_of_the_same_bytes_make_one_sound_blob(s3: StoreBackend) -> None:
+@pytest.fixture(params=["s3", "s3+postgres"])
+def s3_any(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend]:
+    """S3 with either index: marker objects, or rows in PostgreSQL."""
+    backend = open_store_backend(request, request.param, tmp_path)
+    yield backend
+    backend.close()
+
+
+def test_concurrent_puts_of_the_same_bytes_make_one_sound_blob(s3_any: StoreBackend) -> None:
     """Eight threads storing the same bytes for different tenants: one blob, every tenant recorded."""
-    store = s3.open()
+    store = s3_any.open()
     data = b"same bytes" * 1000
     errors: list[BaseException] = []
 
@@ -54,13 +60,13 @@ def test_concurrent_puts_of_the_same_bytes_make_one_sound_blob(s3: StoreBackend)
     assert errors == []
     assert store.tenants(address_of(data)) == {f"t{i}" for i in range(8)}
     assert store.get(address_of(data)) == data
-    assert s3.blob_count(store) == 1
+    assert s3_any.blob_count(store) == 1
 
 
-def test_a_put_landing_while_the_last_delete_erases_keeps_its_blob(s3: StoreBackend) -> None:
+def test_a_put_landing_while_the_last_delete_erases_keeps_its_blob(s3_any: StoreBackend) -> None:
     """The erase re-lists markers after moving the blob aside and restores it for a racing put."""
-    store = s3.open()
-    racer = s3.open()
+    store = s3_any.open()
+    racer = s3_any.open()
     ref = store.put(b"contested", "alice")
     original = store._markers
     calls = {"n": 0}
@@ -78,11 +84,11 @@ def test_a_put_landing_while_the_last_delete_erases_keeps_its_blob(s3: StoreBack
     assert store.get(ref.address) == b"contested"
 
 
-def test_purge_racing_a_put_keeps_the_blob_and_the_new_tenant(s3: StoreBackend) -> None:
+def test_purge_racing_a_put_keeps_the_blob_and_the_new_tenant(s3_any: StoreBackend) -> None:
     """A sweep's purge that meets a put mid-erase gives up (False) and leaves blob and tenant."""
     old = datetime(2026, 1, 1, tzinfo=UTC)
-    store = s3.open(clock=lambda: old)
-    racer = s3.open()  # puts now, long after the cutoff
+    store = s3_any.open(clock=lambda: old)
+    racer = s3_any.open()  # puts now, long after the cutoff
     ref = store.put(b"old but wanted again", "alice")
     original = store._markers
     calls = {"n": 0}
@@ -139,9 +145,9 @@ def test_a_file_changing_during_put_file_is_refused_and_nothing_wrong_is_stored(
         store.get(address_of(data))
 
 
-def test_odd_tenants_round_trip_and_unencodable_ones_are_refused(s3: StoreBackend) -> None:
+def test_odd_tenants_round_trip_and_unencodable_ones_are_refused(s3_any: StoreBackend) -> None:
     """Tenants with slashes, dashes and non-ASCII text are kept exactly; a lone surrogate is refused."""
-    store = s3.open()
+    store = s3_any.open()
     tenants = {"team/a-b", "ünïcode", "x" * 200, "-", "a=b"}
     for tenant in tenants:
         ref = store.put(b"t", tenant)
@@ -276,3 +282,67 @@ def test_a_store_that_saw_a_blob_looks_before_sending_its_bytes_again(s3: StoreB
         obstore_put.undo()
     assert max(sent) == 0  # markers only
     assert store.tenants(ref.address) == {"alice", "bob"}
+
+
+# -- the per-tenant index in PostgreSQL ----------------------------------------------------------
+
+
+@pytest.fixture
+def s3_pg(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend]:
+    backend = open_store_backend(request, "s3+postgres", tmp_path)
+    yield backend
+    backend.close()
+
+
+def test_with_the_journal_the_index_is_rows_in_its_database(s3_pg: StoreBackend) -> None:
+    """index=a PostgreSQL Journal: tenants are rows beside the journal (its pool), no marker objects."""
+    from loom_nb.journal import Journal
+
+    target, options = s3_pg.spec()
+    journal = Journal(options["index"])
+    try:
+        store = open_store(target, **{**options, "index": journal})
+        ref = store.put(b"indexed", "alice")
+        store.put(b"indexed", "bob")
+        assert _tenant_markers(store, ref.address) == []  # nothing under tenants/ in the bucket
+        with psycopg.connect(options["index"]) as conn:
+            rows = conn.execute(
+                "SELECT store, digest FROM loom_store_tenants ORDER BY tenant"
+            ).fetchall()
+        assert rows == [(store.url, ref.address[7:])] * 2
+        assert store.tenants(ref.address) == {"alice", "bob"}
+        # The same index reached by URL sees the same rows; another prefix sees none of them.
+        assert s3_pg.open().tenants(ref.address) == {"alice", "bob"}
+        assert s3_pg.open("other").list() == []
+        store.close()  # the journal's pool is the journal's: still open
+        assert journal.executions() == []
+    finally:
+        journal.close()
+
+
+def test_an_index_that_is_not_postgresql_is_refused(s3_pg: StoreBackend, tmp_path: Path) -> None:
+    """index= a SQLite journal, a path or anything else: ConfigurationError invalid_store_index."""
+    from loom_nb.journal import Journal
+
+    target, options = s3_pg.spec()
+    sqlite = Journal(str(tmp_path / "j.sqlite"))
+    for bad in (sqlite, str(tmp_path / "x.sqlite"), 5):
+        with pytest.raises(ConfigurationError) as info:
+            open_store(target, **{**options, "index": bad})
+        assert info.value.code == "invalid_store_index"
+    sqlite.close()
+
+
+def test_a_store_opened_with_the_other_index_is_refused(s3_pg: StoreBackend) -> None:
+    """A store first used with its index in PostgreSQL refuses marker objects, and the other way round."""
+    target, options = s3_pg.spec()
+    open_store(target, **options).put(b"x", "alice")
+    plain = {k: v for k, v in options.items() if k != "index"}
+    with pytest.raises(ConfigurationError) as info:
+        open_store(target, **plain).list()
+    assert info.value.code == "store_index_mismatch"
+    other, _ = s3_pg.spec("markers")
+    open_store(other, **plain).put(b"x", "alice")
+    with pytest.raises(ConfigurationError) as info:
+        open_store(other, **options).put(b"y", "bob")
+    assert info.value.code == "store_index_mismatch"

@@ -1,0 +1,127 @@
+"""The S3 content store's per-tenant index in PostgreSQL (issue 16): ``S3ContentStore(url, index=...)``.
+
+With a team's journal on PostgreSQL, who stored which blob is one row per store, blob and tenant
+in ``loom_store_tenants`` (created by the journal's migration ``pg002_store_tenants``) instead of
+an empty marker object per put: a put records itself with one upsert instead of a PUT, and
+listing a store is one query instead of a LIST of every marker. The blobs stay in the bucket.
+
+The protocol is the object index's: a put records itself first and then makes sure the blob is
+there; an erase moves the blob aside, reads the rows again and puts the blob back if one changed
+(every put writes a new ``nonce``). ``created`` is carried over from the blob's other rows
+when a tenant first records it, and kept by its later puts, so a blob's first put time survives
+its first tenant's delete.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from loom_nb.errors import ConfigurationError, JournalError, StoreError
+
+if TYPE_CHECKING:
+    from loom_nb.journal import Journal
+    from loom_nb.store._s3 import _Marker
+
+__all__ = ["PostgresIndex"]
+
+_RECORD = (
+    "INSERT INTO loom_store_tenants (store, digest, tenant, size, created, put, nonce) "
+    "VALUES (?, ?, ?, ?, COALESCE((SELECT MIN(created) FROM loom_store_tenants "
+    "WHERE store = ? AND digest = ?), ?), ?, ?) "
+    "ON CONFLICT (store, digest, tenant) DO UPDATE "
+    "SET size = EXCLUDED.size, put = EXCLUDED.put, nonce = EXCLUDED.nonce"
+)
+_MARKERS = (
+    "SELECT digest, tenant, size, created, put, nonce FROM loom_store_tenants "
+    "WHERE store = ? AND digest = ?"
+)
+_EVERYTHING = (
+    "SELECT digest, tenant, size, created, put, nonce FROM loom_store_tenants WHERE store = ?"
+)
+_REMOVE = "DELETE FROM loom_store_tenants WHERE store = ? AND digest = ? AND nonce = ANY(?)"
+
+
+class PostgresIndex:
+    """Tenant rows for one S3 store, in the database of a PostgreSQL journal (or at a URL)."""
+
+    kind = "postgresql"
+
+    def __init__(self, target: str | Journal, store_url: str) -> None:
+        from loom_nb.journal._postgres import PostgresJournal, is_postgres_url, open_pool
+
+        self._store = store_url
+        self._own = False
+        if isinstance(target, PostgresJournal):
+            self._db: Any = target._conn  # the journal's pool, shared
+        elif is_postgres_url(target):
+            assert isinstance(target, str)
+            try:
+                self._db = open_pool(target, synchronous="NORMAL", timeout=30.0, size=4)
+            except JournalError as exc:
+                raise StoreError(
+                    f"cannot open the store's index: {exc.message}", code="store_unavailable"
+                ) from exc
+            self._own = True
+        else:
+            raise ConfigurationError(
+                f"index= is a PostgreSQL Journal or a postgresql:// URL, not {target!r}; without "
+                "one the S3 store keeps its index as marker objects in the bucket.",
+                code="invalid_store_index",
+            )
+
+    def record(self, digest: str, encoded: str, size: int, now: int) -> str:
+        nonce = uuid.uuid4().hex
+        self._run(
+            "put",
+            lambda: self._db.execute(
+                _RECORD,
+                (self._store, digest, encoded, size, self._store, digest, now, now, nonce),
+            ),
+        )
+        return nonce
+
+    def settle(self, marker: str, now: int, encoded: str, digest: str, size: int) -> None:
+        """Nothing to do: the upsert kept the tenant's one row and the blob's first put time."""
+
+    def markers(self, digest: str) -> builtins.list[_Marker]:
+        rows = self._run("read", lambda: self._db.execute(_MARKERS, (self._store, digest)))
+        return [_marker(row) for row in rows.fetchall()]
+
+    def remove(self, digest: str, markers: builtins.list[_Marker], *, what: str) -> None:
+        nonces = [m.key for m in markers]
+        self._run(what, lambda: self._db.execute(_REMOVE, (self._store, digest, nonces)))
+
+    def everything(self) -> dict[str, builtins.list[_Marker]]:
+        rows = self._run("list", lambda: self._db.execute(_EVERYTHING, (self._store,)))
+        grouped: dict[str, builtins.list[_Marker]] = {}
+        for row in rows.fetchall():
+            grouped.setdefault(row[0], []).append(_marker(row))
+        return grouped
+
+    def close(self) -> None:
+        if self._own:
+            self._db.close()
+
+    def _run(self, what: str, statement: Any) -> Any:
+        import psycopg
+
+        try:
+            return statement()
+        except (psycopg.Error, JournalError) as exc:
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(
+                f"the S3 store {self._store} could not {what} its PostgreSQL index: {text}. Check "
+                "that the database is reachable, then retry.",
+                code="store_unavailable",
+            ) from exc
+
+
+def _marker(row: tuple[Any, ...]) -> _Marker:
+    from loom_nb.store._s3 import _Marker
+
+    _digest, encoded, size, created, put, nonce = row
+    tenant = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
+    return _Marker(nonce, tenant, int(put), int(size), int(created), encoded)
