@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import random
-from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from loom_nb import (
     ConfigurationError,
     ImagePart,
     Journal,
-    LlmRequest,
     LlmResponse,
     LocalContentStore,
     MediaError,
@@ -33,8 +31,8 @@ from loom_nb import (
 from loom_nb.chat._cost import format_cost, price_of
 from loom_nb.content import DataSource, RefSource
 from loom_nb.demo import chart_png
-from loom_nb.providers import LlmStreamChunk
 from loom_nb.providers.scripted import SCRIPTED_CAPABILITIES
+from tests.chat.hanging import Hanging
 
 
 def _kinds(journal: Journal, execution_id: str) -> list[tuple[str, str | None]]:
@@ -392,29 +390,9 @@ async def test_streaming_reaches_on_text_or_the_cell(capsys: pytest.CaptureFixtu
     assert capsys.readouterr().out == "printed\n"
 
 
-class _Hanging:
-    """A provider that streams two deltas and then waits forever (until cancelled)."""
-
-    capabilities = SCRIPTED_CAPABILITIES
-    name = "hanging"
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-
-    async def complete(self, request: LlmRequest) -> LlmResponse:
-        raise AssertionError("not used")
-
-    async def stream(self, request: LlmRequest) -> AsyncIterator[LlmStreamChunk]:
-        yield LlmStreamChunk(kind="text", text="Hel")
-        yield LlmStreamChunk(kind="text", text="lo")
-        self.started.set()
-        await asyncio.Event().wait()
-        yield LlmStreamChunk(kind="done", response=LlmResponse(content="never"))
-
-
 async def test_stop_keeps_the_partial_text_and_journals_no_completed_step() -> None:
     """stop() cancels the streaming reply: partial text kept, turn 'stopped', step not completed."""
-    provider = _Hanging()
+    provider = Hanging()
     journal = Journal()
     chat = Chat(provider, journal=journal, id="stop")  # type: ignore[arg-type]
     task = asyncio.ensure_future(chat("talk", stream=True, on_text=lambda _d: None))
@@ -434,7 +412,7 @@ async def test_stop_keeps_the_partial_text_and_journals_no_completed_step() -> N
 
 async def test_cancelling_from_outside_is_not_a_stop() -> None:
     """A cancellation that is not chat.stop() propagates as CancelledError."""
-    provider = _Hanging()
+    provider = Hanging()
     chat = Chat(provider, journal=Journal(), id="cx")  # type: ignore[arg-type]
     task = asyncio.ensure_future(chat("talk", stream=True, on_text=lambda _d: None))
     await provider.started.wait()

@@ -6,7 +6,6 @@ import asyncio
 import gc
 import json
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,12 @@ from loom_nb import (
     Capabilities,
     Chat,
     Journal,
-    LlmRequest,
-    LlmResponse,
-    LlmStreamChunk,
     ScriptedProvider,
     UnsupportedModalityError,
     tool,
 )
 from loom_nb.demo import chart_png
+from tests.chat.hanging import Hanging
 
 
 @tool(requires_approval=True)
@@ -110,29 +107,9 @@ async def test_a_streamed_reply_shows_in_the_view_as_it_arrives() -> None:
     assert view.live_text == ""
 
 
-class _Hanging:
-    """A provider that streams two deltas, then waits until cancelled."""
-
-    capabilities = ScriptedProvider([]).capabilities
-    name = "hanging"
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-
-    async def complete(self, request: LlmRequest) -> LlmResponse:
-        raise AssertionError("not used")
-
-    async def stream(self, request: LlmRequest) -> AsyncIterator[LlmStreamChunk]:
-        yield LlmStreamChunk(kind="text", text="Par")
-        yield LlmStreamChunk(kind="text", text="tial")
-        self.started.set()
-        await asyncio.Event().wait()
-        yield LlmStreamChunk(kind="done", response=LlmResponse(content="never"))
-
-
 async def test_the_views_stop_button_keeps_the_partial_text_marked_stopped() -> None:
     """While a reply streams the view is stoppable; its stop message stops the turn, the card says stopped."""
-    provider = _Hanging()
+    provider = Hanging("Par", "tial")
     journal = Journal()
     chat = Chat(provider, journal=journal, id="viewstop", stream=True)  # type: ignore[arg-type]
     view, _ = _displayed(chat)
