@@ -343,10 +343,13 @@ def main() -> None:
             scaling[kind] = (rate1, rate4, client, server)
         for kind, label in (("bare", "bare INSERT (the ceiling)"), ("journal", "journal steps")):
             rate1, rate4, client, server = scaling[kind]
+            # With every core busy, steps/s cannot pass cores / (CPU per step), however many writers.
+            bound = (os.cpu_count() or 1) / ((client + server) / 1e6) / rate1
             print(
                 f"writers, {label}: 1 process {rate1:,.0f}/s; {WRITERS} processes on {WRITERS} "
                 f"executions {rate4:,.0f}/s -> {rate4 / rate1:.2f}x; CPU per step: client "
-                f"{client:.0f} us, server {server:.0f} us"
+                f"{client:.0f} us, server {server:.0f} us, so at most {bound:.2f}x on "
+                f"{os.cpu_count()} cores"
             )
         journal_x = scaling["journal"][1] / scaling["journal"][0]
         bare_x = scaling["bare"][1] / scaling["bare"][0]
