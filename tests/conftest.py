@@ -24,6 +24,12 @@ settings.register_profile(
 settings.load_profile("loom")
 
 
+@pytest.fixture(autouse=True)
+def _no_ambient_store_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backends below choose each S3 store's index; a LOOM_STORE_INDEX of the shell must not."""
+    monkeypatch.delenv("LOOM_STORE_INDEX", raising=False)
+
+
 # -- backends: every store test runs on the local store, on S3, and on S3 indexed in PostgreSQL --
 
 

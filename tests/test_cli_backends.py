@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from loom_nb.cli import main
+from loom_nb.errors import ConfigurationError
 from tests import services
 from tests.conftest import JournalBackend, StoreBackend
 
@@ -97,3 +98,35 @@ def test_a_journal_url_of_another_kind_is_refused(
     assert main(["journal", "ls", "--journal", "mysql://db/x"]) == 1
     assert "unsupported_journal_url" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_loom_store_index_puts_the_stores_tenant_index_beside_the_journal(
+    team: tuple[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """LOOM_STORE_INDEX=the journal's URL: the demo's media are indexed in PostgreSQL, and gc pins them."""
+    import obstore
+    import psycopg
+
+    from loom_nb.store import open_store
+
+    journal_url, store_url = team
+    monkeypatch.setenv("LOOM_JOURNAL", journal_url)
+    monkeypatch.setenv("LOOM_STORE", store_url)
+    monkeypatch.setenv("LOOM_STORE_INDEX", journal_url)
+    assert main(["demo", "--dir", "work"]) == 0
+    capsys.readouterr()
+    assert main(["store", "ls", "--json"]) == 0
+    blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(blobs) >= 2
+    with psycopg.connect(journal_url) as conn:
+        (rows,) = conn.execute("SELECT COUNT(*) FROM loom_store_tenants").fetchone()
+    assert rows == len(blobs)
+    store = open_store(store_url)
+    assert [m for batch in obstore.list(store._s3, "tenants/") for m in batch] == []
+    assert main(["store", "gc", "--ttl", "0s", "--dry-run", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["pinned"]) == {b["address"] for b in blobs}
+    monkeypatch.delenv("LOOM_STORE_INDEX")
+    with pytest.raises(ConfigurationError) as info:
+        open_store(store_url).list()  # the bucket says its index is in PostgreSQL
+    assert info.value.code == "store_index_mismatch"

@@ -69,7 +69,10 @@ if TYPE_CHECKING:
     from loom_nb.journal import Journal
     from loom_nb.store._pg_index import PostgresIndex
 
-__all__ = ["S3ContentStore"]
+__all__ = ["INDEX_ENV", "S3ContentStore"]
+
+INDEX_ENV = "LOOM_STORE_INDEX"
+"""Environment variable naming the PostgreSQL database an S3 store's tenant index is in (``index=``)."""
 
 _CHUNK = 8 * 1024 * 1024
 _READ_CHUNK = 1024 * 1024  # a read is hashed a chunk at a time, as it arrives
@@ -109,8 +112,9 @@ class S3ContentStore:
     ``clock`` supplies the put times the garbage collector compares (default: UTC now).
     ``index`` keeps the per-tenant index in PostgreSQL instead of marker objects: a PostgreSQL
     ``Journal`` (its connection pool is shared) or a ``postgresql://`` URL (the table is
-    ``loom_store_tenants``, one row per tenant and blob, keyed by this store's URL). The bucket
-    must exist.
+    ``loom_store_tenants``, one row per tenant and blob, keyed by this store's URL); unset, it is
+    ``$LOOM_STORE_INDEX`` when that is set (so a team's kernels and ``loom-nb`` commands agree),
+    else marker objects. The bucket must exist.
     """
 
     def __init__(
@@ -192,6 +196,8 @@ class S3ContentStore:
                 code="store_unavailable",
             ) from exc
         self._index: _ObjectIndex | PostgresIndex
+        if index is None:
+            index = os.environ.get(INDEX_ENV) or None
         if index is None:
             self._index = _ObjectIndex(self)
         else:
