@@ -9,7 +9,6 @@ messages quote verbatim.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -24,7 +23,7 @@ from loom_nb.content import (
     ToolResultPart,
 )
 
-__all__ = ["MediaLocation", "PrefixFold", "iter_media", "part_path", "shared_prefix"]
+__all__ = ["EMPTY_SEEN", "MediaLocation", "PrefixFold", "Seen", "iter_media", "part_path"]
 
 
 def part_path(
@@ -87,30 +86,146 @@ def _media_of(mi: int, message: object) -> list[MediaLocation]:
 T = TypeVar("T")
 
 
+class _Never:
+    """Stands in a snapshot for a part list that cannot be trusted to compare honestly (a list
+    subclass): two instances never compare equal, so a message holding one is never shared."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+
+def _part_lists(message: object) -> tuple[list[Any], list[Any]]:
+    """The mutable part lists of ``message`` (its content, each tool result's content) and copies.
+
+    Anything that is not a plain list gets a pair of ``_Never`` stand-ins, so it never matches.
+    """
+    content = getattr(message, "content", None) if isinstance(message, Message) else None
+    if content is None or isinstance(content, str):
+        return [], []
+    if type(content) is not list:
+        return [_Never()], [_Never()]
+    lists: list[Any] = [content]
+    copies: list[Any] = [list(content)]
+    for part in content:
+        if isinstance(part, ToolResultPart):
+            inner = part.content
+            if type(inner) is list:
+                lists.append(inner)
+                copies.append(list(inner))
+            elif isinstance(inner, list):
+                lists.append(_Never())
+                copies.append(_Never())
+    return lists, copies
+
+
+class Seen:
+    """Messages a cache has walked, with a copy of every part list in them taken when walked.
+
+    Messages and parts are frozen, but a message's ``content`` (and a tool result's) is a list
+    that can be changed in place after it was walked (``msg.content.append(...)``). So a prefix
+    counts as already walked only when (a) the new transcript starts with the same message
+    objects (or equal ones) and (b) every part list of those messages still holds exactly the
+    parts it held then. Both are list compares in C, identity first: O(parts) per turn, no
+    re-walk. A message that is equal but not the same object is compared by value against the
+    walked one, which (b) shows unchanged; the walked object stays the reference.
+    """
+
+    __slots__ = ("copies", "ends", "lists", "messages")
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        self.lists: list[Any] = []
+        """Every part list of ``messages``, in order."""
+        self.copies: list[Any] = []
+        """``copies[i]``: what ``lists[i]`` held when its message was walked."""
+        self.ends: list[int] = []
+        """``ends[m]``: the end of message m's lists in ``lists``."""
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def unchanged(self) -> bool:
+        """Whether no part list of the walked messages changed since they were walked."""
+        return self.lists == self.copies
+
+    def prefix_of(self, new: Sequence[Any]) -> bool:
+        """Whether ``new`` starts with every message walked here, all of them unchanged."""
+        k = len(self.messages)
+        return 0 < k <= len(new) and new[:k] == self.messages and self.lists == self.copies
+
+    def common(self, new: Sequence[Any]) -> int:
+        """How many leading messages of ``new`` are the same objects as here, and unchanged."""
+        old = self.messages
+        limit = min(len(old), len(new))
+        keep = 0
+        while keep < limit and new[keep] is old[keep]:
+            keep += 1
+        while keep > 0:
+            end = self.ends[keep - 1]
+            if self.lists[:end] == self.copies[:end]:
+                break
+            keep -= 1
+        return keep
+
+    def grown(self, new: Sequence[Any], keep: int) -> Seen:
+        """These messages' first ``keep`` (checked by the caller) followed by ``new[keep:]``.
+
+        When ``keep`` is all of them this Seen is extended in place and returned (a cache owns
+        its Seen and replaces it by the result; copying would cost the transcript's length).
+        """
+        if keep and keep == len(self.messages) and self is not EMPTY_SEEN:
+            seen = self
+        else:
+            seen = Seen()
+            if keep:
+                end = self.ends[keep - 1]
+                seen.messages, seen.lists = self.messages[:keep], self.lists[:end]
+                seen.copies, seen.ends = self.copies[:end], self.ends[:keep]
+        messages, lists, copies, ends = seen.messages, seen.lists, seen.copies, seen.ends
+        for index in range(keep, len(new)):
+            message = new[index]
+            more, snapshot = _part_lists(message)
+            messages.append(message)
+            lists += more
+            copies += snapshot
+            ends.append(len(lists))
+        return seen
+
+
+EMPTY_SEEN = Seen()
+
+
 class PrefixFold(Generic[T]):
     """A fold over a transcript that walks only the messages added since the previous call.
 
     ``fold(messages)`` returns the state after ``step(state, message)`` for every message;
-    when ``messages`` starts with the previous call's messages (the same objects), only the rest
-    is folded into a copy of the previous state, else it starts again from ``start()``.
-    The returned state must be treated as read-only.
+    when ``messages`` starts with the previous call's messages (the same objects, their part
+    lists unchanged, see ``Seen``), only the rest is folded into the previous state, else it
+    starts again from ``start()``. The returned state must be treated as read-only, and as
+    valid until the next call (it is extended in place: copying it would cost the transcript).
     """
 
     def __init__(self, start: Callable[[], T], step: Callable[[T, Any], None]) -> None:
         self._start = start
         self._step = step
-        self._last: tuple[list[Any], T] | None = None
+        self._last: tuple[Seen, T] | None = None
 
     def __call__(self, messages: Sequence[Any]) -> T:
-        items = list(messages)
+        if not isinstance(messages, list):
+            messages = list(messages)
         last = self._last
-        if last is not None and shared_prefix(last[0], items):
-            begin, state = len(last[0]), copy.copy(last[1])
+        if last is not None and last[0].prefix_of(messages):
+            seen, begin, state = last[0], len(last[0]), last[1]
         else:
-            begin, state = 0, self._start()
-        for item in items[begin:]:
-            self._step(state, item)
-        self._last = (items, state)
+            seen, begin, state = EMPTY_SEEN, 0, self._start()
+        self._last = None  # a step that raises leaves no half-folded state behind
+        for index in range(begin, len(messages)):
+            self._step(state, messages[index])
+        self._last = (seen.grown(messages, begin), state)
         return state
 
 
@@ -118,24 +233,14 @@ class _MediaCache:
     """The last transcript walked and the media found in it, so a grown transcript is walked only
     where it grew (issue 15: an agent turn must not cost the whole transcript again)."""
 
-    __slots__ = ("found", "messages")
+    __slots__ = ("found", "seen")
 
     def __init__(self) -> None:
-        self.messages: list[object] = []
+        self.seen = EMPTY_SEEN
         self.found: list[MediaLocation] = []
 
 
 _MEDIA_CACHE = _MediaCache()
-
-
-def shared_prefix(old: list[Any], new: list[Any]) -> bool:
-    """Whether ``new`` starts with ``old``: the same message objects, or equal ones.
-
-    Messages and parts are frozen models, so an object seen before still holds what it held; a
-    list comparison checks identity first, in C, and compares content only where objects differ.
-    """
-    k = len(old)
-    return 0 < k <= len(new) and new[:k] == old
 
 
 def iter_media(request: LlmRequest) -> Iterator[MediaLocation]:
@@ -144,19 +249,20 @@ def iter_media(request: LlmRequest) -> Iterator[MediaLocation]:
     Walks whatever it is given without judging it: media in an assistant message is yielded too
     (the guard refuses it; a capability check must not skip it). Anything that is not a message
     or a part is passed over, so a half-built request never raises here. Messages the previous
-    call already walked (the same objects, as a prefix) are not walked again.
+    call already walked (the same objects, as a prefix, their part lists unchanged) are not walked
+    again.
     """
     messages: object = request.messages  # a model_construct'ed request may hold anything
     if not isinstance(messages, list):
         return
     cache = _MEDIA_CACHE
-    if shared_prefix(cache.messages, messages):
-        start, found = len(cache.messages), list(cache.found)
+    if cache.seen.prefix_of(messages):
+        start, found = len(cache.seen), list(cache.found)
     else:
         start, found = 0, []
     for mi in range(start, len(messages)):
         found.extend(_media_of(mi, messages[mi]))
     fresh = _MediaCache()
-    fresh.messages, fresh.found = list(messages), found
+    fresh.seen, fresh.found = (cache.seen if start else EMPTY_SEEN).grown(messages, start), found
     globals()["_MEDIA_CACHE"] = fresh
     yield from found

@@ -56,7 +56,7 @@ from loom_nb._guard_fence import (
     open_fence,
     request_nonce,
 )
-from loom_nb._walk import MediaLocation, iter_media, part_path, shared_prefix
+from loom_nb._walk import EMPTY_SEEN, MediaLocation, Seen, iter_media, part_path
 from loom_nb.content import (
     AudioPart,
     DataSource,
@@ -135,17 +135,18 @@ def guard_request(
     if not isinstance(messages, list):
         raise refuse("bad_request", "messages", "messages is not a list", "Pass a list of Message.")
     params = (max_inline_bytes, max_inline_total_bytes)
-    start, dirty = 0, []
+    start, dirty, seen = 0, [], EMPTY_SEEN
     last = _GUARDED.pop(params, None)
-    if last is not None and shared_prefix(last.messages, messages):
+    if last is not None and last.seen.prefix_of(messages):
         # An already-guarded prefix is not walked again: the walk resumes from the state it
-        # ended in (issue 15: a turn costs what it added). The entry was taken out first, so a
-        # refusal below leaves no half-extended state behind.
-        walk, start, dirty = last.walk, len(last.messages), last.dirty
+        # ended in (issue 15: a turn costs what it added). The prefix must be the same messages
+        # with the same parts (``Seen``: a part list changed in place is walked again). The
+        # entry was taken out first, so a refusal below leaves no half-extended state behind.
+        walk, start, dirty, seen = last.walk, len(last.seen), last.dirty, last.seen
     dirty += [mi for mi in range(start, len(messages)) if walk.check_message(mi, messages[mi])]
     if walk.unanswered is not None:
         raise walk.unanswered
-    _GUARDED[params] = _Guarded(list(messages), walk, dirty)
+    _GUARDED[params] = _Guarded(seen.grown(messages, start), walk, dirty)
     if not dirty:
         return req
     nonce = request_nonce(req, walk.input_json) if walk.needs_nonce else ""
@@ -161,10 +162,10 @@ def guard_request(
 class _Guarded:
     """A request the guard passed: its messages and the walk's state after the last one."""
 
-    __slots__ = ("dirty", "messages", "walk")
+    __slots__ = ("dirty", "seen", "walk")
 
-    def __init__(self, messages: list[Message], walk: _Walk, dirty: list[int]) -> None:
-        self.messages = messages
+    def __init__(self, seen: Seen, walk: _Walk, dirty: list[int]) -> None:
+        self.seen = seen
         self.walk = walk
         self.dirty = dirty
 

@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_nb._walk import shared_prefix
+from loom_nb._walk import EMPTY_SEEN, Seen
 from loom_nb.content import LlmRequest, Message, canonical_json
 from loom_nb.errors import JournalError
 
@@ -63,8 +63,9 @@ class ModelBase:
 
     position: int
     """The position of the step that carried the request."""
-    messages: list[Any] = field(default_factory=list)
-    """The request's messages (the objects, so an unchanged prefix is found by identity)."""
+    seen: Seen = field(default_factory=Seen)
+    """The request's messages (the objects and their part lists, so an unchanged prefix is found
+    by identity and a part list changed in place since is not taken for unchanged)."""
     hashes: list[str] = field(default_factory=list)
     """Each message's content hash."""
     chain: list[str] = field(default_factory=list)
@@ -123,27 +124,24 @@ def model_input(
     keep = 0
     hashes: list[str] = []
     chain: list[str] = []
+    seen = EMPTY_SEEN
     if previous is not None:
-        old = previous.messages
-        if shared_prefix(old, messages):
-            keep = len(old)  # the common case, an agent turn: compared in C
-        else:
-            limit = min(len(old), len(messages))
-            while keep < limit and messages[keep] is old[keep]:
-                keep += 1
-        hashes = previous.hashes[:keep]
-        chain = previous.chain[:keep]
+        seen = previous.seen
+        # The common case, an agent turn, is a prefix compared in C.
+        keep = len(seen) if seen.prefix_of(messages) else seen.common(messages)
+        # The execution replaces its base by this call's (or drops it), so the lists are
+        # extended in place when all of them are kept: copying would cost the transcript.
+        hashes = previous.hashes if keep == len(previous.hashes) else previous.hashes[:keep]
+        chain = previous.chain if keep == len(previous.chain) else previous.chain[:keep]
     texts: list[str] = []
+    walked = keep  # messages from here on are new objects (or changed since): tracked afresh
     same_prefix = previous is not None
+    known = previous.hashes if previous is not None else []
+    known_count = len(known)  # before ``hashes`` (maybe the same list) grows
     for index in range(keep, len(messages)):
         text = canonical_json(messages[index])
         digest = _sha(text)
-        if (
-            same_prefix
-            and previous is not None
-            and index < len(previous.hashes)
-            and previous.hashes[index] == digest
-        ):
+        if same_prefix and index < known_count and known[index] == digest:
             keep = index + 1  # equal content in a new object: still shared
         else:
             same_prefix = False
@@ -160,7 +158,9 @@ def model_input(
         ensure_ascii=False,
     )
     input_hash = _sha((chain[-1] if chain else _EMPTY_CHAIN) + tail)
-    base = ModelBase(position=position, messages=messages, hashes=hashes, chain=chain)
+    base = ModelBase(
+        position=position, seen=seen.grown(messages, walked), hashes=hashes, chain=chain
+    )
     return ModelInput(input_hash, base, previous, rest, texts, keep)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from loom_nb.agent import ToolDefinition, agent_loop
 from loom_nb.capabilities import Capabilities
-from loom_nb.content import LlmRequest, Message
+from loom_nb.content import LlmRequest, Message, TextPart
 from loom_nb.errors import ReplayDivergenceError
 from loom_nb.journal import Journal, create_llm_effect
 from loom_nb.journal._requests import DELTA_MARKER
@@ -125,6 +125,34 @@ async def test_edited_early_message_is_input_changed() -> None:
     await replayer(same, "m0", LlmRequest(messages=[Message(role="user", content="first")]))
     copy = [Message.model_validate(m.model_dump()) for m in follow]
     assert (await replayer(same, "m1", LlmRequest(messages=copy))).content == "b"
+
+
+async def test_a_message_changed_in_place_is_journaled_as_changed() -> None:
+    """A part appended in place to an already-journaled message is in the next step's journaled request and its hash."""
+    journal = Journal()
+    execution = journal.execution("r")
+    provider = ScriptedProvider([{"text": "a"}, {"text": "b"}])
+    effect = create_llm_effect(provider)
+    first = Message(role="user", content=[TextPart(text="first")])
+    await effect(execution, "m0", LlmRequest(messages=[first]))
+    assert isinstance(first.content, list)
+    first.content.append(TextPart(text="added later"))
+    follow = [first, Message(role="assistant", content="a"), Message(role="user", content="more")]
+    await effect(execution, "m1", LlmRequest(messages=follow))
+    journaled = [
+        e.payload["input"]
+        for e in journal.events("r")
+        if e.kind == "step_completed" and e.step_id == "m1"
+    ]
+    assert LlmRequest.model_validate(journaled[0]).messages == provider.requests[1].messages
+    # Replaying with the message as first journaled is another input at m1.
+    replayer = create_llm_effect(ScriptedProvider([]))
+    replay = journal.execution("r")
+    original = Message(role="user", content=[TextPart(text="first")])
+    await replayer(replay, "m0", LlmRequest(messages=[original]))
+    with pytest.raises(ReplayDivergenceError) as info:
+        await replayer(replay, "m1", LlmRequest(messages=[original, *follow[1:]]))
+    assert info.value.code == "input_changed"
 
 
 async def test_replay_on_a_provider_with_other_capabilities_diverges() -> None:
