@@ -7,12 +7,13 @@ before ``execute`` returns. The value returned is the output's JSON round trip i
 (pydantic models become their ``model_dump(mode="json")`` dicts, tuples become lists, an
 ``Untrusted`` its marker object), so code after a step sees the same value live and replayed.
 
-Each live step journals ``step_started`` and then its outcome. When ``fn`` is async (it returns
-an awaitable, so it will wait on I/O, where crashes and cancellations happen), the start is
-committed before the awaitable runs, and a log cut short shows which step was in flight. A
-synchronous ``fn`` cannot be interleaved with anything, so its start and outcome share one
-commit: that halves the cost of the cheap steps, and a crash inside one loses nothing replay
-needs (an unfinished step is re-run either way).
+Each live step journals ``step_started`` and then its outcome. When ``fn`` is async and its
+awaitable suspends (it waits on I/O, where crashes, cancellations and other tasks happen), the
+start is committed just before the first suspension, and a log cut short shows which step was in
+flight. A synchronous ``fn``, or an awaitable that finishes without ever suspending (a scripted
+provider, a cached answer), cannot be interleaved with anything, so its start and outcome share
+one commit: that halves the cost of the cheap steps, and a crash inside one loses nothing replay
+needs (an unfinished step is re-run either way, and no row of it was written).
 
 A step whose ``fn`` raised is journaled as ``step_failed`` and the exception propagates. Replay
 does not serve failures: reaching a failed (or interrupted) step runs it again, and from there
@@ -44,7 +45,7 @@ from __future__ import annotations
 import inspect
 import json
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal
 
 from loom_nb.errors import JournalError, ReplayDivergenceError
@@ -328,14 +329,19 @@ class Execution:
         started = False
         fields = {"input": input_text, "input_hash": dumps(digest)}
         self._journal._in_flight(self._id, +1)
+
+        def start() -> None:
+            nonlocal started
+            self._write("step_started", step_id, position, "{}")
+            started = True
+
         try:
             result = fn(input)
             if inspect.isawaitable(result):
-                # The step will suspend (I/O, where crashes and cancellations land): make its
-                # start durable first, so a log cut short shows which step was in flight.
-                self._write("step_started", step_id, position, "{}")
-                started = True
-                result = await result
+                # When the step suspends (I/O, where crashes, cancellations and other tasks
+                # land), its start is made durable first, so a log cut short shows which step
+                # was in flight; one that never suspends is journaled in one commit below.
+                result = await _StartOnSuspend(result, start)
             output_text, output = encode_value(result, step_id=step_id, what="output")
         except BaseException as exc:
             error = {
@@ -654,3 +660,47 @@ def principal_from_json(data: Any) -> Principal | None:
         )
     subject = data.get("subject")
     return Principal(tenant=data["tenant"], subject=subject if isinstance(subject, str) else None)
+
+
+class _StartOnSuspend:
+    """Await ``awaitable``, calling ``on_suspend`` once, just before it first suspends.
+
+    Delegates exactly as ``yield from`` does (sent values, thrown exceptions such as a
+    cancellation, ``close``); an awaitable that returns or raises without suspending never calls
+    ``on_suspend``. If ``on_suspend`` raises (the journal refused the start), the awaitable is
+    closed and the error propagates: nothing runs past a start that is not durable.
+    """
+
+    __slots__ = ("_awaitable", "_on_suspend")
+
+    def __init__(self, awaitable: Awaitable[Any], on_suspend: Callable[[], None]) -> None:
+        self._awaitable = awaitable
+        self._on_suspend = on_suspend
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        inner = self._awaitable.__await__()
+        try:
+            signal = inner.send(None)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            self._on_suspend()
+        except BaseException:
+            inner.close()
+            raise
+        while True:
+            try:
+                sent = yield signal
+            except GeneratorExit:
+                inner.close()
+                raise
+            except BaseException as exc:
+                try:
+                    signal = inner.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    signal = inner.send(sent)
+                except StopIteration as stop:
+                    return stop.value

@@ -47,19 +47,103 @@ async def test_live_step_journals_input_and_output(open_journal: Callable[..., J
 async def test_async_fn_is_awaited_and_its_start_committed_first(
     open_journal: Callable[..., Journal],
 ) -> None:
-    """An async fn is awaited, and its step_started is in the log while it runs."""
+    """An async fn is awaited, and its step_started is in the log while it is suspended."""
     journal = open_journal()
     execution = journal.execution("r")
     seen: list[list[str]] = []
 
-    async def slow(x: int) -> int:
+    async def watcher() -> None:
         seen.append([e.kind for e in journal.events("r")])
+
+    async def slow(x: int) -> int:
+        task = asyncio.ensure_future(watcher())  # runs while slow is suspended
         await asyncio.sleep(0)
+        await task
         return x * 2
 
     assert await execution.execute("double", slow, 4) == 8
     assert seen == [["execution_started", "step_started"]]
     assert [e.kind for e in journal.events("r")][-1] == "step_completed"
+
+
+async def test_async_fn_that_never_suspends_is_one_commit(
+    open_journal: Callable[..., Journal], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An awaitable that finishes without suspending is journaled like a sync step: one append."""
+    journal = open_journal()
+    execution = journal.execution("r")
+    appends: list[list[str]] = []
+    append = journal._append
+
+    def counting(execution_id: str, ordinal: int, rows: list[Any], **kwargs: Any) -> None:
+        appends.append([row[0] for row in rows])
+        append(execution_id, ordinal, rows, **kwargs)
+
+    monkeypatch.setattr(journal, "_append", counting)
+
+    async def quick(x: int) -> int:
+        return x + 1
+
+    async def failing(_x: int) -> int:
+        raise ValueError("no")
+
+    assert await execution.execute("quick", quick, 1) == 2
+    with pytest.raises(ValueError):
+        await execution.execute("failing", failing, 1)
+    assert appends == [["step_started", "step_completed"], ["step_started", "step_failed"]]
+    kinds = [e.kind for e in journal.events("r")]
+    assert kinds == ["execution_started", "step_started", "step_completed"] + [
+        "step_started",
+        "step_failed",
+    ]
+
+
+async def test_a_start_the_journal_refuses_stops_the_suspended_step(
+    open_journal: Callable[..., Journal], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If the start cannot be journaled at the first suspension, the awaitable goes no further."""
+    journal = open_journal()
+    execution = journal.execution("r")
+    reached: list[str] = []
+
+    def refuse(*_args: Any, **_kwargs: Any) -> None:
+        raise RuntimeError("disk full")
+
+    async def slow(x: int) -> int:
+        reached.append("before")
+        try:
+            await asyncio.sleep(0)
+        finally:
+            reached.append("closed")
+        reached.append("after")
+        return x
+
+    monkeypatch.setattr(journal, "_append", refuse)
+    with pytest.raises(RuntimeError, match="disk full"):
+        await execution.execute("slow", slow, 1)
+    assert reached == ["before", "closed"]
+
+
+async def test_a_cancelled_suspended_step_is_journaled_failed(
+    open_journal: Callable[..., Journal],
+) -> None:
+    """Cancellation reaches the awaitable through the wrapper; the step's start and failure land."""
+    journal = open_journal()
+    execution = journal.execution("r")
+    entered = asyncio.Event()
+
+    async def forever(_x: int) -> int:
+        entered.set()
+        await asyncio.sleep(3600)
+        return 0
+
+    task = asyncio.ensure_future(execution.execute("forever", forever, 1))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    kinds = [e.kind for e in journal.events("r")]
+    assert kinds == ["execution_started", "step_started", "step_failed"]
 
 
 async def test_replay_serves_recorded_outputs_without_calling_fn(
