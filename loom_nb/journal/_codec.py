@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -51,6 +52,18 @@ def _storable(text: str, value: Any) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return _ASCII_ENCODER.encode(value)
+    return text
+
+
+def storable_text(text: str, value: Callable[[], Any]) -> str:
+    """As ``_storable`` for JSON text made elsewhere: ``value()`` is asked for only when the text
+    is not valid UTF-8 (then its ASCII-escaped JSON is stored)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ASCII_ENCODER.encode(value())
     return text
 
 

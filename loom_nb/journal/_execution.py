@@ -56,9 +56,10 @@ from loom_nb.journal._codec import (
     encode_text,
     encode_value,
     is_storable_id,
+    storable_text,
     text_hash,
 )
-from loom_nb.journal._requests import ModelBase, ModelStepInput, model_input
+from loom_nb.journal._requests import EncodedInput, ModelBase, ModelStepInput, model_input
 from loom_nb.journal._timeline import Entry, ExecutionStatus, Timeline
 
 if TYPE_CHECKING:
@@ -170,17 +171,31 @@ class Execution:
         """
         self._check_step(step_id, fn)
         if isinstance(input, ModelStepInput):  # a model call handed through a wrapper
-            return await self._model_step(step_id, fn, input.request, input.capabilities)
+            return await self._model_step(
+                step_id, fn, input.request, input.capabilities, reads_input=True
+            )
         return await self._execute(step_id, fn, lambda: input, None)
 
-    async def _model_step(self, step_id: str, fn: StepFn, request: Any, capabilities: Any) -> Any:
-        """A model call: its messages journaled as a delta, its hash over the whole request."""
+    async def _model_step(
+        self,
+        step_id: str,
+        fn: StepFn,
+        request: Any,
+        capabilities: Any,
+        *,
+        reads_input: bool = False,
+    ) -> Any:
+        """A model call: its messages journaled as a delta, its hash over the whole request.
+
+        ``fn`` gets the journaled input when ``reads_input`` (a caller's function through
+        ``execute``); the effect's own function reads nothing, so the input is journaled
+        straight from the canonical JSON the hashing made and ``fn`` gets None.
+        """
         self._check_step(step_id, fn)
         prepared = model_input(request, self.model_base, self._next, capabilities)
+        make_input = prepared.journaled if reads_input else lambda: prepared.journaled_text(step_id)
         try:
-            output = await self._execute(
-                step_id, fn, prepared.journaled, lambda: prepared.input_hash
-            )
+            output = await self._execute(step_id, fn, make_input, lambda: prepared.input_hash)
         except BaseException:
             self.model_base = None  # the next call journals its messages in full
             raise
@@ -300,7 +315,11 @@ class Execution:
     ) -> Any:
         try:
             self._check_live(position, step_id)
-            input_text = encode_text(input, step_id=step_id, what="input")
+            if type(input) is EncodedInput:  # a model step's input, already canonical JSON
+                input_text = storable_text(input.text, input.value)
+                input = None  # the effect's function never reads it (the request is beside it)
+            else:
+                input_text = encode_text(input, step_id=step_id, what="input")
             digest = input_hash() if input_hash is not None else text_hash(input_text)
             # One writer: refused here, before fn does anything, when another holds the run
             # (another process, or another thread or Execution object of this one).

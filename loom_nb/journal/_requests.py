@@ -33,9 +33,11 @@ from typing import Any
 from loom_nb._walk import EMPTY_SEEN, Seen
 from loom_nb.content import LlmRequest, Message, canonical_json
 from loom_nb.errors import JournalError
+from loom_nb.journal._codec import encode_text
 
 __all__ = [
     "DELTA_MARKER",
+    "EncodedInput",
     "ModelBase",
     "ModelInput",
     "ModelStepInput",
@@ -98,7 +100,7 @@ class ModelInput:
     keep: int
 
     def journaled(self) -> dict[str, Any]:
-        """The step input as journaled (built only when the step runs live)."""
+        """The step input as journaled, as a value (what ``journaled_text`` is the JSON of)."""
         appended = [json.loads(text) for text in self.texts]
         value = dict(self.rest)
         if self.previous is not None and self.keep > 0:
@@ -112,6 +114,60 @@ class ModelInput:
         else:
             value["messages"] = appended
         return value
+
+    def journaled_text(self, step_id: str) -> EncodedInput:
+        """The step input's canonical JSON, assembled from the messages' canonical JSON already
+        made for hashing (built only when the step runs live; equal to encoding ``journaled()``:
+        sorted keys, compact separators, UTF-8 kept)."""
+        appended = "[" + ",".join(self.texts) + "]"
+        if self.previous is not None and self.keep > 0:
+            messages = (
+                '{"' + DELTA_MARKER + '":{"append":' + appended
+                + ',"base":' + str(self.previous.position)
+                + ',"keep":' + str(self.keep) + "}}"
+            )  # fmt: skip
+        else:
+            messages = appended
+        rest = self.rest
+        fields = sorted([*rest, "messages"]) if "messages" not in rest else sorted(rest)
+        text = (
+            "{"
+            + ",".join(
+                _key(k) + ":" + (messages if k == "messages" else _canonical(rest[k]))
+                for k in fields
+            )
+            + "}"
+        )
+        if "NaN" in text or "Infinity" in text:
+            # Maybe a non-finite float, which the journal refuses (it is not JSON): the general
+            # encoder decides and names the step (a string that merely says so costs this once).
+            text = encode_text(self.journaled(), step_id=step_id, what="input")
+        return EncodedInput(text, self)
+
+
+class EncodedInput:
+    """A step input given as its canonical JSON text (the execution journals ``text`` as is).
+
+    ``value()`` is the input as a value, made only if someone asks (the model step's function
+    never reads its input: the request travels beside it).
+    """
+
+    __slots__ = ("_source", "text")
+
+    def __init__(self, text: str, source: ModelInput) -> None:
+        self.text = text
+        self._source = source
+
+    def value(self) -> dict[str, Any]:
+        return self._source.journaled()
+
+
+def _key(name: str) -> str:
+    return json.dumps(name, ensure_ascii=False)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def model_input(
@@ -148,8 +204,9 @@ def model_input(
             texts.append(text)
         hashes.append(digest)
         chain.append(_sha((chain[-1] if chain else _EMPTY_CHAIN) + digest))
-    rest = json.loads(canonical_json(request.model_copy(update={"messages": []})))
-    rest.pop("messages", None)
+    # The rest of the request (tools, system, settings, schema) as JSON values: one dump that
+    # leaves the messages out (the same values a dump of the request with no messages gives).
+    rest = request.model_dump(mode="json", exclude={"messages"})
     declared = capabilities.model_dump(mode="json") if hasattr(capabilities, "model_dump") else None
     tail = json.dumps(
         {"capabilities": declared, "request": rest},

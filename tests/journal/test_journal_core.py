@@ -92,9 +92,10 @@ async def test_async_fn_that_never_suspends_is_one_commit(
         await execution.execute("failing", failing, 1)
     assert appends == [["step_started", "step_completed"], ["step_started", "step_failed"]]
     kinds = [e.kind for e in journal.events("r")]
-    assert kinds == ["execution_started", "step_started", "step_completed"] + [
-        "step_started",
-        "step_failed",
+    assert kinds == [
+        "execution_started",
+        *["step_started", "step_completed"],
+        *["step_started", "step_failed"],
     ]
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loom_nb.agent import ToolDefinition, agent_loop
 from loom_nb.capabilities import Capabilities
@@ -16,6 +18,7 @@ from loom_nb.errors import ReplayDivergenceError
 from loom_nb.journal import Journal, create_llm_effect
 from loom_nb.journal._requests import DELTA_MARKER
 from loom_nb.providers import ScriptedProvider
+from tests.strategies import guard_transcripts
 
 TICK = ToolDefinition(
     "tick",
@@ -183,3 +186,26 @@ async def test_fork_of_a_delta_run_expands_and_goes_on_live() -> None:
         if e.kind == "step_completed" and e.step_id.endswith(":model")
     ]
     assert [len(i["messages"]) for i in inputs] == [1, 3, 5, 7, 9, 11]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_journaled_text_is_the_canonical_json_of_the_journaled_input(data: st.DataObject) -> None:
+    """The step input assembled from the messages' hashing JSON equals encoding it from scratch."""
+    from loom_nb.journal._codec import encode_text
+    from loom_nb.journal._requests import model_input
+
+    messages = list(data.draw(guard_transcripts(chaos=False)).messages)
+    system = data.draw(st.none() | st.text(max_size=8) | st.just("NaN \u00e9"))
+    temperature = data.draw(st.none() | st.floats(0, 2))
+    request = LlmRequest(
+        messages=messages,
+        system=system,
+        settings={"temperature": temperature} if temperature is not None else None,
+        tools=[{"name": "tick", "description": "n\u00e9", "input_schema": {"type": "object"}}],
+    )
+    cut = data.draw(st.integers(0, len(messages)))
+    first = model_input(request.model_copy(update={"messages": messages[:cut]}), None, 0, None)
+    previous = first.base if cut else None
+    for prepared in (first, model_input(request, previous, 1, Capabilities())):
+        assert prepared.journaled_text("s").text == encode_text(prepared.journaled(), step_id="s")
