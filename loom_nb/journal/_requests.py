@@ -72,6 +72,14 @@ class ModelBase:
     """Each message's content hash."""
     chain: list[str] = field(default_factory=list)
     """``chain[i]``: the running hash of messages ``0..i`` (the request hash's message part)."""
+    rest: dict[str, Any] | None = None
+    """The request without its messages, as JSON values (tools, system, settings, schema)."""
+    declared: Any = None
+    """The provider's declared capabilities as JSON values."""
+    tail: str = ""
+    """The canonical JSON of ``{"capabilities": declared, "request": rest}`` (hashed last)."""
+    fields: dict[str, str] = field(default_factory=dict)
+    """The canonical JSON of each field of ``rest`` (what the journaled input is made of)."""
 
 
 class ModelStepInput(dict[str, Any]):
@@ -128,16 +136,9 @@ class ModelInput:
             )  # fmt: skip
         else:
             messages = appended
-        rest = self.rest
-        fields = sorted([*rest, "messages"]) if "messages" not in rest else sorted(rest)
-        text = (
-            "{"
-            + ",".join(
-                _key(k) + ":" + (messages if k == "messages" else _canonical(rest[k]))
-                for k in fields
-            )
-            + "}"
-        )
+        fields = dict(self.base.fields)
+        fields["messages"] = messages
+        text = "{" + ",".join(_key(k) + ":" + fields[k] for k in sorted(fields)) + "}"
         if "NaN" in text or "Infinity" in text:
             # Maybe a non-finite float, which the journal refuses (it is not JSON): the general
             # encoder decides and names the step (a string that merely says so costs this once).
@@ -162,12 +163,12 @@ class EncodedInput:
         return self._source.journaled()
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""The encoder of ``canonical_json`` (made once: ``json.dumps`` with options builds one a call)."""
+
+
 def _key(name: str) -> str:
-    return json.dumps(name, ensure_ascii=False)
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(name)
 
 
 def model_input(
@@ -208,15 +209,21 @@ def model_input(
     # leaves the messages out (the same values a dump of the request with no messages gives).
     rest = request.model_dump(mode="json", exclude={"messages"})
     declared = capabilities.model_dump(mode="json") if hasattr(capabilities, "model_dump") else None
-    tail = json.dumps(
-        {"capabilities": declared, "request": rest},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    if previous is not None and previous.rest == rest and previous.declared == declared:
+        tail, fields = previous.tail, previous.fields  # the same tools, system and settings
+    else:
+        tail = _CANONICAL.encode({"capabilities": declared, "request": rest})
+        fields = {key: _CANONICAL.encode(value) for key, value in rest.items()}
     input_hash = _sha((chain[-1] if chain else _EMPTY_CHAIN) + tail)
     base = ModelBase(
-        position=position, seen=seen.grown(messages, walked), hashes=hashes, chain=chain
+        position=position,
+        seen=seen.grown(messages, walked),
+        hashes=hashes,
+        chain=chain,
+        rest=rest,
+        declared=declared,
+        tail=tail,
+        fields=fields,
     )
     return ModelInput(input_hash, base, previous, rest, texts, keep)
 
