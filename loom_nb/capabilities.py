@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
+from loom_nb._checked import supported_already
 from loom_nb._guard_checks import media_essence
 from loom_nb._strict import StrictModel
 from loom_nb._walk import iter_media
@@ -186,6 +187,8 @@ def assert_request_supported(
     Media inside tool results counts. Call it before any content resolution or network call;
     ``provider`` and ``model`` only make the message clearer. ``None`` capabilities mean text-only.
     """
+    if supported_already(request, capabilities):
+        return  # the journaled call checked this very request against these capabilities
     req = parse_request(request)
     caps = capabilities if capabilities is not None else Capabilities()
     for location in iter_media(req):

@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from loom_nb._checked import guarded_already
 from loom_nb._guard_checks import (
     MAX_TOOL_INPUT_DEPTH,
     check_json_value,
@@ -127,6 +128,9 @@ def guard_request(
     ``GuardError`` (``OversizedInlinePartError`` for the inline caps) naming the place and the
     remedy, or ``ContentValidationError`` for a dict that does not fit the content model.
     """
+    if guarded_already(request, max_inline_bytes, max_inline_total_bytes):
+        assert isinstance(request, LlmRequest)
+        return request  # the journaled call guarded this very request unchanged (_checked)
     req = parse_request(request)
     walk = _Walk(max_inline_bytes, max_inline_total_bytes)
     walk.check_system(req.system)

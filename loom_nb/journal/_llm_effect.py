@@ -31,17 +31,20 @@ its text into ``Model`` live and on replay alike, so a replayed step returns a r
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, cast
 
 from pydantic import BaseModel
 
+from loom_nb._checked import handing_over
 from loom_nb.capabilities import assert_request_supported
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ConfigurationError, ContentAccessDeniedError
 from loom_nb.guard import guard_request
 from loom_nb.journal._execution import Execution
 from loom_nb.journal._requests import ModelStepInput
+from loom_nb.limits import MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES
 from loom_nb.providers._base import (
     LlmProvider,
     ResetCallback,
@@ -127,9 +130,10 @@ class LlmEffect:
 
     async def _live(self, execution: Execution, step_id: str, request: LlmRequest) -> LlmResponse:
         guarded = guard_request(request)
+        capabilities = self.provider.capabilities
         assert_request_supported(
             guarded,
-            self.provider.capabilities,
+            capabilities,
             provider=_name_of(self.provider),
             model=_model_of(self.provider),
         )
@@ -141,15 +145,23 @@ class LlmEffect:
         extra: dict[str, Any] = (
             {} if self.output_type is None else {"output_type": self.output_type}
         )
-        if not self.stream:
-            return await self.provider.complete(resolved, **extra)
-        return await collect_stream(
-            self.provider.stream(resolved, **extra),
-            on_text=self._on_text,
-            on_tool_delta=self._on_tool_delta,
-            on_tool_reset=self._on_tool_reset,
-            on_reasoning=self._on_reasoning,
+        # Nothing fenced and nothing resolved: the provider gets the request just checked, and
+        # its own guard and capability check of that object return at once (_checked).
+        handed = (
+            handing_over(resolved, MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES, capabilities)
+            if resolved is guarded and guarded is request
+            else contextlib.nullcontext()
         )
+        with handed:
+            if not self.stream:
+                return await self.provider.complete(resolved, **extra)
+            return await collect_stream(
+                self.provider.stream(resolved, **extra),
+                on_text=self._on_text,
+                on_tool_delta=self._on_tool_delta,
+                on_tool_reset=self._on_tool_reset,
+                on_reasoning=self._on_reasoning,
+            )
 
     def _resolve_context(self, execution: Execution, step_id: str) -> ResolveContext:
         """The context for this call: the caller's settings, this execution, step and principal."""

@@ -18,6 +18,7 @@ from loom_nb.content import (
     RefSource,
     TextPart,
     ToolResultPart,
+    ToolUsePart,
     text_of,
 )
 from loom_nb.errors import GuardError, UnresolvedContentError, UnsupportedModalityError
@@ -322,3 +323,53 @@ async def test_on_reasoning_sees_streamed_reasoning_live_only(
     assert again.reasoning[0].text == "think hard"
     assert thoughts == ["think", " hard"]
     assert texts == ["42"]
+
+
+async def test_the_provider_does_not_guard_again_what_the_effect_just_guarded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Guard and capability check run once per live call when the provider gets the request as
+    checked; a request fenced by the guard, or changed before the provider checks it, is checked
+    in full again."""
+    import loom_nb.capabilities as capabilities_module
+    import loom_nb.guard as guard_module
+
+    walks: list[int] = []
+    real_walk, real_iter = guard_module._Walk, capabilities_module.iter_media
+
+    def counting_walk(*args: Any) -> Any:
+        walks.append(1)
+        return real_walk(*args)
+
+    checks: list[int] = []
+
+    def counting_iter(request: Any) -> Any:
+        checks.append(1)
+        return real_iter(request)
+
+    monkeypatch.setattr(guard_module, "_Walk", counting_walk)
+    monkeypatch.setattr(capabilities_module, "iter_media", counting_iter)
+    journal = Journal()
+    effect = create_llm_effect(ScriptedProvider([{"text": "a"}, {"text": "b"}, {"text": "c"}]))
+    execution = journal.execution("once")
+    await effect(execution, "plain", LlmRequest(messages=[Message(role="user", content="hi")]))
+    assert (len(walks), len(checks)) == (1, 1)
+    fenced = Message(role="user", content=[TextPart(text=Untrusted("web page", origin="web"))])
+    walks.clear()
+    checks.clear()
+    await effect(execution, "fenced", LlmRequest(messages=[fenced]))
+    assert (len(walks), len(checks)) == (2, 2)  # the fenced request is a new object: checked again
+
+    class Tampering(ScriptedProvider):
+        async def complete(self, request: Any, **kwargs: Any) -> Any:
+            call = ToolUsePart(id="c1", name="t", input={})
+            request.messages.append(Message(role="user", content=[call]))  # refused by the guard
+            return await super().complete(request, **kwargs)
+
+    tampering = create_llm_effect(Tampering([{"text": "x"}]))
+    with pytest.raises(GuardError):
+        await tampering(
+            journal.execution("tamper"),
+            "t",
+            LlmRequest(messages=[Message(role="user", content="hi")]),
+        )
