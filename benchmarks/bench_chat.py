@@ -15,12 +15,15 @@ turns, i.e. the ratio does not grow with the conversation) and chat/effect (what
 adds to the journaled pipeline). A file journal is shown too (what a
 notebook uses by default).
 
-The floor column makes the ratio interpretable: on the in-memory journal a chat run just wrote,
+The floor columns make the ratio interpretable: on the in-memory journal a chat run just wrote,
 the same event rows (same sizes, same statement, one autocommitted INSERT per commit the journal
-made: ``step_started`` before the call, then the outcome) are inserted again under another
-execution id, and nothing else is done. That is what one durable journal write per turn costs
-before any of loom_nb's own code runs, so no journaled turn gets chat/bare below
-``1 + floor/bare`` on this machine. Run: ``python benchmarks/bench_chat.py`` (about a minute).
+made: a ScriptedProvider call never suspends, so a turn's ``step_started`` and outcome are one
+commit) are inserted again under another execution id, and nothing else is done. That is what
+the durable journal write of a turn costs before any of loom_nb's own code runs, so no journaled
+turn gets chat/bare below the "floor bound" ``1 + floor/bare`` on this machine; when that bound
+is over 1.5x the benchmark says the target is below the physical floor. "chat/floor" is
+``chat / (bare + floor)``: how far Chat is above the cheapest journaled turn possible.
+Run: ``python benchmarks/bench_chat.py`` (about a minute).
 """
 
 from __future__ import annotations
@@ -89,7 +92,11 @@ async def chat(turns: int, journal: Journal, chat_id: str) -> float:
 
 
 def floor(journal: Journal, turns: int) -> float:
-    """Seconds to insert again, raw, the step rows a ``turns``-turn chat journaled (no loom code)."""
+    """Seconds to insert again, raw, the step rows a ``turns``-turn chat journaled (no loom code).
+
+    Rows the journal wrote in one statement (a step's start and outcome share one commit when
+    the call never suspends, as on a ScriptedProvider) are inserted in one statement here too.
+    """
     from loom_nb.journal._journal import _INSERTS
 
     conn = journal._conn
@@ -98,20 +105,43 @@ def floor(journal: Journal, turns: int) -> float:
         "WHERE kind IN ('step_started', 'step_completed') ORDER BY seq"
     ).fetchall()
     assert len(rows) == 2 * turns, (len(rows), turns)
+    commits: list[list[tuple[object, ...]]] = []
+    for row in rows:
+        last = commits[-1][-1] if commits else None
+        if (
+            last is not None
+            and last[0] == "step_started"
+            and row[0] == "step_completed"
+            and last[2] == row[2]
+            and last[4] == row[4]  # the same created stamp: one append
+        ):
+            commits[-1].append(row)
+        else:
+            commits.append([row])
+    statements: list[tuple[str, list[object]]] = []
+    ordinal = 0
+    for group in commits:
+        values: list[object] = []
+        for kind, step_id, position, payload, created in group:
+            values += ["floor", kind, step_id, position, payload, created, ordinal]
+            ordinal += 1
+        statements.append((_INSERTS[len(group)], values))
     start = time.perf_counter()
-    for ordinal, (kind, step_id, position, payload, created) in enumerate(rows):
-        conn.execute(_INSERTS[1], ["floor", kind, step_id, position, payload, created, ordinal])
+    for statement, values in statements:
+        conn.execute(statement, values)
     return time.perf_counter() - start
 
 
 async def main() -> int:
     print(
         f"{'turns':>6} {'bare ms/turn':>13} {'effect ms/turn':>15} {'chat ms/turn':>13} "
-        f"{'chat/bare':>10} {'chat/effect':>12} {'file journal ms/turn':>21} "
-        f"{'floor ms/turn':>14} {'floor/bare':>11}"
+        f"{'chat/bare':>10} {'chat/effect':>12} {'floor ms/turn':>14} {'floor bound':>12} "
+        f"{'chat/floor':>11} {'file journal ms/turn':>21}"
     )
     ratios: list[float] = []
     own: list[float] = []
+    bounds: list[float] = []
+    over: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in SIZES:
             # Interleaved rounds (the machine is shared: drift hits all three alike); best of each.
@@ -129,19 +159,38 @@ async def main() -> int:
             on_disk = Journal(Path(tmp) / f"j{n}.sqlite")
             file_time = await chat(n, on_disk, f"bench-{n}")
             on_disk.close()
-            ratio = memory / bare
-            ratios.append(ratio)
+            ratios.append(memory / bare)
             own.append(memory / by_hand)
+            bounds.append(1 + raw / bare)  # the least chat/bare a journaled turn can have here
+            over.append(memory / (bare + raw))  # how far Chat is above that floor
             print(
                 f"{n:>6} {bare / n * 1e3:>13.3f} {by_hand / n * 1e3:>15.3f} {memory / n * 1e3:>13.3f} "
-                f"{ratio:>10.2f} {own[-1]:>12.2f} {file_time / n * 1e3:>21.3f} "
-                f"{raw / n * 1e3:>14.3f} {raw / bare:>11.2f}"
+                f"{ratios[-1]:>10.2f} {own[-1]:>12.2f} {raw / n * 1e3:>14.3f} {bounds[-1]:>12.2f} "
+                f"{over[-1]:>11.2f} {file_time / n * 1e3:>21.3f}"
             )
     flat = max(ratios) / min(ratios)
-    print(f"chat/bare: worst {max(ratios):.2f}x (target <= 1.5x); spread {flat:.2f}x across sizes")
+    met = max(ratios) <= 1.5
     print(
-        "floor: the same step rows inserted raw on the same in-memory journal, one commit per "
-        "row the journal committed: chat/bare cannot go below 1 + floor/bare"
+        f"chat/bare: worst {max(ratios):.2f}x, target <= 1.5x: {'met' if met else 'NOT met'}; "
+        f"spread {flat:.2f}x across sizes"
+    )
+    print(
+        "floor bound = 1 + floor/bare, floor = the same step rows inserted raw on the same "
+        "in-memory journal, one statement per commit the journal made (no loom_nb code): no "
+        "journaled turn gets chat/bare below it on this machine"
+    )
+    below = [n for n, bound in zip(SIZES, bounds, strict=True) if bound > 1.5]
+    if below:
+        print(
+            f"the 1.5x target is below the physical floor at {', '.join(map(str, below))} turns "
+            f"(floor bound {', '.join(f'{b:.2f}x' for b in bounds)}): it cannot be met there by "
+            "any journaled turn"
+        )
+    else:
+        print(f"floor bound {', '.join(f'{b:.2f}x' for b in bounds)}: 1.5x is above the floor")
+    print(
+        f"chat/floor = chat / (bare + floor): Chat is {min(over):.1f}x-{max(over):.1f}x the "
+        "cheapest possible journaled turn (what is left is loom_nb's own code per turn)"
     )
     print(f"chat/effect: worst {max(own):.2f}x (Chat's own code over the journaled pipeline)")
     return 0
