@@ -797,14 +797,25 @@ class Chat:
                 view.on_stop = stop
                 view.live_text = self.live_text
             except Exception:  # a view that cannot draw must not fail the turn, which is journaled
-                _log.exception("Chat: a displayed view could not be updated")
+                self._drop_view(view, "a displayed view could not be updated")
 
     def _stream_to_views(self) -> None:
         for view in self._live_views():
             try:
                 view.live_text = self.live_text
-            except Exception:  # as in _refresh_views: the stream goes on, the view lags
-                _log.exception("Chat: a displayed view could not show the streamed text")
+            except Exception:  # as in _refresh_views: the stream goes on without the view
+                self._drop_view(view, "a displayed view could not show the streamed text")
+
+    def _drop_view(self, view: Any, what: str) -> None:
+        """Stop updating a view that failed (a closed comm, a broken widget), with a warning."""
+        if self._views is not None:
+            self._views.discard(view)
+        _log.warning(
+            "Chat: %s, so it is no longer updated (display the chat again for a live view); "
+            "the turn goes on.",
+            what,
+            exc_info=True,
+        )
 
     def approvals(self) -> dict[str, dict[str, Any]]:
         """Every call that needed a decision: ``{call id: {"state", "by", "reason"}}``.

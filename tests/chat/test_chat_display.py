@@ -320,7 +320,10 @@ async def test_a_view_that_cannot_update_never_fails_the_turn(
     view._follow = broken  # type: ignore[method-assign]
     assert (await chat("first")).content == "one"
     assert "a displayed view could not be updated" in caplog.text
+    assert any(r.levelname == "WARNING" for r in caplog.records)
+    assert chat._live_views() == []  # dropped: never updated again
     caplog.clear()
+    _displayed(chat)  # a working view, so the journal read behind the views is made again
     chat.approvals = broken  # type: ignore[method-assign]  # the journal read behind the views
     assert (await chat("second")).content == "two"
     assert "the displayed views could not be updated" in caplog.text
