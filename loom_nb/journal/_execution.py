@@ -698,6 +698,9 @@ class _StartOnSuspend:
 
     def __await__(self) -> Generator[Any, Any, Any]:
         inner = self._awaitable.__await__()
+        if not hasattr(inner, "send"):  # a plain iterator: the start first, as before
+            self._on_suspend()
+            return (yield from inner)
         try:
             signal = inner.send(None)
         except StopIteration as stop:

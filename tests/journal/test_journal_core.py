@@ -99,6 +99,22 @@ async def test_async_fn_that_never_suspends_is_one_commit(
     ]
 
 
+async def test_an_awaitable_over_a_plain_iterator_is_awaited(
+    open_journal: Callable[..., Journal],
+) -> None:
+    """An ``__await__`` that returns a plain iterator (no send/throw) is awaited, start first."""
+    journal = open_journal()
+    execution = journal.execution("r")
+
+    class Plain:
+        def __await__(self) -> Any:
+            return iter([None])  # one bare yield, as asyncio.sleep(0) makes
+
+    assert await execution.execute("plain", lambda _x: Plain(), 1) is None
+    kinds = [e.kind for e in journal.events("r")]
+    assert kinds == ["execution_started", "step_started", "step_completed"]
+
+
 async def test_a_start_the_journal_refuses_stops_the_suspended_step(
     open_journal: Callable[..., Journal], monkeypatch: pytest.MonkeyPatch
 ) -> None:
