@@ -150,10 +150,8 @@ class Chat:
         self._caller: asyncio.Task[Any] | None = None
         self._stopping = False
         self._stoppable = False
-        # (turns, usage, cost shown, running cost: None once a turn's price is unknown)
-        self._totals_memo: (
-            tuple[tuple[ChatTurn, ...], Usage, Decimal | None, Decimal | None] | None
-        ) = None
+        # (turns, usage, summed cost: None once a turn's price is unknown)
+        self._totals_memo: tuple[tuple[ChatTurn, ...], Usage, Decimal | None] | None = None
         self._stats_memo: tuple[tuple[ChatTurn, ...], int, dict[int, Any], bool] | None = None
         self._views: weakref.WeakSet[Any] | None = None  # displayed views, updated as turns land
         self._decided: dict[str, dict[str, Any]] = {}  # finished run id -> its journaled decisions
@@ -227,14 +225,14 @@ class Chat:
         turns = tuple(self._turns)  # the turn objects themselves: a changed list never matches
         memo = self._totals_memo
         if memo is not None and memo[0] == turns:
-            return memo[1], memo[2]
+            return memo[1], memo[2] if turns else None
         begin, tokens_in, tokens_out, cost = 0, 0, 0, Decimal(0)
         known = True
         if memo is not None and len(memo[0]) <= len(turns) and turns[: len(memo[0])] == memo[0]:
             begin = len(memo[0])  # the chat only grew: add the new turns to the last sums
             tokens_in, tokens_out = memo[1].input_tokens, memo[1].output_tokens
-            known = memo[3] is not None
-            cost = memo[3] if memo[3] is not None else Decimal(0)
+            known = memo[2] is not None
+            cost = memo[2] if memo[2] is not None else Decimal(0)
         for turn in turns[begin:]:
             tokens_in += turn.usage.input_tokens
             tokens_out += turn.usage.output_tokens
@@ -244,9 +242,8 @@ class Chat:
                 cost += turn.cost
         usage = Usage(input_tokens=tokens_in, output_tokens=tokens_out)
         running = cost if known else None
-        total = running if turns else None
-        self._totals_memo = (turns, usage, total, running)
-        return usage, total
+        self._totals_memo = (turns, usage, running)
+        return usage, running if turns else None  # no turns: no cost to speak of
 
     @property
     def pending_approvals(self) -> list[dict[str, Any]]:
