@@ -61,14 +61,20 @@ def _browser() -> Iterator[Any]:
 
 @pytest.fixture
 def browser_page(_browser: Any) -> Iterator[Any]:
-    """A fresh page; dialogs it opens are recorded in ``page.loom_dialogs`` and dismissed."""
+    """A fresh page; dialogs it opens are recorded in ``page.loom_dialogs`` and dismissed, except
+    JupyterLab's "leave this page?" (beforeunload), which is accepted: dismissing it cancels the
+    test's next navigation (``Page.goto: net::ERR_ABORTED``) whenever the notebook it leaves is
+    still unsaved."""
     context = _browser.new_context(viewport={"width": 1280, "height": 1600})
     page = context.new_page()
     dialogs: list[str] = []
 
     def on_dialog(dialog: Any) -> None:
         dialogs.append(f"{dialog.type}: {dialog.message}")
-        dialog.dismiss()
+        if dialog.type == "beforeunload":
+            dialog.accept()
+        else:
+            dialog.dismiss()
 
     page.on("dialog", on_dialog)
     page.loom_dialogs = dialogs
