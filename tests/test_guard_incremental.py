@@ -212,3 +212,24 @@ def test_long_run_cost_stays_linear() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_tool_result_probe_keeps_the_guard_incremental() -> None:
+    """Checking a tool result (agent _unsendable) leaves the guard's and iter_media's caches in place."""
+    from loom_nb import _walk, guard
+    from loom_nb.agent._results import _unsendable
+
+    transcript = [Message(role="user", content="start")]
+    for i in range(3):
+        transcript += turn(i)
+    request = LlmRequest(messages=transcript)
+    guard_request(request)
+    list(iter_media(request))
+    before_guard = dict(guard._GUARDED)
+    before_media = _walk._MEDIA_CACHE
+    result = ToolResultPart(tool_use_id="c9", content="ok")
+    assert _unsendable("c9", "tick", result, Capabilities(), MAX_INLINE_BYTES) is None
+    assert before_guard == guard._GUARDED
+    assert _walk._MEDIA_CACHE is before_media
+    entry = guard._GUARDED[(MAX_INLINE_BYTES, guard.MAX_INLINE_TOTAL_BYTES)]
+    assert entry.seen.prefix_of([*transcript, *turn(3)])

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from loom_nb import _walk, guard
 from loom_nb._guard_checks import b64_decoded_size, is_standard_base64
 from loom_nb.agent._tools import _PARTS, MEDIA_RESULT_MARKER, ToolDefinition
 from loom_nb.capabilities import Capabilities, assert_request_supported
@@ -299,11 +300,20 @@ def _unsendable(
     probe = LlmRequest(
         messages=[Message(role="assistant", content=use), Message(role="user", content=answer)]
     )
+    # The guard and iter_media keep the last transcript they walked so the next turn walks only
+    # what it added (issue 15); this two-message probe must not take that place, or the next
+    # turn's guard would walk the whole transcript again. So their caches are put back after.
+    guarded = dict(guard._GUARDED)
+    media = _walk._MEDIA_CACHE
     try:
         guard_request(probe, max_inline_bytes=max_inline_bytes)
         assert_request_supported(probe, capabilities)
     except LoomError as exc:
         return exc.code, f"{exc.message} (the provider could not be sent this tool result)"
+    finally:
+        guard._GUARDED.clear()
+        guard._GUARDED.update(guarded)
+        _walk._MEDIA_CACHE = media
     return None
 
 
