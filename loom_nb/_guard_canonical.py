@@ -35,7 +35,7 @@ from loom_nb.content import (
 )
 from loom_nb.taint import Untrusted
 
-__all__ = ["canonical_request_json"]
+__all__ = ["canonical_message_json", "canonical_request_json", "canonical_request_tail"]
 
 _EXPECTED_FIELDS: dict[type, tuple[str, ...]] = {
     LlmRequest: ("messages", "tools", "system", "settings", "output_schema"),
@@ -109,10 +109,45 @@ def _json(value: Any) -> str:
     return text
 
 
+def canonical_message_json(message: Message, known_inputs: Mapping[int, str]) -> str:
+    """The canonical JSON of one message, exactly as it appears inside ``canonical_request_json``."""
+    if _FAST:
+        try:
+            return _message(message, known_inputs)
+        except _Unusual:
+            pass
+    return canonical_json(message)
+
+
+_NO_MESSAGES = '{"messages":[],'
+
+
+def canonical_request_tail(request: LlmRequest) -> str:
+    """What follows the message list in ``canonical_request_json(request)``, after its ``],``.
+
+    The request's JSON is ``'{"messages":[' + ",".join(messages) + "]," + tail``: the sorted
+    keys after ``messages`` (``output_schema`` and ``settings`` when set, ``system``, ``tools``)
+    and the closing brace.
+    """
+    if _FAST:
+        try:
+            return _tail(request)
+        except _Unusual:
+            pass
+    whole = canonical_json(request.model_copy(update={"messages": []}))
+    if not whole.startswith(_NO_MESSAGES):  # pragma: no cover - the keys are sorted, messages first
+        raise ValueError("the canonical JSON of a request does not start with its messages")
+    return whole[len(_NO_MESSAGES) :]
+
+
 def _request(request: LlmRequest, known: Mapping[int, str]) -> str:
+    messages = ",".join([_message(m, known) for m in request.messages])
+    return f'{{"messages":[{messages}],{_tail(request)}'
+
+
+def _tail(request: LlmRequest) -> str:
     system = request.system
     system_text = "null" if system is None else _str(system)
-    messages = ",".join([_message(m, known) for m in request.messages])
     tools = ",".join([_tool(t) for t in request.tools])
     # Sorted keys: messages, output_schema, settings, system, tools; the optional two only when set.
     schema = request.output_schema
@@ -121,10 +156,7 @@ def _request(request: LlmRequest, known: Mapping[int, str]) -> str:
     settings_text = (
         "" if settings is None else f'"settings":{_json(settings.model_dump(mode="json"))},'
     )
-    return (
-        f'{{"messages":[{messages}],{schema_text}{settings_text}"system":{system_text},'
-        f'"tools":[{tools}]}}'
-    )
+    return f'{schema_text}{settings_text}"system":{system_text},"tools":[{tools}]}}'
 
 
 def _tool(tool: ToolSpec) -> str:

@@ -8,9 +8,10 @@ Untrusted text reaches a model only inside a fence::
 
 Two independent properties keep the content from ending its own fence:
 
-- The nonce is a hash over the whole request (``fence_nonce``), and the untrusted text is part of
-  what is hashed. To write the right closing tag the text would have to contain the hash of a
-  request that contains that very text. The nonce is still deterministic, so a replayed run sends
+- The nonce is a hash over the request (``fence_nonce``; the guard hashes the request cut after
+  the message that holds the text, ``PrefixNonces``), and the untrusted text is part of what is
+  hashed. To write the right closing tag the text would have to contain the hash of a request
+  that contains that very text. The nonce is still deterministic, so a replayed run sends
   the same bytes and recordings match.
 - Whatever the nonce, ``neutralize_fences`` defuses every ``<untrusted`` / ``</untrusted``
   look-alike inside the text, so even a guessed or leaked nonce (the one used for a similar
@@ -31,9 +32,13 @@ from __future__ import annotations
 import hashlib
 import html
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from loom_nb._guard_canonical import canonical_request_json
+from loom_nb._guard_canonical import (
+    canonical_message_json,
+    canonical_request_json,
+    canonical_request_tail,
+)
 from loom_nb._guard_skeleton import DEFUSED_BRACKET, lookalike_brackets
 from loom_nb.content import (
     AudioPart,
@@ -47,6 +52,7 @@ from loom_nb.errors import GuardError
 
 __all__ = [
     "NONCE_HEX_LENGTH",
+    "PrefixNonces",
     "close_fence",
     "fence_nonce",
     "fence_text",
@@ -119,7 +125,9 @@ def fence_nonce(request: LlmRequest) -> str:
     """The fence nonce of ``request``: the first 24 hex digits of SHA-256 over its canonical JSON.
 
     The same request always gets the same nonce (replays match byte for byte); content inside the
-    request cannot know the hash of the request it is part of. (The canonical JSON is the exact
+    request cannot know the hash of the request it is part of. The guard fences the text of the
+    last message with this nonce, and that of ``messages[i]`` with the nonce of the request cut
+    after it (``PrefixNonces``), so earlier fences do not change as a conversation grows. (The canonical JSON is the exact
     string ``content.canonical_json`` gives, built by a faster encoder.)
     """
     return request_nonce(request)
@@ -130,12 +138,81 @@ def request_nonce(request: LlmRequest, known_inputs: Mapping[int, str] | None = 
     try:
         encoded = canonical_request_json(request, known_inputs=known_inputs).encode("utf-8")
     except (ValueError, TypeError, RecursionError) as exc:
-        raise GuardError(
-            f"the request cannot be serialized to canonical JSON ({exc}); "
-            "tool inputs, schemas and untrusted values must be plain JSON of modest depth",
-            code="unhashable_request",
-        ) from exc
+        raise _unhashable(exc) from exc
     return hashlib.sha256(encoded).hexdigest()[:NONCE_HEX_LENGTH]
+
+
+def _unhashable(exc: Exception) -> GuardError:
+    return GuardError(
+        f"the request cannot be serialized to canonical JSON ({exc}); "
+        "tool inputs, schemas and untrusted values must be plain JSON of modest depth",
+        code="unhashable_request",
+    )
+
+
+class PrefixNonces:
+    """Fence nonces per message: the nonce of the request cut after that message (issue 15).
+
+    Untrusted text in ``messages[i]`` is fenced with ``fence_nonce`` of the request whose
+    messages are ``messages[: i + 1]`` (same system prompt, tools, settings and schema). For the
+    last message that is ``fence_nonce(request)`` itself, and it is the nonce the part got on the
+    turn it arrived, so a fence never changes as the conversation grows: the guard rewrites
+    each message once, and what reaches the vendor keeps its prefix byte for byte (their
+    prompt caches key on it). The untrusted text is still inside what is hashed.
+
+    The canonical JSON of a request is ``'{"messages":[' + ",".join(m) + "]," + tail``, so one
+    SHA-256 state runs over the messages as they come and is copied at each message that needs
+    a nonce; a nonce costs one copy and the tail, never the transcript again.
+    """
+
+    __slots__ = ("_count", "_hash", "_states")
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256(b'{"messages":[')
+        self._count = 0
+        self._states: dict[int, hashlib._Hash] = {}
+
+    def nonce(
+        self, messages: Sequence[object], index: int, tail: str, known_inputs: Mapping[int, str]
+    ) -> str:
+        """The nonce of ``messages[index]`` under ``tail`` (``canonical_request_tail``).
+
+        ``messages`` must start with the messages this object has already hashed (the guard's
+        ``Seen`` prefix check makes sure of that); the ones after are hashed as far as needed.
+        """
+        state = self._states.get(index)
+        if state is None:
+            if index < self._count:  # hashed past without a copy: start over, exactly
+                return PrefixNonces().nonce(messages, index, tail, known_inputs)
+            state = self._advance(messages, index, known_inputs)
+        digest = state.copy()
+        digest.update(b"]," + tail.encode("utf-8"))
+        return digest.hexdigest()[:NONCE_HEX_LENGTH]
+
+    def _advance(
+        self, messages: Sequence[object], index: int, known_inputs: Mapping[int, str]
+    ) -> hashlib._Hash:
+        while self._count <= index:
+            message = messages[self._count]
+            try:
+                encoded = canonical_message_json(message, known_inputs).encode("utf-8")  # type: ignore[arg-type]
+            except (ValueError, TypeError, RecursionError) as exc:
+                raise _unhashable(exc) from exc
+            if self._count:
+                self._hash.update(b",")
+            self._hash.update(encoded)
+            self._count += 1
+        state = self._hash.copy()
+        self._states[index] = state
+        return state
+
+
+def request_tail(request: LlmRequest) -> str:
+    """``canonical_request_tail`` with the guard's error for a request that cannot be hashed."""
+    try:
+        return canonical_request_tail(request)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise _unhashable(exc) from exc
 
 
 def fence_untrusted_media(part: ImagePart | AudioPart | FilePart, nonce: str) -> list[Part]:

@@ -28,9 +28,13 @@ Untrusted media keeps its ``origin`` so the provider mapper can bracket it where
 allows (``fence_untrusted_media``).
 
 The output is a fixed point: guarding it again returns it unchanged, so providers may guard what
-the effect layer already guarded without double-fencing. The fence nonce is the nonce of the
-INPUT request (``fence_nonce``), computed only when something must be fenced and only after the
-whole request passed every check. Every refusal is a ``GuardError`` with a stable ``code``; a dict
+the effect layer already guarded without double-fencing. Fences in ``messages[i]`` use the nonce
+of the INPUT request cut after that message (``fence_nonce`` of ``messages[: i + 1]`` with the same
+system prompt, tools, settings and schema; for the last message, ``fence_nonce(request)``), computed
+only when something must be fenced and only after the whole request passed every check. So a
+fence is written once, on the turn its message arrives, and stays byte for byte the same on every
+later turn: a long run does not re-fence its transcript, and the vendors' prompt caches keep
+their prefix. Every refusal is a ``GuardError`` with a stable ``code``; a dict
 that does not fit the model is a ``ContentValidationError``.
 """
 
@@ -49,13 +53,14 @@ from loom_nb._guard_checks import (
     refuse,
 )
 from loom_nb._guard_fence import (
+    PrefixNonces,
     close_fence,
     fence_nonce,
     fence_text,
     fence_untrusted_media,
     neutralize_fences,
     open_fence,
-    request_nonce,
+    request_tail,
 )
 from loom_nb._walk import EMPTY_SEEN, MediaLocation, Seen, iter_media, part_path
 from loom_nb.content import (
@@ -139,39 +144,83 @@ def guard_request(
     if not isinstance(messages, list):
         raise refuse("bad_request", "messages", "messages is not a list", "Pass a list of Message.")
     params = (max_inline_bytes, max_inline_total_bytes)
-    start, dirty, seen = 0, [], EMPTY_SEEN
+    start, dirty, seen, fences = 0, [], EMPTY_SEEN, None
     last = _GUARDED.pop(params, None)
     if last is not None and last.seen.prefix_of(messages):
         # An already-guarded prefix is not walked again: the walk resumes from the state it
         # ended in (issue 15: a turn costs what it added). The prefix must be the same messages
         # with the same parts (``Seen``: a part list changed in place is walked again). The
         # entry was taken out first, so a refusal below leaves no half-extended state behind.
-        walk, start, dirty, seen = last.walk, len(last.seen), last.dirty, last.seen
+        walk, start, dirty, seen, fences = (
+            last.walk,
+            len(last.seen),
+            last.dirty,
+            last.seen,
+            last.fences,
+        )
     dirty += [mi for mi in range(start, len(messages)) if walk.check_message(mi, messages[mi])]
     if walk.unanswered is not None:
         raise walk.unanswered
-    _GUARDED[params] = _Guarded(seen.grown(messages, start), walk, dirty)
+    fences = fences if fences is not None else _Fences()
+    _GUARDED[params] = _Guarded(seen.grown(messages, start), walk, dirty, fences)
     if not dirty:
         return req
-    nonce = request_nonce(req, walk.input_json) if walk.needs_nonce else ""
-    rebuilt = list(messages)
-    for mi in dirty:
-        message = messages[mi]
-        assert isinstance(message.content, list)  # only part lists are ever dirty
-        parts = [_rewrite(part, nonce) for part in message.content]
-        rebuilt[mi] = message.model_copy(update={"content": parts})
-    return req.model_copy(update={"messages": rebuilt})
+    return req.model_copy(update={"messages": fences.rebuilt(req, messages, dirty, walk)})
+
+
+class _Fences:
+    """The guarded form of each rewritten message of a transcript, kept across turns (issue 15).
+
+    A message's fences use its own nonce (``PrefixNonces``: the request cut after it), so once
+    rewritten it stays as it is while the transcript grows; only a new system prompt, tool
+    menu, settings or schema (the ``tail`` every nonce covers) rewrites them all again.
+    """
+
+    __slots__ = ("done", "nonces", "tail")
+
+    def __init__(self) -> None:
+        self.nonces = PrefixNonces()
+        self.tail: str | None = None
+        self.done: dict[int, Message] = {}
+
+    def rebuilt(
+        self, req: LlmRequest, messages: list[Message], dirty: list[int], walk: _Walk
+    ) -> list[Message]:
+        """``messages`` with every dirty one rewritten (fenced, names dropped, origins moved)."""
+        if walk.fencing:
+            tail = request_tail(req)
+            if tail != self.tail:
+                self.done.clear()
+                self.tail = tail
+        rebuilt = list(messages)
+        done = self.done
+        for mi in dirty:
+            message = done.get(mi)
+            if message is None:
+                message = messages[mi]
+                assert isinstance(message.content, list)  # only part lists are ever dirty
+                nonce = (
+                    self.nonces.nonce(messages, mi, self.tail or "", walk.input_json)
+                    if mi in walk.fencing
+                    else ""
+                )
+                parts = [_rewrite(part, nonce) for part in message.content]
+                message = message.model_copy(update={"content": parts})
+                done[mi] = message
+            rebuilt[mi] = message
+        return rebuilt
 
 
 class _Guarded:
     """A request the guard passed: its messages and the walk's state after the last one."""
 
-    __slots__ = ("dirty", "seen", "walk")
+    __slots__ = ("dirty", "fences", "seen", "walk")
 
-    def __init__(self, seen: Seen, walk: _Walk, dirty: list[int]) -> None:
+    def __init__(self, seen: Seen, walk: _Walk, dirty: list[int], fences: _Fences) -> None:
         self.seen = seen
         self.walk = walk
         self.dirty = dirty
+        self.fences = fences
 
 
 _GUARDED: dict[tuple[int, int], _Guarded] = {}
@@ -192,12 +241,12 @@ class _Walk:
         "calls",
         "declared",
         "expected",
+        "fencing",
         "inline_total",
         "input_json",
         "matched",
         "max_inline",
         "max_total",
-        "needs_nonce",
         "unanswered",
     )
 
@@ -212,7 +261,7 @@ class _Walk:
         self.inline_total = 0
         self.max_inline = max_inline
         self.max_total = max_total
-        self.needs_nonce = False
+        self.fencing: set[int] = set()  # messages with text to fence (each needs its nonce)
 
     def check_system(self, system: object) -> None:
         if system is None or isinstance(system, str):
@@ -339,7 +388,7 @@ class _Walk:
                 "Pass untrusted text in a user message or a tool result, where it is fenced.",
             )
         _check_text_value(part.text, where)
-        self.needs_nonce = True
+        self.fencing.add(mi)
         return True
 
     def _media(
@@ -551,7 +600,8 @@ class _Walk:
                 "tool_result content is not a string, an Untrusted value or a list of parts",
                 "Pass one of those.",
             )
-        self.needs_nonce = self.needs_nonce or fence
+        if fence:
+            self.fencing.add(mi)
         return dirty or fence
 
 

@@ -76,6 +76,11 @@ def expected_fence_bodies(request: LlmRequest) -> list[str]:
     return [neutralize_fences(body) for body in bodies]
 
 
+def message_nonce(request: LlmRequest, mi: int) -> str:
+    """The nonce of messages[mi]'s fences, by definition: fence_nonce of the request cut after it."""
+    return fence_nonce(request.model_copy(update={"messages": request.messages[: mi + 1]}))
+
+
 def _fence_body(text: str, nonce: str, bodies: list[str]) -> None:
     """Collect the body if ``text`` is exactly one genuine fence; otherwise it must hold no untrusted string."""
     match = re.fullmatch(
@@ -103,15 +108,15 @@ def _check_media(part: ImagePart | AudioPart | FilePart) -> None:
 
 def assert_untrusted_only_inside_fences(original: LlmRequest, guarded: LlmRequest) -> None:
     """Every untrusted string of ``original`` appears in ``guarded`` only inside a fence, in a user message or tool result."""
-    nonce = fence_nonce(original)
     assert guarded.system is None or isinstance(guarded.system, str)
     assert SENTINEL not in (guarded.system or "")
     bodies: list[str] = []
-    for message in guarded.messages:
+    for mi, message in enumerate(guarded.messages):
         content = message.content
         if isinstance(content, str):
             assert SENTINEL not in content
             continue
+        nonce = message_nonce(original, mi)
         for part in content:
             if message.role == "assistant":
                 assert isinstance(part, TextPart | ToolUsePart | ReasoningPart)
