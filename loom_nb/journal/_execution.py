@@ -98,6 +98,7 @@ class Execution:
         self._divergence = divergence
         self._ordinal = ordinal
         self._next = 0
+        self._positions = threading.Lock()  # taking a position is one step for every thread
         self._live_from: int | None = None
         self._exact = True
         self._token = object()  # this object, as a claimant of the execution within the process
@@ -228,8 +229,9 @@ class Execution:
         delta only then); ``input_hash`` (default: the hash of the input's canonical JSON) is
         what replay compares with the recorded hash.
         """
-        position = self._next
-        self._next += 1
+        with self._positions:  # threads sharing this object take distinct positions
+            position = self._next
+            self._next += 1
         entry = self._recorded(position)
         self._exact = True
         if entry is not None:
@@ -313,8 +315,9 @@ class Execution:
         input: Any,
         input_hash: Callable[[], str] | None,
     ) -> Any:
+        owner = self._owner()
         try:
-            self._check_live(position, step_id)
+            self._check_live(position, step_id, owner)
             if type(input) is EncodedInput:  # a model step's input, already canonical JSON
                 input_text = storable_text(input.text, input.value)
                 input = None  # the effect's function never reads it (the request is beside it)
@@ -323,7 +326,6 @@ class Execution:
             digest = input_hash() if input_hash is not None else text_hash(input_text)
             # One writer: refused here, before fn does anything, when another holds the run
             # (another process, or another thread or Execution object of this one).
-            owner = self._owner()
             self._journal._hold(self._id, self._ordinal, owner)
         except BaseException:
             self._release(position)
@@ -426,8 +428,12 @@ class Execution:
         if self._next == position + 1:
             self._next = position
 
-    def _check_live(self, position: int, label: str) -> None:
-        """Refuse to run live past a completion or an unresumed park, or past a hole in the log."""
+    def _check_live(self, position: int, label: str, owner: Owner | None = None) -> None:
+        """Refuse to run live past a completion or an unresumed park, or past a hole in the log.
+
+        A hole while another thread runs a step of this execution is that thread's step, not
+        yet journaled: the call is refused as ``execution_busy`` (``owner`` is this call's).
+        """
         entries = self._timeline.entries
         previous = entries[min(position, len(entries)) - 1] if position > 0 and entries else None
         if previous is not None and previous.kind == "complete":
@@ -445,6 +451,7 @@ class Execution:
                 execution_id=self._id,
             )
         if position > len(entries):
+            self._journal._check_busy(self._id, owner)
             raise JournalError(
                 f"execution {self._id!r}: {label!r} would be journaled at position {position}, "
                 f"but the log ends at position {len(entries)}: an earlier call on this object "
@@ -576,8 +583,9 @@ class Execution:
         that it is parked. Replayed, the call is served from the log: it returns the payload
         given to ``resume`` (or None while the park still waits), and nothing is journaled.
         """
-        position = self._next
-        self._next += 1
+        with self._positions:  # threads sharing this object take distinct positions
+            position = self._next
+            self._next += 1
         entry = self._recorded(position)
         if entry is not None:
             if entry.kind == "park":
@@ -620,8 +628,9 @@ class Execution:
 
     async def complete(self, output: Any = None) -> None:
         """Record the run's final output; replayed, an already recorded completion is kept as is."""
-        position = self._next
-        self._next += 1
+        with self._positions:  # threads sharing this object take distinct positions
+            position = self._next
+            self._next += 1
         entry = self._recorded(position)
         if entry is not None:
             if entry.kind == "complete":

@@ -594,6 +594,13 @@ class Journal:
             else:
                 del self._running[execution_id]
 
+    def _check_busy(self, execution_id: str, owner: Owner | None) -> None:
+        """Raise ``ExecutionBusyError`` when another owner in this process runs a step of the execution."""
+        if owner is None:
+            return
+        with self._writing(execution_id, database=False):
+            self._check_running(execution_id, owner)
+
     def _check_running(self, execution_id: str, owner: Owner | None) -> None:
         """Under the lock: refuse when another owner in this process runs a step of the execution."""
         claim = self._running.get(execution_id)
