@@ -57,6 +57,18 @@ def test_every_command_runs_on_the_environments_journal_and_store(
     assert main(["store", "ls", "--json"]) == 0
     blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(blobs) >= 2  # the memo PDF and the chart
+    # Named together, the store keeps its tenant index in the journal's database on its own
+    # (no LOOM_STORE_INDEX): rows there, no marker objects in the bucket.
+    import obstore
+    import psycopg
+
+    from loom_nb.store import open_store
+
+    with psycopg.connect(journal_url) as conn:
+        (rows,) = conn.execute("SELECT COUNT(*) FROM loom_store_tenants").fetchone()
+    assert rows == len(blobs)
+    bucket = open_store(store_url)
+    assert [m for batch in obstore.list(bucket._s3, "tenants/") for m in batch] == []
 
     assert main(["journal", "export", "demo-1", "-o", "run.jsonl"]) == 0
     assert main(["journal", "import", "run.jsonl", "--as", "copy"]) == 0

@@ -32,6 +32,7 @@ __all__ = [
     "journal_target",
     "open_journal",
     "open_store_target",
+    "paired_journal",
     "store_target",
 ]
 
@@ -87,8 +88,31 @@ def store_target(args: argparse.Namespace) -> tuple[str, bool]:
     return (named, True) if named else (DEFAULT_STORE, False)
 
 
-def open_store_target(target: str, *, create: bool) -> ContentStore:
-    """Open the store at ``target``; a local one must already exist unless ``create``."""
+def paired_journal(args: argparse.Namespace) -> str | None:
+    """The PostgreSQL journal an S3 store of this command keeps its tenant index beside, if any.
+
+    The first ``postgresql://`` ``--journal`` of the command, else (when the store, too, comes
+    from the environment) ``$LOOM_JOURNAL`` when it is one: a store and a journal named together
+    pair without ``$LOOM_STORE_INDEX`` (issue 16), and a flag is never paired with the
+    environment.
+    """
+    named = getattr(args, "journal", None)
+    candidates = list(named) if isinstance(named, list) else [named]
+    if not getattr(args, "store", None):
+        candidates.append(_env(JOURNAL_ENV))
+    for candidate in candidates:
+        if isinstance(candidate, str) and candidate.startswith(("postgresql://", "postgres://")):
+            return candidate
+    return None
+
+
+def open_store_target(target: str, *, create: bool, journal: str | None = None) -> ContentStore:
+    """Open the store at ``target``; a local one must already exist unless ``create``.
+
+    With ``journal`` (a ``postgresql://`` URL, ``paired_journal``), an S3 store keeps its tenant
+    index in that database unless it was opened with one of its own or its bucket records
+    marker objects.
+    """
     from loom_nb.store import open_store
 
     if not is_url(target) and not create and not (Path(target) / "index.sqlite3").exists():
@@ -96,7 +120,11 @@ def open_store_target(target: str, *, create: bool) -> ContentStore:
             f"no content store at {target}; pass --store DIR|URL or set ${STORE_ENV}.",
             code="no_store",
         )
-    return open_store(target)
+    store = open_store(target)
+    follow = getattr(store, "_follow_journal", None)
+    if journal is not None and follow is not None:
+        follow(journal)
+    return store
 
 
 def open_journal(target: str, *, store: Any = None, create: bool = False) -> Journal:

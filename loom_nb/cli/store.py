@@ -30,6 +30,7 @@ from loom_nb.cli._backends import (
     journal_target,
     open_journal,
     open_store_target,
+    paired_journal,
     store_target,
 )
 from loom_nb.content import canonical_json
@@ -107,7 +108,7 @@ def parse_ttl(text: str) -> timedelta:
 
 def _store(args: argparse.Namespace, *, create: bool) -> Any:
     target, _ = store_target(args)
-    return open_store_target(target, create=create)
+    return open_store_target(target, create=create, journal=paired_journal(args))
 
 
 def _put(args: argparse.Namespace) -> int:

@@ -194,6 +194,11 @@ class PostgresJournal(Journal):
         """The most connections this journal's pool opens."""
         self._locks: dict[str, threading.Lock] = {}
         super().__init__(path, **options)
+        # An S3 store given to this journal keeps its tenant index here (issue 16), unless it
+        # was opened with an index of its own or its bucket records marker objects.
+        follow = getattr(self.store, "_follow_journal", None)
+        if follow is not None:
+            follow(self)
 
     def __repr__(self) -> str:
         return f"Journal({_redact(self._path)!r})"

@@ -44,6 +44,10 @@ _EVERYTHING = (
 _REMOVE = "DELETE FROM loom_store_tenants WHERE store = ? AND digest = ? AND nonce = ANY(?)"
 
 
+_IDENTITY = "SELECT system_identifier::text FROM pg_control_system()"
+_PLACE = "SELECT current_database(), current_schema()"
+
+
 class PostgresIndex:
     """Tenant rows for one S3 store, in the database of a PostgreSQL journal (or at a URL)."""
 
@@ -56,6 +60,7 @@ class PostgresIndex:
         self._own = False
         if isinstance(target, PostgresJournal):
             self._db: Any = target._conn  # the journal's pool, shared
+            self._where = _location(target._path)
         elif is_postgres_url(target):
             assert isinstance(target, str)
             try:
@@ -65,12 +70,36 @@ class PostgresIndex:
                     f"cannot open the store's index: {exc.message}", code="store_unavailable"
                 ) from exc
             self._own = True
+            self._where = _location(target)
         else:
             raise ConfigurationError(
                 f"index= is a PostgreSQL Journal or a postgresql:// URL, not {target!r}; without "
                 "one the S3 store keeps its index as marker objects in the bucket.",
                 code="invalid_store_index",
             )
+
+    def layout(self) -> dict[str, str]:
+        """What the store's ``loom-store.json`` records about this index: the database it is in.
+
+        ``database`` names the database itself, not a way to reach it: the cluster's system
+        identifier, the database and the schema (two URLs, ``localhost`` and a service name, may
+        reach the same one). ``where`` is the host, port and database as this client reaches
+        it, for messages; neither holds a user name or password. A server that does not let
+        this user read the cluster's identifier records ``where`` alone.
+        """
+        import psycopg
+
+        def place() -> tuple[str, str]:
+            row = self._db.execute(_PLACE).fetchone()
+            return str(row[0]), str(row[1])
+
+        database, schema = self._run("read", place)
+        recorded = {"index": self.kind, "where": f"{self._where}/{database} (schema {schema})"}
+        try:
+            system = self._db.execute(_IDENTITY).fetchone()[0]
+        except (psycopg.Error, JournalError):  # no privilege to read the cluster's identity
+            return recorded
+        return {**recorded, "database": f"{system}/{database}/{schema}"}
 
     def record(self, digest: str, encoded: str, size: int, now: int) -> str:
         nonce = uuid.uuid4().hex
@@ -125,3 +154,16 @@ def _marker(row: tuple[Any, ...]) -> _Marker:
     _digest, encoded, size, created, put, nonce = row
     tenant = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
     return _Marker(nonce, tenant, int(put), int(size), int(created), encoded)
+
+
+def _location(url: str) -> str:
+    """``host:port`` of a libpq URL (no user, no password), for messages."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "localhost"
+        port = parts.port or 5432
+    except ValueError:
+        return "postgresql"
+    return f"{host}:{port}"

@@ -113,8 +113,11 @@ class S3ContentStore:
     ``index`` keeps the per-tenant index in PostgreSQL instead of marker objects: a PostgreSQL
     ``Journal`` (its connection pool is shared) or a ``postgresql://`` URL (the table is
     ``loom_store_tenants``, one row per tenant and blob, keyed by this store's URL); unset, it is
-    ``$LOOM_STORE_INDEX`` when that is set (so a team's kernels and ``loom-nb`` commands agree),
-    else marker objects. The bucket must exist.
+    ``$LOOM_STORE_INDEX`` when that is set, else the database of the PostgreSQL ``Journal`` the
+    store is given to (``Journal(url, store=...)``; ``loom-nb`` pairs a store and a journal named
+    together), unless the bucket already records marker objects; else marker objects. The bucket
+    must exist; its ``loom-store.json`` records where the index is (the database by its identity,
+    no credentials) and a client with another index is refused (``store_index_mismatch``).
     """
 
     def __init__(
@@ -198,13 +201,16 @@ class S3ContentStore:
         self._index: _ObjectIndex | PostgresIndex
         if index is None:
             index = os.environ.get(INDEX_ENV) or None
+        self._index_chosen = index is not None
+        self._pair_with: str | Journal | None = None  # a journal to keep the index beside
+        self._layout_lock = threading.Lock()
         if index is None:
             self._index = _ObjectIndex(self)
         else:
             from loom_nb.store._pg_index import PostgresIndex
 
             self._index = PostgresIndex(index, self.url)
-        self._layout_checked = False
+        self._layout_checked = threading.Event()  # set once the layout was checked
 
     def __repr__(self) -> str:
         return f"S3ContentStore({self.url!r})"
@@ -536,28 +542,65 @@ class S3ContentStore:
         would reclaim them. The first client to use a store writes the file (a conditional
         create); any later one opened with the other index is refused.
         """
-        if self._layout_checked:
+        if self._layout_checked.is_set():
             return
-        kind = self._index.kind
-        wanted = json.dumps({"format": 1, "index": kind}).encode()
-        try:
-            self._call(
-                "put", _LAYOUT, lambda: obstore.put(self._s3, _LAYOUT, wanted, mode="create")
-            )
-        except _Exists:
-            found = self._call("get", _LAYOUT, lambda: obstore.get(self._s3, _LAYOUT).bytes())
+        with self._layout_lock:
+            if self._layout_checked.is_set():  # another thread checked it meanwhile
+                return
+            if self._pair_with is not None and not self._index_chosen:
+                self._take_journal_index(self._pair_with)
+            ours = self._index.layout()
+            recorded = self._recorded_layout(ours)
+            if recorded is not None:
+                _check_same_index(self.url, recorded, ours)
+            self._layout_checked.set()
+
+    def _recorded_layout(self, ours: dict[str, str] | None) -> dict[str, Any] | None:
+        """The layout the bucket records; with ``ours``, first try to record it (None: ours is now it)."""
+        if ours is not None:
+            wanted = json.dumps({"format": 1, **ours}).encode()
             try:
-                recorded = json.loads(bytes(found)).get("index")
-            except (ValueError, AttributeError):
-                recorded = None
-            if recorded != kind:
-                raise ConfigurationError(
-                    f"the S3 store {self.url} keeps its tenant index in {recorded!r}, but it was "
-                    f"opened with the index in {kind!r}. Open it the way it was first used "
-                    f"({'index=<the PostgreSQL journal or URL>' if recorded == 'postgresql' else 'without index='}).",
-                    code="store_index_mismatch",
-                ) from None
-        self._layout_checked = True
+                self._call(
+                    "put", _LAYOUT, lambda: obstore.put(self._s3, _LAYOUT, wanted, mode="create")
+                )
+                return None
+            except _Exists:
+                pass
+        try:
+            found = self._call("get", _LAYOUT, lambda: obstore.get(self._s3, _LAYOUT).bytes())
+        except ContentNotFoundError:
+            return None
+        try:
+            recorded = json.loads(bytes(found))
+        except ValueError:
+            recorded = None
+        return recorded if isinstance(recorded, dict) else {}
+
+    def _follow_journal(self, journal: str | Journal) -> None:
+        """Keep the tenant index in ``journal``'s PostgreSQL database, unless told otherwise.
+
+        A PostgreSQL ``Journal(url, store=self)`` calls this (and ``loom-nb`` for a store and a
+        journal named together), so a team's store and journal pair without ``index=``. On the
+        store's first use (no I/O here): nothing changes when it was opened with an index of its
+        own (``index=`` or ``$LOOM_STORE_INDEX``) or its bucket already records marker objects;
+        a new bucket, or one that records PostgreSQL, takes the journal's database, which
+        ``_check_layout`` then checks is the recorded one.
+        """
+        with self._layout_lock:
+            if not self._index_chosen and not self._layout_checked.is_set():
+                self._pair_with = journal
+
+    def _take_journal_index(self, journal: str | Journal) -> None:
+        """Under the layout lock, on first use: switch to ``journal``'s database unless the bucket records markers."""
+        recorded = self._recorded_layout(None)
+        if recorded is not None and recorded.get("index") != "postgresql":
+            return
+        from loom_nb.store._pg_index import PostgresIndex
+
+        previous = self._index
+        self._index = PostgresIndex(journal, self.url)
+        self._index_chosen = True
+        previous.close()
 
     def _listing(self, prefix: str) -> Iterator[ObjectMeta]:
         stream = self._call("list", prefix, lambda: obstore.list(self._s3, prefix, chunk_size=1000))
@@ -668,8 +711,44 @@ class _ObjectIndex:
                 grouped.setdefault(meta["path"].split("/")[1], []).append(marker)
         return grouped
 
+    def layout(self) -> dict[str, str]:
+        """What the store's ``loom-store.json`` records about this index."""
+        return {"index": self.kind}
+
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _check_same_index(url: str, recorded: dict[str, Any], ours: dict[str, str]) -> None:
+    """Refuse a client whose tenant index is not the one the bucket records (``store_index_mismatch``).
+
+    Two indexes of one bucket would each count only their own tenants, and either one's sweep
+    would reclaim blobs only the other names.
+    """
+    kind = ours["index"]
+    if recorded.get("index") != kind:
+        remedy = (
+            f"index=<a Journal or URL of that database> (the bucket records it at "
+            f"{recorded.get('where', 'an unrecorded place')}), or through "
+            "Journal(<that database's URL>, store=...), which pairs them"
+            if recorded.get("index") == "postgresql"
+            else "without index= and without a PostgreSQL journal paired with it"
+        )
+        raise ConfigurationError(
+            f"the S3 store {url} keeps its tenant index in {recorded.get('index')!r}, but it was "
+            f"opened with the index in {kind!r}. Open it the way it was first used: {remedy}.",
+            code="store_index_mismatch",
+        )
+    theirs, mine = recorded.get("database"), ours.get("database")
+    if kind == "postgresql" and theirs is not None and mine is not None and theirs != mine:
+        raise ConfigurationError(
+            f"the S3 store {url} keeps its tenant index in the PostgreSQL database at "
+            f"{recorded.get('where', '?')}, but it was opened with the index in another "
+            f"database, {ours.get('where', '?')}: each would count only its own tenants and "
+            "its sweep would reclaim the other's blobs. Open the store with that database "
+            "(index=<its URL>, or a Journal on it).",
+            code="store_index_mismatch",
+        )
 
 
 class _Exists(Exception):

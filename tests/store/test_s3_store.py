@@ -346,3 +346,84 @@ def test_a_store_opened_with_the_other_index_is_refused(s3_pg: StoreBackend) -> 
     with pytest.raises(ConfigurationError) as info:
         open_store(other, **options).put(b"y", "bob")
     assert info.value.code == "store_index_mismatch"
+
+
+def _layout(store: Any) -> dict[str, Any]:
+    import json
+
+    return dict(json.loads(bytes(obstore.get(store._s3, "loom-store.json").bytes())))
+
+
+def test_a_store_given_to_a_postgresql_journal_keeps_its_index_there(s3_pg: StoreBackend) -> None:
+    """Journal(postgresql, store=a new S3 store opened without index=): tenants are rows in the journal's database."""
+    from loom_nb.journal import Journal
+
+    target, options = s3_pg.spec("paired")
+    url = options.pop("index")
+    journal = Journal(url, store=open_store(target, **options))
+    try:
+        store = journal.store
+        assert store is not None
+        ref = store.put(b"paired", "alice")
+        assert _tenant_markers(store, ref.address) == []
+        with psycopg.connect(url) as conn:
+            (rows,) = conn.execute("SELECT COUNT(*) FROM loom_store_tenants").fetchone()
+        assert rows == 1
+        layout = _layout(store)
+        assert layout["index"] == "postgresql"
+        assert layout["database"].count("/") == 2  # cluster id / database / schema
+        assert "postgres@" not in json_text(layout)  # no user, no password
+        # A second client paired with the same database sees the same tenants.
+        again = Journal(url, store=open_store(target, **options))
+        assert again.store is not None
+        assert again.store.tenants(ref.address) == {"alice"}
+        again.close()
+        # Standalone, the store refuses marker objects and says where its index is.
+        with pytest.raises(ConfigurationError) as info:
+            open_store(target, **options).list()
+        assert info.value.code == "store_index_mismatch"
+        assert "Journal(" in info.value.message
+        assert "(schema loom_test_" in info.value.message
+    finally:
+        journal.close()
+
+
+def json_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def test_a_bucket_that_records_marker_objects_keeps_them_when_paired(s3_pg: StoreBackend) -> None:
+    """A store first used standalone (marker objects) stays on them under a PostgreSQL journal: no split index."""
+    from loom_nb.journal import Journal
+
+    target, options = s3_pg.spec("markers-first")
+    url = options.pop("index")
+    first = open_store(target, **options).put(b"first", "alice")
+    journal = Journal(url, store=open_store(target, **options))
+    try:
+        assert journal.store is not None
+        second = journal.store.put(b"second", "bob")
+        assert len(_tenant_markers(journal.store, first.address)) == 1
+        assert len(_tenant_markers(journal.store, second.address)) == 1
+        assert _layout(journal.store)["index"] == "objects"
+    finally:
+        journal.close()
+
+
+def test_an_index_in_another_database_is_refused(s3_pg: StoreBackend) -> None:
+    """A bucket indexed in one database (here: schema) refuses a client indexing it in another."""
+    from tests import services
+
+    target, options = s3_pg.spec("one-database")
+    open_store(target, **options).put(b"x", "alice")
+    other, schema = services.fresh_schema_url(services.postgres_url())
+    try:
+        with pytest.raises(ConfigurationError) as info:
+            open_store(target, **{**options, "index": other}).put(b"y", "bob")
+        assert info.value.code == "store_index_mismatch"
+        assert "another database" in info.value.message
+        assert open_store(target, **options).tenants(address_of(b"x")) == {"alice"}
+    finally:
+        services.drop_schema(services.postgres_url(), schema)
