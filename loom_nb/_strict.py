@@ -43,7 +43,7 @@ class ContentModelError(ContentValidationError, ValidationError):
 def _is_branch_label(loc: int | str) -> bool:
     """Pydantic names union branches in error paths ('str', 'list[...]'); they are not fields."""
     return isinstance(loc, str) and (
-        loc in {"str", "Untrusted", "dict[str,any]"}
+        loc in {"str", "Untrusted", "dict[str,any]", "dict", "untrusted"}
         or loc.startswith(("list[", "function-", "tagged-union["))
     )
 

@@ -39,9 +39,11 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     SerializerFunctionWrapHandler,
     StrictInt,
+    Tag,
     ValidationError,
     field_validator,
     model_serializer,
@@ -51,7 +53,7 @@ from loom_nb._strict import StrictModel
 from loom_nb._strict import content_error as content_error
 from loom_nb.errors import ContentValidationError
 from loom_nb.settings import ModelSettings
-from loom_nb.taint import Untrusted, mark_untrusted_values
+from loom_nb.taint import UNTRUSTED_MARKER, Untrusted, mark_untrusted_values
 
 if TYPE_CHECKING:
     from loom_nb.store import ContentStore
@@ -295,6 +297,26 @@ ToolResultContent: TypeAlias = str | Untrusted | list[ResultPart]
 """What a tool result holds: text, an untrusted value, or text and media parts."""
 
 
+def _input_kind(value: Any) -> str:
+    """Which branch of ``ToolInput`` a value takes: an ``Untrusted`` (or its marker) or a plain dict."""
+    if isinstance(value, Untrusted):
+        return "untrusted"
+    if isinstance(value, dict) and len(value) == 1 and UNTRUSTED_MARKER in value:
+        return "untrusted"
+    return "dict"
+
+
+ToolInput: TypeAlias = Annotated[
+    Annotated[dict[str, Any], Tag("dict")] | Annotated[Untrusted, Tag("untrusted")],
+    Discriminator(_input_kind),
+]
+"""A tool call's input: a JSON object, or an ``Untrusted`` wrapping one.
+
+Tagged, so a plain dict is validated as a dict alone: a plain union would also try every dict
+as an ``Untrusted`` (a model with its own ``__init__``) and build a refusal for it, which cost a
+tool call more than the rest of its validation."""
+
+
 class ToolUsePart(_OmitNone):
     """A tool call the model made; appears only in assistant messages."""
 
@@ -306,7 +328,7 @@ class ToolUsePart(_OmitNone):
     """The call's id, echoed by the matching ``tool_result``."""
     name: str | Untrusted
     """The tool's name."""
-    input: dict[str, Any] | Untrusted = Field(default_factory=dict)
+    input: ToolInput = Field(default_factory=dict)
     """The call's arguments (a JSON object)."""
     provider_data: dict[str, str] | None = None
     """Opaque vendor data that must travel with the call (e.g. Gemini's thought signature).
