@@ -39,6 +39,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -664,27 +665,32 @@ class Journal:
             else:
                 self._inflight.pop(execution_id, None)
             if count > 0 and self._heartbeat is None and self._path != ":memory:":
+                # The thread holds the journal weakly: a journal a notebook drops without
+                # close() (a cell run again) is collected, and its connections with it, instead
+                # of being kept alive, connected and renewing, by its own heartbeat.
                 self._heartbeat = threading.Thread(
-                    target=self._beat, name="loom-journal-lease", daemon=True
+                    target=_heartbeat,
+                    args=(weakref.ref(self), self._closed, self.lease_ttl / 3),
+                    name="loom-journal-lease",
+                    daemon=True,
                 )
                 self._heartbeat.start()
 
-    def _beat(self) -> None:
-        """Renew the leases of executions with a step in flight, every third of ``lease_ttl``."""
-        while not self._closed.wait(self.lease_ttl / 3):
-            with self._lock:
-                in_flight = list(self._inflight)
-            for execution_id in in_flight:
-                if self._closed.is_set():
-                    return
-                # Best effort: the next append renews in its transaction or reports.
-                with contextlib.suppress(self._Error, JournalError), self._writing(execution_id):
-                    held = self._held.get(execution_id)
-                    if held is None or self._closed.is_set():
-                        continue
-                    expires = time.time() + self.lease_ttl
-                    self._conn.execute(_LEASE_RENEW, (expires, execution_id, me().token))
-                    held.expires = expires
+    def _renew(self) -> None:
+        """Renew the leases of executions with a step in flight (the heartbeat's one beat)."""
+        with self._lock:
+            in_flight = list(self._inflight)
+        for execution_id in in_flight:
+            if self._closed.is_set():
+                return
+            # Best effort: the next append renews in its transaction or reports.
+            with contextlib.suppress(self._Error, JournalError), self._writing(execution_id):
+                held = self._held.get(execution_id)
+                if held is None or self._closed.is_set():
+                    continue
+                expires = time.time() + self.lease_ttl
+                self._conn.execute(_LEASE_RENEW, (expires, execution_id, me().token))
+                held.expires = expires
 
     def _append_rows(
         self, rows: Iterable[tuple[str, str, str | None, int | None, str, str]]
@@ -773,6 +779,16 @@ class Journal:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _heartbeat(ref: weakref.ref[Journal], closed: threading.Event, interval: float) -> None:
+    """Renew a journal's leases every ``interval`` seconds until it is closed or collected."""
+    while not closed.wait(interval):
+        journal = ref()
+        if journal is None:
+            return
+        journal._renew()
+        del journal  # hold it only while beating
 
 
 def _expanded(events: list[Event], earlier: dict[int, list[Any]] | None = None) -> list[Event]:

@@ -216,6 +216,32 @@ async def test_heartbeat_renews_the_lease_while_a_step_is_in_flight(tmp_path: Pa
     assert conn.execute("SELECT COUNT(*) FROM leases").fetchone()[0] == 0  # released
 
 
+def test_a_journal_dropped_without_close_is_collected_with_its_heartbeat(tmp_path: Path) -> None:
+    """The heartbeat holds its journal weakly: a journal a notebook drops (a cell run again) goes, and the thread ends."""
+    import gc
+    import threading
+    import weakref
+
+    journal = Journal(tmp_path / "j.sqlite", lease_ttl=0.3)
+    execution = journal.execution("dropped")
+
+    async def suspends(x: int) -> int:
+        await asyncio.sleep(0.15)  # in flight long enough for the heartbeat to start and beat
+        return x
+
+    assert asyncio.run(execution.execute("s", suspends, 1)) == 1
+    beat = journal._heartbeat
+    assert beat is not None
+    assert beat.is_alive()
+    gone = weakref.ref(journal)
+    del journal, execution
+    gc.collect()
+    assert gone() is None
+    beat.join(5)
+    assert not beat.is_alive()
+    assert beat not in threading.enumerate()
+
+
 def test_lease_ttl_is_validated() -> None:
     """A lease_ttl that is not a sensible number of seconds is a JournalError('invalid_argument')."""
     for bad in (0, -1, True, "30", float("nan")):
