@@ -20,10 +20,20 @@ from loom_nb.content import (
     LlmRequest,
     MediaPart,
     Message,
+    ReasoningPart,
     ToolResultPart,
+    ToolUsePart,
 )
 
-__all__ = ["EMPTY_SEEN", "MediaLocation", "PrefixFold", "Seen", "iter_media", "part_path"]
+__all__ = [
+    "EMPTY_JSON_SEEN",
+    "EMPTY_SEEN",
+    "MediaLocation",
+    "PrefixFold",
+    "Seen",
+    "iter_media",
+    "part_path",
+]
 
 
 def part_path(
@@ -98,10 +108,67 @@ class _Never:
     __hash__ = object.__hash__
 
 
-def _part_lists(message: object) -> tuple[list[Any], list[Any]]:
+_SNAPSHOT_NODES = 10_000
+"""The most containers and values a snapshot of one part's JSON copies; a bigger (or cyclic) value
+gets a ``_Never``, so its message is walked again on every request (the guard refuses it anyway)."""
+
+
+def _snapshot(value: dict[str, Any]) -> Any:
+    """A copy of ``value``'s containers (dicts and lists, at any depth) sharing its leaves.
+
+    Compared with ``==`` against the live value it shows any change made in place since, however
+    deep: a live container is never the same object as its copy, so it is compared by value, while
+    the shared leaves compare by identity first. A dict or list subclass (its ``==`` could lie) or
+    more than ``_SNAPSHOT_NODES`` nodes (or a cycle) gives a ``_Never``.
+    """
+    top: dict[str, Any] = {}
+    work: list[tuple[Any, Any]] = [(value, top)]
+    nodes = 0
+    while work:
+        source, target = work.pop()
+        items = source.items() if type(source) is dict else enumerate(source)
+        for key, item in items:
+            nodes += 1
+            if nodes > _SNAPSHOT_NODES:
+                return _Never()
+            kind = type(item)
+            if kind is dict or kind is list:
+                copy: Any = {} if kind is dict else []
+                work.append((item, copy))
+                item = copy
+            elif isinstance(item, (dict, list)):
+                return _Never()
+            if type(target) is dict:
+                target[key] = item
+            else:
+                target.append(item)
+    return top
+
+
+def _json_fields(part: object, lists: list[Any], copies: list[Any]) -> None:
+    """Add the mutable JSON of a part that the guard checks and a request sends (a tool call's
+    ``input`` and ``provider_data``, a reasoning part's ``provider_data``) with their snapshots."""
+    if isinstance(part, ToolUsePart):
+        fields: tuple[object, ...] = (part.input, part.provider_data)
+    elif isinstance(part, ReasoningPart):
+        fields = (part.provider_data,)
+    else:
+        return
+    for value in fields:
+        if type(value) is dict:
+            lists.append(value)
+            copies.append(_snapshot(value))
+        elif isinstance(value, dict):
+            lists.append(_Never())
+            copies.append(_Never())
+
+
+def _part_lists(message: object, json: bool) -> tuple[list[Any], list[Any]]:
     """The mutable part lists of ``message`` (its content, each tool result's content) and copies.
 
-    Anything that is not a plain list gets a pair of ``_Never`` stand-ins, so it never matches.
+    With ``json``, a tool call's input and a reasoning part's provider_data (mutable dicts too)
+    come with a snapshot of their containers (``_snapshot``). Anything that is not a plain list (or dict)
+    gets a pair of ``_Never`` stand-ins, so it never matches.
     """
     content = getattr(message, "content", None) if isinstance(message, Message) else None
     if content is None or isinstance(content, str):
@@ -119,6 +186,8 @@ def _part_lists(message: object) -> tuple[list[Any], list[Any]]:
             elif isinstance(inner, list):
                 lists.append(_Never())
                 copies.append(_Never())
+        elif json and isinstance(part, (ToolUsePart, ReasoningPart)):
+            _json_fields(part, lists, copies)
     return lists, copies
 
 
@@ -132,11 +201,18 @@ class Seen:
     parts it held then. Both are list compares in C, identity first: O(parts) per turn, no
     re-walk. A message that is equal but not the same object is compared by value against the
     walked one, which (b) shows unchanged; the walked object stays the reference.
+
+    ``json``: also track the JSON a part carries in mutable dicts (a tool call's input, a
+    reasoning part's provider_data), for the consumers that read it (the guard checks it, the
+    journal records it); ``EMPTY_JSON_SEEN`` starts such a Seen. The media walk and the folds
+    over tool ids and inline sizes do not read it, so they skip those compares.
     """
 
-    __slots__ = ("copies", "ends", "lists", "messages")
+    __slots__ = ("copies", "ends", "json", "lists", "messages")
 
-    def __init__(self) -> None:
+    def __init__(self, json: bool = False) -> None:
+        self.json = json
+        """Whether tool inputs and reasoning provider_data are tracked (see the class doc)."""
         self.messages: list[Any] = []
         self.lists: list[Any] = []
         """Every part list of ``messages``, in order."""
@@ -177,18 +253,19 @@ class Seen:
         When ``keep`` is all of them this Seen is extended in place and returned (a cache owns
         its Seen and replaces it by the result; copying would cost the transcript's length).
         """
-        if keep and keep == len(self.messages) and self is not EMPTY_SEEN:
+        if keep and keep == len(self.messages) and self not in _EMPTIES:
             seen = self
         else:
-            seen = Seen()
+            seen = Seen(self.json)
             if keep:
                 end = self.ends[keep - 1]
                 seen.messages, seen.lists = self.messages[:keep], self.lists[:end]
                 seen.copies, seen.ends = self.copies[:end], self.ends[:keep]
         messages, lists, copies, ends = seen.messages, seen.lists, seen.copies, seen.ends
+        json = self.json
         for index in range(keep, len(new)):
             message = new[index]
-            more, snapshot = _part_lists(message)
+            more, snapshot = _part_lists(message, json)
             messages.append(message)
             lists += more
             copies += snapshot
@@ -197,6 +274,10 @@ class Seen:
 
 
 EMPTY_SEEN = Seen()
+"""No messages walked (a cache's start); ``grown`` from it gives a new Seen."""
+EMPTY_JSON_SEEN = Seen(json=True)
+"""``EMPTY_SEEN`` for a consumer that reads tool inputs and reasoning provider_data."""
+_EMPTIES = (EMPTY_SEEN, EMPTY_JSON_SEEN)
 
 
 class PrefixFold(Generic[T]):

@@ -62,7 +62,7 @@ from loom_nb._guard_fence import (
     open_fence,
     request_tail,
 )
-from loom_nb._walk import EMPTY_SEEN, MediaLocation, Seen, iter_media, part_path
+from loom_nb._walk import EMPTY_JSON_SEEN, MediaLocation, Seen, iter_media, part_path
 from loom_nb.content import (
     AudioPart,
     DataSource,
@@ -144,7 +144,7 @@ def guard_request(
     if not isinstance(messages, list):
         raise refuse("bad_request", "messages", "messages is not a list", "Pass a list of Message.")
     params = (max_inline_bytes, max_inline_total_bytes)
-    start, dirty, seen, fences = 0, [], EMPTY_SEEN, None
+    start, dirty, seen, fences = 0, [], EMPTY_JSON_SEEN, None
     last = _GUARDED.pop(params, None)
     if last is not None and last.seen.prefix_of(messages):
         # An already-guarded prefix is not walked again: the walk resumes from the state it

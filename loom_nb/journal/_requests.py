@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_nb._walk import EMPTY_SEEN, Seen
+from loom_nb._walk import EMPTY_JSON_SEEN, Seen
 from loom_nb.content import LlmRequest, Message, canonical_json
 from loom_nb.errors import JournalError
 from loom_nb.journal._codec import encode_text
@@ -65,7 +65,7 @@ class ModelBase:
 
     position: int
     """The position of the step that carried the request."""
-    seen: Seen = field(default_factory=Seen)
+    seen: Seen = field(default_factory=lambda: Seen(json=True))
     """The request's messages (the objects and their part lists, so an unchanged prefix is found
     by identity and a part list changed in place since is not taken for unchanged)."""
     hashes: list[str] = field(default_factory=list)
@@ -181,7 +181,7 @@ def model_input(
     keep = 0
     hashes: list[str] = []
     chain: list[str] = []
-    seen = EMPTY_SEEN
+    seen = EMPTY_JSON_SEEN
     if previous is not None:
         seen = previous.seen
         # The common case, an agent turn, is a prefix compared in C.

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from loom_nb.agent import ToolDefinition, agent_loop
 from loom_nb.capabilities import Capabilities
-from loom_nb.content import LlmRequest, Message, TextPart
+from loom_nb.content import LlmRequest, Message, TextPart, ToolResultPart, ToolUsePart
 from loom_nb.errors import ReplayDivergenceError
 from loom_nb.journal import Journal, create_llm_effect
 from loom_nb.journal._requests import DELTA_MARKER
@@ -156,6 +156,31 @@ async def test_a_message_changed_in_place_is_journaled_as_changed() -> None:
     with pytest.raises(ReplayDivergenceError) as info:
         await replayer(replay, "m1", LlmRequest(messages=[original, *follow[1:]]))
     assert info.value.code == "input_changed"
+
+
+async def test_a_tool_call_input_changed_in_place_is_journaled_as_changed() -> None:
+    """A tool call's input edited in place after it was journaled is in the next step's journaled request."""
+    journal = Journal()
+    execution = journal.execution("r")
+    provider = ScriptedProvider([{"text": "a"}, {"text": "b"}])
+    effect = create_llm_effect(provider)
+    call = ToolUsePart(id="c0", name="tick", input={"n": 1, "opts": {"k": [1]}})
+    first = [
+        Message(role="user", content="go"),
+        Message(role="assistant", content=[call]),
+        Message(role="user", content=[ToolResultPart(tool_use_id="c0", content="ok")]),
+    ]
+    await effect(execution, "m0", LlmRequest(messages=first))
+    assert isinstance(call.input, dict)
+    call.input["opts"]["k"].append(2)
+    follow = [*first, Message(role="assistant", content="a"), Message(role="user", content="more")]
+    await effect(execution, "m1", LlmRequest(messages=follow))
+    journaled = [
+        e.payload["input"]
+        for e in journal.events("r")
+        if e.kind == "step_completed" and e.step_id == "m1"
+    ]
+    assert LlmRequest.model_validate(journaled[0]).messages == provider.requests[1].messages
 
 
 async def test_replay_on_a_provider_with_other_capabilities_diverges() -> None:
