@@ -21,12 +21,10 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
-from loom_nb._checked import supported_already
-from loom_nb._guard_checks import media_essence
 from loom_nb._strict import StrictModel
-from loom_nb._walk import iter_media
 from loom_nb.content import LlmRequest, parse_request
 from loom_nb.errors import UnsupportedModalityError
+from loom_nb.guard import iter_media, media_essence, supported_already
 
 __all__ = ["Capabilities", "Modality", "assert_request_supported", "default_capabilities"]
 

@@ -27,7 +27,7 @@ from loom_nb.content import (
     ToolUsePart,
 )
 from loom_nb.taint import UNTRUSTED_MARKER, Untrusted
-from tests.fence_oracle import DEFUSED, sources_of
+from tests.guard.fence_oracle import DEFUSED, sources_of
 
 texts = st.text(max_size=40)
 origins = st.sampled_from(["tool:web_fetch", "upload", "peer:agent-7", 'odd"origin<>'])

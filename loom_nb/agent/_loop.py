@@ -25,7 +25,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loom_nb._strict import StrictModel
-from loom_nb._walk import PrefixFold
 from loom_nb.agent._approval import Approver, ask, digest_of, normalize_decision, refusal_of
 from loom_nb.agent._compaction import Compaction, is_tainted, summary_message
 from loom_nb.agent._results import (
@@ -50,6 +49,7 @@ from loom_nb.content import (
     content_error,
 )
 from loom_nb.errors import AgentError
+from loom_nb.guard import PrefixFold
 from loom_nb.journal import Execution, LlmEffect, create_llm_effect
 from loom_nb.providers import LlmProvider
 from loom_nb.providers._base import ResetCallback, TextCallback, ToolDeltaCallback

@@ -28,8 +28,6 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from loom_nb import _walk, guard
-from loom_nb._guard_checks import b64_decoded_size, is_standard_base64
 from loom_nb.agent._tools import _PARTS, MEDIA_RESULT_MARKER, ToolDefinition
 from loom_nb.capabilities import Capabilities, assert_request_supported
 from loom_nb.content import (
@@ -42,7 +40,7 @@ from loom_nb.content import (
     canonical_json,
 )
 from loom_nb.errors import LoomError
-from loom_nb.guard import guard_request
+from loom_nb.guard import b64_decoded_size, caches_kept, guard_request, is_standard_base64
 from loom_nb.limits import MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES
 from loom_nb.taint import UNTRUSTED_MARKER, Untrusted, contains_untrusted
 
@@ -302,18 +300,13 @@ def _unsendable(
     )
     # The guard and iter_media keep the last transcript they walked so the next turn walks only
     # what it added (issue 15); this two-message probe must not take that place, or the next
-    # turn's guard would walk the whole transcript again. So their caches are put back after.
-    guarded = dict(guard._GUARDED)
-    media = _walk._MEDIA_CACHE
-    try:
-        guard_request(probe, max_inline_bytes=max_inline_bytes)
-        assert_request_supported(probe, capabilities)
-    except LoomError as exc:
-        return exc.code, f"{exc.message} (the provider could not be sent this tool result)"
-    finally:
-        guard._GUARDED.clear()
-        guard._GUARDED.update(guarded)
-        _walk._MEDIA_CACHE = media
+    # turn's guard would walk the whole transcript again.
+    with caches_kept():
+        try:
+            guard_request(probe, max_inline_bytes=max_inline_bytes)
+            assert_request_supported(probe, capabilities)
+        except LoomError as exc:
+            return exc.code, f"{exc.message} (the provider could not be sent this tool result)"
     return None
 
 

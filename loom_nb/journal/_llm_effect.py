@@ -37,11 +37,10 @@ from typing import Any, cast
 
 from pydantic import BaseModel
 
-from loom_nb._checked import handing_over
 from loom_nb.capabilities import assert_request_supported
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ConfigurationError, ContentAccessDeniedError
-from loom_nb.guard import guard_request
+from loom_nb.guard import guard_request, handing_over
 from loom_nb.journal._execution import Execution
 from loom_nb.journal._requests import ModelStepInput
 from loom_nb.limits import MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES

@@ -30,9 +30,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_nb._walk import EMPTY_JSON_SEEN, Seen
 from loom_nb.content import LlmRequest, Message, canonical_json
 from loom_nb.errors import JournalError
+from loom_nb.guard import EMPTY_JSON_SEEN, Seen
 from loom_nb.journal._codec import encode_text
 
 __all__ = [

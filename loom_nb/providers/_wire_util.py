@@ -12,7 +12,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from loom_nb._guard_checks import media_essence
 from loom_nb.content import (
     AudioPart,
     DataSource,
@@ -26,7 +25,7 @@ from loom_nb.content import (
     TextPart,
 )
 from loom_nb.errors import ContentValidationError, GuardError, ProviderError, UnresolvedContentError
-from loom_nb.guard import fence_nonce, fence_untrusted_media
+from loom_nb.guard import fence_nonce, fence_untrusted_media, media_essence
 from loom_nb.taint import Untrusted
 
 __all__ = [

@@ -31,7 +31,6 @@ import mimetypes
 from collections.abc import Mapping
 from typing import Any
 
-from loom_nb._walk import part_path
 from loom_nb.content import (
     AudioPart,
     DataSource,
@@ -51,6 +50,7 @@ from loom_nb.content import (
     Usage,
 )
 from loom_nb.errors import ContentValidationError, ProviderError, UnsupportedModalityError
+from loom_nb.guard import part_path
 from loom_nb.providers._base import LlmStreamChunk, ToolDelta
 from loom_nb.providers._wire_util import (
     MediaFencer,

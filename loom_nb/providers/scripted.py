@@ -19,7 +19,6 @@ from typing import Any, TypeAlias
 from pydantic import BaseModel, ValidationError
 
 from loom_nb._args import check_type
-from loom_nb._walk import iter_media
 from loom_nb.capabilities import Capabilities, assert_request_supported
 from loom_nb.content import (
     LlmRequest,
@@ -28,7 +27,7 @@ from loom_nb.content import (
     content_error,
 )
 from loom_nb.errors import ConfigurationError, ContentValidationError, ProviderError
-from loom_nb.guard import guard_request
+from loom_nb.guard import guard_request, iter_media
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk, ToolDelta
 from loom_nb.providers._structured import check_output_type, effective_request, validate_output

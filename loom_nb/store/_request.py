@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from loom_nb._args import check_type
-from loom_nb._walk import iter_media
 from loom_nb.content import (
     ContentRef,
     DataSource,
@@ -45,6 +44,7 @@ from loom_nb.content import (
     parse_request,
 )
 from loom_nb.errors import ConfigurationError, LoomError, UnresolvedContentError
+from loom_nb.guard import iter_media
 from loom_nb.store._resolve import ContentResolver, ResolveContext
 
 __all__ = ["MAX_CONCURRENT_FETCHES", "resolve_request_content"]

@@ -332,10 +332,10 @@ async def test_the_provider_does_not_guard_again_what_the_effect_just_guarded(
     checked; a request fenced by the guard, or changed before the provider checks it, is checked
     in full again."""
     import loom_nb.capabilities as capabilities_module
-    import loom_nb.guard as guard_module
+    import loom_nb.guard._request as guard_module
 
     walks: list[int] = []
-    real_walk, real_iter = guard_module._Walk, capabilities_module.iter_media
+    real_walk, real_iter = guard_module.MessageWalk, capabilities_module.iter_media
 
     def counting_walk(*args: Any) -> Any:
         walks.append(1)
@@ -347,7 +347,7 @@ async def test_the_provider_does_not_guard_again_what_the_effect_just_guarded(
         checks.append(1)
         return real_iter(request)
 
-    monkeypatch.setattr(guard_module, "_Walk", counting_walk)
+    monkeypatch.setattr(guard_module, "MessageWalk", counting_walk)
     monkeypatch.setattr(capabilities_module, "iter_media", counting_iter)
     journal = Journal()
     effect = create_llm_effect(ScriptedProvider([{"text": "a"}, {"text": "b"}, {"text": "c"}]))

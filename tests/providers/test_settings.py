@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from loom_nb._guard_canonical import canonical_request_json
 from loom_nb.content import LlmRequest, Message, canonical_json
 from loom_nb.errors import ConfigurationError
+from loom_nb.guard._canonical import canonical_request_json
 from loom_nb.journal import Journal, create_llm_effect, hash_request
 from loom_nb.providers import (
     AnthropicProvider,

@@ -290,7 +290,7 @@ def test_guard_fences_in_text_become_boxes() -> None:
 
 def test_guard_fence_around_media_parts_boxes_the_media() -> None:
     """A fence-open text part, an image and a fence-close text part give one box holding the image."""
-    from loom_nb._guard_fence import close_fence, open_fence
+    from loom_nb.guard._fence import close_fence, open_fence
 
     nonce = "00112233445566778899aabb"
     message = Message(

@@ -1,4 +1,4 @@
-"""Regenerate ``loom_nb/_guard_skeleton_data.py`` from the Unicode confusables data (issue 17).
+"""Regenerate ``loom_nb/guard/_skeleton_data.py`` from the Unicode confusables data (issue 17).
 
 Run ``python tools/confusables/regenerate.py`` after replacing ``confusables.txt`` beside this
 script with a newer release of the Unicode Security Mechanisms data (UTS #39,
@@ -30,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "confusables.txt"
-TARGET = HERE.parent.parent / "loom_nb" / "_guard_skeleton_data.py"
+TARGET = HERE.parent.parent / "loom_nb" / "guard" / "_skeleton_data.py"
 
 ALPHABET = frozenset("untrsed<>/\\")
 DEFUSED_MARK = "\u2039"

@@ -1,7 +1,7 @@
 """An independent judge of fence look-alikes, for tests (issue 17).
 
 ``exposed(text)`` says whether ``text`` still holds something a model could read as a fence tag.
-It shares no code or table with ``loom_nb._guard_skeleton``: it reads the vendored Unicode
+It shares no code or table with ``loom_nb.guard._skeleton``: it reads the vendored Unicode
 ``confusables.txt`` itself, decodes escapes over the WHOLE string (not per token), builds the
 UTS #39 skeleton (NFKC, then NFD / prototype / NFD) of the decoded text, drops characters by
 category, and searches the result with a regex, forwards and backwards. The guard's defusal mark
@@ -18,7 +18,7 @@ import unicodedata
 import urllib.parse
 from pathlib import Path
 
-CONFUSABLES = Path(__file__).resolve().parent.parent / "tools" / "confusables" / "confusables.txt"
+CONFUSABLES = Path(__file__).resolve().parents[2] / "tools" / "confusables" / "confusables.txt"
 DEFUSED = "\u2039"
 _SENTINEL = "\ue000"  # private use: no mapping, no category dropped
 _DROP = {"Cc", "Cf", "Cs", "Mn", "Mc", "Me", "Zs", "Zl", "Zp"}

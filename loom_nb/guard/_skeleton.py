@@ -31,7 +31,7 @@ import html.entities
 import re
 from collections.abc import Callable
 
-from loom_nb._guard_skeleton_data import BY_SKELETON, FILLER_RANGES
+from loom_nb.guard._skeleton_data import BY_SKELETON, FILLER_RANGES
 
 __all__ = ["DEFUSED_BRACKET", "lookalike_brackets"]
 

@@ -1,6 +1,6 @@
 """Fence look-alikes (issue 17): the 42-payload corpus, look-alikes drawn from the confusables data, benign text.
 
-Every judgement of "still a look-alike" here is made by ``tests.fence_oracle``, which shares no
+Every judgement of "still a look-alike" here is made by ``tests.guard.fence_oracle``, which shares no
 code or table with the guard: it reads the vendored Unicode confusables.txt itself.
 """
 
@@ -15,17 +15,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loom_nb import _guard_skeleton_data
 from loom_nb.content import LlmRequest, Message, TextPart
+from loom_nb.guard import _skeleton_data as _guard_skeleton_data
 from loom_nb.guard import fence_nonce, guard_request, neutralize_fences
-from tests.fence_oracle import exposed
+from tests.guard.fence_oracle import exposed
 from tests.strategies import (
     fence_lookalikes,
     lookalike_glyphs,
     reversed_fence_lookalikes,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CLOSE = re.compile(r'</untrusted nonce="([0-9a-f]+)">')
 MANY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -198,7 +198,7 @@ def test_text_that_cannot_begin_a_lookalike_is_returned_as_is(text: str) -> None
 
 
 def test_the_skeleton_table_is_generated_from_the_vendored_unicode_data() -> None:
-    """loom_nb/_guard_skeleton_data.py is exactly what tools/confusables/regenerate.py writes."""
+    """loom_nb/guard/_skeleton_data.py is exactly what tools/confusables/regenerate.py writes."""
     script = REPO / "tools" / "confusables" / "regenerate.py"
     spec = importlib.util.spec_from_file_location("regenerate_confusables", script)
     assert spec is not None

@@ -34,12 +34,6 @@ import html
 import re
 from collections.abc import Mapping, Sequence
 
-from loom_nb._guard_canonical import (
-    canonical_message_json,
-    canonical_request_json,
-    canonical_request_tail,
-)
-from loom_nb._guard_skeleton import DEFUSED_BRACKET, lookalike_brackets
 from loom_nb.content import (
     AudioPart,
     FilePart,
@@ -49,6 +43,12 @@ from loom_nb.content import (
     TextPart,
 )
 from loom_nb.errors import GuardError
+from loom_nb.guard._canonical import (
+    canonical_message_json,
+    canonical_request_json,
+    canonical_request_tail,
+)
+from loom_nb.guard._skeleton import DEFUSED_BRACKET, lookalike_brackets
 
 __all__ = [
     "NONCE_HEX_LENGTH",

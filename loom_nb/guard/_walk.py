@@ -10,6 +10,7 @@ messages quote verbatim.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -32,6 +33,7 @@ __all__ = [
     "PrefixFold",
     "Seen",
     "iter_media",
+    "media_cache_kept",
     "part_path",
 ]
 
@@ -347,3 +349,13 @@ def iter_media(request: LlmRequest) -> Iterator[MediaLocation]:
     fresh.seen, fresh.found = (cache.seen if start else EMPTY_SEEN).grown(messages, start), found
     globals()["_MEDIA_CACHE"] = fresh
     yield from found
+
+
+@contextmanager
+def media_cache_kept() -> Iterator[None]:
+    """Put ``iter_media``'s last walked transcript back after the block (see ``caches_kept``)."""
+    kept = _MEDIA_CACHE
+    try:
+        yield
+    finally:
+        globals()["_MEDIA_CACHE"] = kept

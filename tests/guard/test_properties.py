@@ -9,7 +9,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loom_nb._guard_canonical import canonical_request_json
 from loom_nb.content import (
     AudioPart,
     DataSource,
@@ -25,6 +24,7 @@ from loom_nb.content import (
 )
 from loom_nb.errors import GuardError, LoomError
 from loom_nb.guard import fence_nonce, guard_request, neutralize_fences
+from loom_nb.guard._canonical import canonical_request_json
 from loom_nb.taint import Untrusted
 from tests.strategies import (
     FENCE_FORGERIES,

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from loom_nb._walk import PrefixFold
 from loom_nb.capabilities import Capabilities, assert_request_supported
 from loom_nb.content import (
     DataSource,
@@ -25,9 +24,10 @@ from loom_nb.content import (
 )
 from loom_nb.errors import GuardError, UnsupportedModalityError
 from loom_nb.guard import MAX_INLINE_BYTES, fence_nonce, guard_request, iter_media
+from loom_nb.guard._walk import PrefixFold
 from loom_nb.taint import Untrusted
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def turn(i: int) -> list[Message]:
@@ -251,7 +251,8 @@ def test_long_run_cost_stays_linear() -> None:
 
 def test_the_tool_result_probe_keeps_the_guard_incremental() -> None:
     """Checking a tool result (agent _unsendable) leaves the guard's and iter_media's caches in place."""
-    from loom_nb import _walk, guard
+    from loom_nb.guard import _request as guard
+    from loom_nb.guard import _walk
     from loom_nb.agent._results import _unsendable
 
     transcript = [Message(role="user", content="start")]
@@ -283,7 +284,7 @@ def nonce_cut_after(request: LlmRequest, mi: int) -> str:
 
 
 def fresh_guard(request: LlmRequest) -> LlmRequest:
-    from loom_nb import guard
+    from loom_nb.guard import _request as guard
 
     guard._GUARDED.clear()
     return guard_request(request)

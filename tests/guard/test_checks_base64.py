@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loom_nb._guard_checks import b64_decoded_size, inline_size, is_standard_base64
 from loom_nb.agent._results import _inline_size, inline_bytes_of
 from loom_nb.content import DataSource, ImagePart, Message
 from loom_nb.errors import GuardError, OversizedInlinePartError
+from loom_nb.guard._checks import b64_decoded_size, inline_size, is_standard_base64
 
 PROPERTY = settings(max_examples=300, deadline=None)
 # Mostly base64 characters and padding, some others: near-misses are what the check must refuse.

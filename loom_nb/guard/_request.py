@@ -1,0 +1,156 @@
+"""The request guard: structure, provenance and inline caps in one walk (ADR 0120 decisions 5 and 7).
+
+``guard_request`` is the gate every request passes before a provider sees it. It refuses:
+
+- structure: a ``tool_use`` outside an assistant message, a ``tool_result`` outside a user message,
+  media outside a user message, a ``reasoning`` part outside an assistant message
+  (``reasoning_outside_assistant``) or one whose fields are not plain strings / plain JSON
+  (``bad_reasoning``, ``untrusted_in_reasoning``), a malformed or mismatched media type, bad base64, a malformed ref
+  (address, declared size);
+- tool pairing, as every vendor pairs them (or answers 400): each ``tool_use`` id is unique in the
+  request (``duplicate_tool_use_id``); a ``tool_result`` answers a call of the assistant message
+  right before its user message (``orphan_tool_result`` when no earlier message made the call,
+  ``stale_tool_result`` when an older one did), once (``duplicate_tool_result``); and that user
+  message answers every call (``unanswered_tool_use``). A request may end on an assistant message
+  whose calls are still open (a parked agent turn);
+- size: an inline part over ``max_inline_bytes`` or a request over ``max_inline_total_bytes``
+  (``OversizedInlinePartError``: store the bytes and send a ref);
+- provenance: untrusted text in the system prompt or an assistant message, an untrusted value
+  anywhere in a ``tool_use`` (id, name, input at any depth, ``provider_data``; the input walk is
+  iterative and capped), untrusted media naming a stored ref, an untrusted mark in the tool
+  menu (a spec's name, description or ``input_schema`` at any depth; a malformed spec is
+  ``bad_tool_spec``).
+
+and rewrites, copy-on-write, only what provenance requires: untrusted text in a user message or a
+tool result is fenced (the fence IS the mark: the fenced part carries no ``origin``), a tool
+result's ``origin`` moves onto its media items, and an untrusted file loses its ``name``.
+Untrusted media keeps its ``origin`` so the provider mapper can bracket it where its wire shape
+allows (``fence_untrusted_media``).
+
+The output is a fixed point: guarding it again returns it unchanged, so providers may guard what
+the effect layer already guarded without double-fencing. Fences in ``messages[i]`` use the nonce
+of the INPUT request cut after that message (``fence_nonce`` of ``messages[: i + 1]`` with the same
+system prompt, tools, settings and schema; for the last message, ``fence_nonce(request)``), computed
+only when something must be fenced and only after the whole request passed every check. So a
+fence is written once, on the turn its message arrives, and stays byte for byte the same on every
+later turn: a long run does not re-fence its transcript, and the vendors' prompt caches keep
+their prefix. Every refusal is a ``GuardError`` with a stable ``code``; a dict
+that does not fit the model is a ``ContentValidationError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from loom_nb.content import (
+    LlmRequest,
+    parse_request,
+)
+from loom_nb.guard._checked import guarded_already
+from loom_nb.guard._checks import (
+    check_json_value,
+    refuse,
+)
+from loom_nb.guard._message_walk import MessageWalk
+from loom_nb.guard._part_checks import check_tools
+from loom_nb.guard._rewrite import Fences
+from loom_nb.guard._walk import EMPTY_JSON_SEEN, Seen, media_cache_kept
+from loom_nb.limits import (
+    MAX_INLINE_BYTES,
+    MAX_INLINE_TOTAL_BYTES,
+)
+
+__all__ = ["caches_kept", "check_tool_input", "guard_request"]
+
+
+def check_tool_input(value: Any, *, where: str = "input") -> None:
+    """Refuse a tool call's input the guard would refuse: untrusted inside, over the node or depth cap, not JSON.
+
+    The agent loop calls this at dispatch to replace an over-cap call with a placeholder before
+    it enters the transcript (decision 7), so the guard never has to refuse every later request.
+    """
+    check_json_value(value, where, in_tool_use=True)
+
+
+def guard_request(
+    request: LlmRequest | dict[str, Any],
+    *,
+    max_inline_bytes: int = MAX_INLINE_BYTES,
+    max_inline_total_bytes: int = MAX_INLINE_TOTAL_BYTES,
+) -> LlmRequest:
+    """Validate structure and provenance of ``request`` and return what a provider may send.
+
+    Untrusted text in user messages and tool results comes back fenced; everything else is
+    returned as it was (the very same objects when nothing needed fencing). Raises a
+    ``GuardError`` (``OversizedInlinePartError`` for the inline caps) naming the place and the
+    remedy, or ``ContentValidationError`` for a dict that does not fit the content model.
+    """
+    if guarded_already(request, max_inline_bytes, max_inline_total_bytes):
+        assert isinstance(request, LlmRequest)
+        return request  # the journaled call guarded this very request unchanged (_checked)
+    req = parse_request(request)
+    walk = MessageWalk(max_inline_bytes, max_inline_total_bytes)
+    walk.check_system(req.system)
+    check_tools(req.tools)
+    messages = req.messages
+    if not isinstance(messages, list):
+        raise refuse("bad_request", "messages", "messages is not a list", "Pass a list of Message.")
+    params = (max_inline_bytes, max_inline_total_bytes)
+    start, dirty, seen, fences = 0, [], EMPTY_JSON_SEEN, None
+    last = _GUARDED.pop(params, None)
+    if last is not None and last.seen.prefix_of(messages):
+        # An already-guarded prefix is not walked again: the walk resumes from the state it
+        # ended in (issue 15: a turn costs what it added). The prefix must be the same messages
+        # with the same parts (``Seen``: a part list changed in place is walked again). The
+        # entry was taken out first, so a refusal below leaves no half-extended state behind.
+        walk, start, dirty, seen, fences = (
+            last.walk,
+            len(last.seen),
+            last.dirty,
+            last.seen,
+            last.fences,
+        )
+    dirty += [mi for mi in range(start, len(messages)) if walk.check_message(mi, messages[mi])]
+    if walk.unanswered is not None:
+        raise walk.unanswered
+    fences = fences if fences is not None else Fences()
+    _GUARDED[params] = _Guarded(seen.grown(messages, start), walk, dirty, fences)
+    if not dirty:
+        return req
+    return req.model_copy(update={"messages": fences.rebuilt(req, messages, dirty, walk)})
+
+
+class _Guarded:
+    """A request the guard passed: its messages and the walk's state after the last one."""
+
+    __slots__ = ("dirty", "fences", "seen", "walk")
+
+    def __init__(self, seen: Seen, walk: MessageWalk, dirty: list[int], fences: Fences) -> None:
+        self.seen = seen
+        self.walk = walk
+        self.dirty = dirty
+        self.fences = fences
+
+
+_GUARDED: dict[tuple[int, int], _Guarded] = {}
+"""The last request passed per cap setting (the effect and the provider guard with different caps)."""
+
+
+@contextmanager
+def caches_kept() -> Iterator[None]:
+    """Run a one-off guard or media walk without it taking the place of the last transcript's.
+
+    The guard and ``iter_media`` keep the last request they walked so the next turn walks only
+    what it added (issue 15). A probe (the agent's check that a tool result could be sent) must
+    not evict that entry, or the next turn would walk its whole transcript again: inside this
+    block both caches are used as usual, and on leaving it they are put back as they were.
+    """
+    guarded = dict(_GUARDED)
+    with media_cache_kept():
+        try:
+            yield
+        finally:
+            _GUARDED.clear()
+            _GUARDED.update(guarded)
