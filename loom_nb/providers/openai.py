@@ -1,8 +1,9 @@
 """``OpenAIProvider``: Chat Completions over httpx, for OpenAI and any compatible server (ADR 0120 2, 6-8).
 
-The thin HTTP side; the mapping lives in ``openai_wire``. Every call first checks the request
-against the declared capabilities (decision 6: refused before any I/O, for direct callers too),
-then guards it (decision 7: guarding a guarded request changes nothing), then maps it.
+The thin HTTP side; the mapping lives in ``openai_wire`` (requests) and ``openai_answer``
+(responses, errors, stream events). Every call first checks the request against the declared
+capabilities (decision 6: refused before any I/O, for direct callers too), then guards it
+(decision 7: guarding a guarded request changes nothing), then maps it.
 
 ``base_url`` points the provider at any OpenAI-compatible server (Ollama, vLLM, llama.cpp, a
 gateway), given with its ``/v1`` like the OpenAI SDK's. Two things change off the default URL:
@@ -28,13 +29,13 @@ from loom_nb.providers._http import Secret, SseEvent, decode_json, http_error
 from loom_nb.providers._http_provider import HttpOptions, HttpProvider, error_body
 from loom_nb.providers._settings_wire import openai_chat_settings_fields
 from loom_nb.providers._structured import openai_json_schema
-from loom_nb.providers.openai_wire import (
+from loom_nb.providers.openai_answer import (
     OpenAIStreamAssembler,
     openai_error_fields,
     openai_error_retryable,
-    openai_request_body,
     openai_response,
 )
+from loom_nb.providers.openai_wire import openai_request_body
 
 __all__ = [
     "DEFAULT_BASE_URL",
