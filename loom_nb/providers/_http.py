@@ -42,7 +42,7 @@ import json
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,11 +111,20 @@ class Secret:
         return hash(self._value)
 
 
-def resolve_api_key(explicit: str | Secret | None, env_var: str, provider: str) -> Secret:
-    """The key passed in, else the one in ``env_var``; a ``ConfigurationError`` naming it if neither."""
+def resolve_api_key(
+    explicit: str | Secret | None, env_var: str, provider: str, *, fallback_env: Sequence[str] = ()
+) -> Secret:
+    """The key passed in, else the one in ``env_var`` (then in each of ``fallback_env``).
+
+    Neither is a ``ConfigurationError`` naming ``env_var``.
+    """
     if isinstance(explicit, Secret):
         return explicit
-    value = explicit if explicit else os.environ.get(env_var, "").strip()
+    value = explicit or ""
+    for name in (env_var, *fallback_env):
+        if value:
+            break
+        value = os.environ.get(name, "").strip()
     if not value:
         raise ConfigurationError(
             f"no API key for {provider}: set the {env_var} environment variable or pass "

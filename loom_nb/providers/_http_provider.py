@@ -18,15 +18,20 @@ or borrows an ``httpx.AsyncClient``, declares its capabilities, and on every cal
    JSON value that is not an object where the vendor needs one; with an output schema the text is
    validated (``StructuredOutputError`` on a mismatch) and ``response.output`` set.
 
-``HttpProvider`` holds that once; a subclass supplies the vendor name, the URLs, the headers, the
-body mapping, the response and error parsers and the stream decoder.
+``HttpProvider`` holds that once, construction included: every vendor takes the same keywords
+(``api_key`` or the vendor's environment variable, ``base_url``, ``capabilities``, ``http_client``,
+``settings``, ``extra_body``, retries, timeouts, ``stream_deadline``; ``HttpOptions``) and refuses
+them the same way. A subclass supplies the vendor name, its key variables, the URLs, the headers,
+the body mapping, the response and error parsers and the stream decoder; a vendor with keywords of
+its own (Anthropic's ``max_tokens``) takes them beside ``**options: Unpack[HttpOptions]``.
 """
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypedDict
 
 import httpx
 from pydantic import BaseModel
@@ -40,11 +45,13 @@ from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import (
     DEFAULT_STREAM_DEADLINE,
+    DEFAULT_TIMEOUT,
     RetryPolicy,
     Secret,
     SseEvent,
     decode_json,
     redact_error,
+    resolve_api_key,
     send_json,
     stream_json,
 )
@@ -52,7 +59,7 @@ from loom_nb.providers._settings_wire import merge_body
 from loom_nb.providers._structured import check_output_type, effective_request, validate_output
 from loom_nb.settings import ModelSettings, merge_settings
 
-__all__ = ["HttpProvider", "checked_extra_body", "error_body"]
+__all__ = ["HttpOptions", "HttpProvider", "checked_extra_body", "error_body"]
 
 
 def error_body(response: httpx.Response) -> Any:
@@ -81,19 +88,47 @@ def checked_extra_body(
     return dict(extra_body or {})
 
 
+class HttpOptions(TypedDict, total=False):
+    """The keywords every HTTP provider takes (defaults and meaning: ``HttpProvider.__init__``)."""
+
+    api_key: str | None
+    base_url: str | None
+    capabilities: Capabilities | None
+    http_client: httpx.AsyncClient | None
+    settings: ModelSettings | None
+    extra_body: Mapping[str, Any] | None
+    max_retries: int
+    timeout: httpx.Timeout | float | None
+    retry_policy: RetryPolicy | None
+    stream_deadline: float | None
+
+
 class HttpProvider(ABC):
     """The shared machinery of the HTTP providers; subclasses supply the vendor's hooks.
 
     Class attributes: ``_VENDOR`` (the name errors carry), ``_CAPABILITIES_KEY`` (the provider name
-    ``default_capabilities`` knows), ``_NOT_JSON_REMEDY`` (the advice for a non-JSON 2xx body) and
-    ``_REQUIRES_OBJECT`` (whether ``complete`` refuses a JSON answer that is not an object itself,
-    rather than leaving it to the vendor's response parser).
+    ``default_capabilities`` knows), ``_KEY_ENV`` (the environment variables holding the key, read
+    in order; a missing key names the first), ``_DEFAULT_BASE_URL`` and ``_PATH`` (the endpoint is
+    ``base_url`` or the default, then the path), ``_RESERVED`` and ``_EXTRA_BODY_HINT`` (the body
+    keys ``extra_body`` may not set, and what does belong there), ``_NOT_JSON_REMEDY`` (the advice
+    for a non-JSON 2xx body) and ``_REQUIRES_OBJECT`` (whether ``complete`` refuses a JSON answer
+    that is not an object itself, rather than leaving it to the vendor's response parser).
     """
 
     _VENDOR: ClassVar[str]
     _CAPABILITIES_KEY: ClassVar[str]
+    _KEY_ENV: ClassVar[tuple[str, ...]]
+    _DEFAULT_BASE_URL: ClassVar[str]
+    _PATH: ClassVar[str] = ""
+    _RESERVED: ClassVar[frozenset[str]]
+    _EXTRA_BODY_HINT: ClassVar[str]
     _NOT_JSON_REMEDY: ClassVar[str] = "Check base_url."
     _REQUIRES_OBJECT: ClassVar[bool] = True
+    __signature__: ClassVar[inspect.Signature]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.__signature__ = _constructor_signature(cls)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         """Refuse wrong-typed arguments before any subclass code runs (issue 17)."""
@@ -130,31 +165,35 @@ class HttpProvider(ABC):
         self,
         model: str,
         *,
-        base_url: str | None,
-        url: str,
-        stream_url: str | None = None,
-        capabilities: Capabilities | None,
-        http_client: httpx.AsyncClient | None,
-        extra_body: dict[str, Any] | None = None,
-        max_retries: int,
-        timeout: httpx.Timeout | float | None,
-        retry_policy: RetryPolicy | None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        capabilities: Capabilities | None = None,
+        http_client: httpx.AsyncClient | None = None,
         settings: ModelSettings | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        max_retries: int = 3,
+        timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
+        retry_policy: RetryPolicy | None = None,
         stream_deadline: float | None = DEFAULT_STREAM_DEADLINE,
     ) -> None:
-        # Subclasses call this last, after anything that may refuse the arguments, so a refused
-        # construction never leaves an unclosed client behind.
+        """Resolve the key, check ``extra_body``, build the URLs, then own or borrow the client.
+
+        Everything that may refuse the arguments runs before the client is created, so a refused
+        construction never leaves an unclosed client behind.
+        """
+        model = self._model_id(model)
+        self._key = self._api_key(api_key, base_url)
+        extra = checked_extra_body(extra_body, self._RESERVED, hint=self._EXTRA_BODY_HINT)
+        self._url, self._stream_url = self._endpoints(model, base_url)
         self._settings = merge_settings(settings)
         self.model = model
         self.base_url = base_url
-        self._url = url
-        self._stream_url = stream_url if stream_url is not None else url
         self._capabilities = (
             capabilities
             if capabilities is not None
             else default_capabilities(self._CAPABILITIES_KEY, model, base_url)
         )
-        self._extra = extra_body or {}
+        self._extra = extra
         self._owns_client = http_client is None
         self._client = http_client if http_client is not None else httpx.AsyncClient()
         self._policy = retry_policy or RetryPolicy(max_retries=max_retries)
@@ -168,6 +207,27 @@ class HttpProvider(ABC):
                 code="bad_stream_deadline",
             )
         self._stream_deadline = stream_deadline
+
+    # -- construction hooks ---------------------------------------------------------------------
+
+    @staticmethod
+    def _model_id(model: str) -> str:
+        """The model id as the URL or the body carries it."""
+        return model
+
+    def _api_key(self, api_key: str | None, base_url: str | None) -> Secret | None:
+        """The key every call carries: ``api_key=``, else the first of ``_KEY_ENV`` that is set."""
+        env_var, *fallback = self._KEY_ENV
+        return resolve_api_key(api_key, env_var, self._VENDOR, fallback_env=fallback)
+
+    def _endpoints(self, model: str, base_url: str | None) -> tuple[str, str]:
+        """The URLs of a call and of a streamed call (the same unless the vendor says otherwise)."""
+        url = (base_url or self._DEFAULT_BASE_URL).rstrip("/") + self._PATH
+        return url, url
+
+    def _key_header(self, name: str, prefix: str = "") -> dict[str, str]:
+        """``{name: prefix + key}``, or nothing when the provider has no key (a local server)."""
+        return {} if self._key is None else {name: prefix + self._key.reveal()}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self._url!r})"
@@ -368,3 +428,21 @@ class HttpProvider(ABC):
                 yield chunk
         except ProviderError as exc:
             raise redact_error(exc, self._secrets()) from exc.__cause__
+
+
+def _constructor_signature(cls: type[HttpProvider]) -> inspect.Signature:
+    """The signature of ``cls(...)`` as help and tooltips should show it: every keyword, spelled out.
+
+    A vendor that adds keywords declares them beside ``**options: Unpack[HttpOptions]``;
+    ``inspect`` would show ``**options`` (and, with no ``__init__`` of the vendor's own, the
+    ``*args, **kwargs`` of ``__new__``). The vendor's own keywords go before ``max_retries``, the
+    place they had when every provider spelled its whole list out.
+    """
+    init = inspect.signature(cls.__init__)
+    params = list(init.parameters.values())[1:]  # without self
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        return init.replace(parameters=params)
+    shared = list(inspect.signature(HttpProvider.__init__).parameters.values())[1:]
+    own = [p for p in params if p.kind is p.KEYWORD_ONLY]
+    at = [p.name for p in shared].index("max_retries")
+    return init.replace(parameters=[*shared[:at], *own, *shared[at:]])

@@ -41,6 +41,7 @@ __all__ = [
     "check_output_type",
     "check_vendor_output",
     "effective_request",
+    "openai_json_schema",
     "output_schema_of",
     "schema_name",
     "strict_openai_schema",
@@ -162,6 +163,12 @@ def strict_openai_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 
     _walk(result, visit)
     return (result, True) if strict else (schema, False)
+
+
+def openai_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``{"name", "schema", "strict"}``: the json_schema format both OpenAI APIs take."""
+    strict_schema, strict = strict_openai_schema(schema)
+    return {"name": schema_name(schema), "schema": strict_schema, "strict": strict}
 
 
 def _resolve(root: dict[str, Any], ref: str) -> dict[str, Any] | None:

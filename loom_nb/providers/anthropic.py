@@ -10,25 +10,16 @@ error. Retries, backoff and streamed resets are ``_http``'s.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, Unpack
 
 import httpx
 
-from loom_nb.capabilities import Capabilities
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ProviderError
 from loom_nb.providers._base import LlmStreamChunk
-from loom_nb.providers._http import (
-    DEFAULT_STREAM_DEADLINE,
-    DEFAULT_TIMEOUT,
-    RetryPolicy,
-    SseEvent,
-    decode_json,
-    http_error,
-    resolve_api_key,
-)
-from loom_nb.providers._http_provider import HttpProvider, checked_extra_body, error_body
+from loom_nb.providers._http import SseEvent, decode_json, http_error
+from loom_nb.providers._http_provider import HttpOptions, HttpProvider, error_body
 from loom_nb.providers._settings_wire import anthropic_settings_fields
 from loom_nb.providers._structured import anthropic_schema, check_vendor_output
 from loom_nb.providers.anthropic_wire import (
@@ -38,7 +29,6 @@ from loom_nb.providers.anthropic_wire import (
     anthropic_request_body,
     anthropic_response,
 )
-from loom_nb.settings import ModelSettings
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_BASE_URL", "AnthropicProvider"]
 
@@ -49,8 +39,6 @@ ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header every request carries."""
 
 VENDOR = "Anthropic"
-
-_RESERVED = frozenset({"model", "messages", "system", "tools", "stream"})
 
 
 class AnthropicProvider(HttpProvider):
@@ -76,44 +64,18 @@ class AnthropicProvider(HttpProvider):
 
     _VENDOR = VENDOR
     _CAPABILITIES_KEY = "anthropic"
+    _KEY_ENV = ("ANTHROPIC_API_KEY",)
+    _DEFAULT_BASE_URL = DEFAULT_BASE_URL
+    _PATH = "/v1/messages"
+    _RESERVED = frozenset({"model", "messages", "system", "tools", "stream"})
+    _EXTRA_BODY_HINT = "Put top_k, metadata, tool_choice, service_tier or output_config there."
     _REQUIRES_OBJECT = False  # anthropic_response refuses a non-object with its own message
 
     def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        capabilities: Capabilities | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        settings: ModelSettings | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        max_tokens: int = 4096,
-        max_retries: int = 3,
-        timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
-        retry_policy: RetryPolicy | None = None,
-        stream_deadline: float | None = DEFAULT_STREAM_DEADLINE,
+        self, model: str, *, max_tokens: int = 4096, **options: Unpack[HttpOptions]
     ) -> None:
         self.max_tokens = max_tokens
-        self._key = resolve_api_key(api_key, "ANTHROPIC_API_KEY", VENDOR)
-        extra = checked_extra_body(
-            extra_body,
-            _RESERVED,
-            hint="Put top_k, metadata, tool_choice, service_tier or output_config there.",
-        )
-        super().__init__(
-            model,
-            base_url=base_url,
-            url=(base_url or DEFAULT_BASE_URL).rstrip("/") + "/v1/messages",
-            capabilities=capabilities,
-            http_client=http_client,
-            extra_body=extra,
-            settings=settings,
-            max_retries=max_retries,
-            timeout=timeout,
-            retry_policy=retry_policy,
-            stream_deadline=stream_deadline,
-        )
+        super().__init__(model, **options)
 
     def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
         return anthropic_request_body(
@@ -133,7 +95,7 @@ class AnthropicProvider(HttpProvider):
 
     def _headers(self) -> dict[str, str]:
         return {
-            "x-api-key": self._key.reveal(),
+            **self._key_header("x-api-key"),
             "anthropic-version": ANTHROPIC_VERSION,
             "accept": "application/json",
         }

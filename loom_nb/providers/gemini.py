@@ -10,27 +10,17 @@ id and name, then the whole arguments JSON in one fragment.
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-from loom_nb.capabilities import Capabilities
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ProviderError
 from loom_nb.providers._base import LlmStreamChunk
-from loom_nb.providers._http import (
-    DEFAULT_STREAM_DEADLINE,
-    DEFAULT_TIMEOUT,
-    RetryPolicy,
-    SseEvent,
-    decode_json,
-    http_error,
-    resolve_api_key,
-)
-from loom_nb.providers._http_provider import HttpProvider, checked_extra_body, error_body
+from loom_nb.providers._http import SseEvent, decode_json, http_error
+from loom_nb.providers._http_provider import HttpProvider, error_body
 from loom_nb.providers._settings_wire import gemini_settings_fields
 from loom_nb.providers._structured import check_vendor_output
 from loom_nb.providers.gemini_wire import (
@@ -39,7 +29,6 @@ from loom_nb.providers.gemini_wire import (
     gemini_request_body,
     gemini_response,
 )
-from loom_nb.settings import ModelSettings
 
 __all__ = ["DEFAULT_BASE_URL", "GeminiProvider", "decode_gemini_events", "parse_gemini_error"]
 
@@ -47,8 +36,6 @@ DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 """The Gemini API (Google AI); ``base_url`` replaces it (a proxy)."""
 
 VENDOR = "Gemini"
-
-_RESERVED = frozenset({"contents", "systemInstruction", "tools"})
 
 
 class GeminiProvider(HttpProvider):
@@ -73,45 +60,18 @@ class GeminiProvider(HttpProvider):
 
     _VENDOR = VENDOR
     _CAPABILITIES_KEY = "gemini"
+    _KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    _DEFAULT_BASE_URL = DEFAULT_BASE_URL
+    _RESERVED = frozenset({"contents", "systemInstruction", "tools"})
+    _EXTRA_BODY_HINT = "Put generationConfig, toolConfig or safetySettings there."
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        capabilities: Capabilities | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        settings: ModelSettings | None = None,
-        max_retries: int = 3,
-        timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
-        retry_policy: RetryPolicy | None = None,
-        stream_deadline: float | None = DEFAULT_STREAM_DEADLINE,
-    ) -> None:
-        model = model.removeprefix("models/")
-        fallback = os.environ.get("GEMINI_API_KEY", "").strip() or os.environ.get(
-            "GOOGLE_API_KEY", ""
-        )
-        self._key = resolve_api_key(api_key or fallback.strip() or None, "GEMINI_API_KEY", VENDOR)
+    @staticmethod
+    def _model_id(model: str) -> str:
+        return model.removeprefix("models/")
+
+    def _endpoints(self, model: str, base_url: str | None) -> tuple[str, str]:
         root = (base_url or DEFAULT_BASE_URL).rstrip("/") + "/models/" + quote(model, safe="")
-        extra = checked_extra_body(
-            extra_body, _RESERVED, hint="Put generationConfig, toolConfig or safetySettings there."
-        )
-        super().__init__(
-            model,
-            base_url=base_url,
-            url=root + ":generateContent",
-            stream_url=root + ":streamGenerateContent?alt=sse",
-            capabilities=capabilities,
-            http_client=http_client,
-            extra_body=extra,
-            settings=settings,
-            max_retries=max_retries,
-            timeout=timeout,
-            retry_policy=retry_policy,
-            stream_deadline=stream_deadline,
-        )
+        return root + ":generateContent", root + ":streamGenerateContent?alt=sse"
 
     def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
         return gemini_request_body(request)  # the model and the streaming go in the URL
@@ -129,7 +89,7 @@ class GeminiProvider(HttpProvider):
         }
 
     def _headers(self) -> dict[str, str]:
-        return {"x-goog-api-key": self._key.reveal(), "accept": "application/json"}
+        return {**self._key_header("x-goog-api-key"), "accept": "application/json"}
 
     def _parse_response(self, data: Any) -> LlmResponse:
         return gemini_response(data)

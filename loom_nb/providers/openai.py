@@ -1,8 +1,9 @@
 """``OpenAIProvider``: Chat Completions over httpx, for OpenAI and any compatible server (ADR 0120 2, 6-8).
 
-The thin HTTP side; the mapping lives in ``openai_wire``. Every call first checks the request
-against the declared capabilities (decision 6: refused before any I/O, for direct callers too),
-then guards it (decision 7: guarding a guarded request changes nothing), then maps it.
+The thin HTTP side; the mapping lives in ``openai_wire`` (requests) and ``openai_answer``
+(responses, errors, stream events). Every call first checks the request against the declared
+capabilities (decision 6: refused before any I/O, for direct callers too), then guards it
+(decision 7: guarding a guarded request changes nothing), then maps it.
 
 ``base_url`` points the provider at any OpenAI-compatible server (Ollama, vLLM, llama.cpp, a
 gateway), given with its ``/v1`` like the OpenAI SDK's. Two things change off the default URL:
@@ -16,57 +17,76 @@ gateway), given with its ``/v1`` like the OpenAI SDK's. Two things change off th
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, Unpack
 
 import httpx
 
-from loom_nb.capabilities import Capabilities
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ProviderError
 from loom_nb.providers._base import LlmStreamChunk
-from loom_nb.providers._http import (
-    DEFAULT_STREAM_DEADLINE,
-    DEFAULT_TIMEOUT,
-    RetryPolicy,
-    Secret,
-    SseEvent,
-    decode_json,
-    http_error,
-    resolve_api_key,
-)
-from loom_nb.providers._http_provider import HttpProvider, checked_extra_body, error_body
+from loom_nb.providers._http import Secret, SseEvent, decode_json, http_error
+from loom_nb.providers._http_provider import HttpOptions, HttpProvider, error_body
 from loom_nb.providers._settings_wire import openai_chat_settings_fields
-from loom_nb.providers._structured import schema_name, strict_openai_schema
-from loom_nb.providers.openai_wire import (
+from loom_nb.providers._structured import openai_json_schema
+from loom_nb.providers.openai_answer import (
     OpenAIStreamAssembler,
     openai_error_fields,
     openai_error_retryable,
-    openai_request_body,
     openai_response,
 )
-from loom_nb.settings import ModelSettings
+from loom_nb.providers.openai_wire import openai_request_body
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAIProvider", "decode_openai_events", "parse_openai_error"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "OpenAIEndpointProvider",
+    "OpenAIProvider",
+    "decode_openai_events",
+    "is_openai_endpoint",
+    "parse_openai_error",
+]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """OpenAI's own endpoint; any other ``base_url`` is treated as a compatible server."""
 
 VENDOR = "OpenAI"
 
-_RESERVED = frozenset({"model", "messages", "tools", "stream", "stream_options"})
+_OFFICIAL_URLS = frozenset({"https://api.openai.com/v1", "https://api.openai.com"})
 
 
-def _is_default(base_url: str | None) -> bool:
+def is_openai_endpoint(base_url: str | None) -> bool:
+    """Whether ``base_url`` (None: the default) is OpenAI's own endpoint rather than a compatible one."""
     if base_url is None:
         return True
-    return base_url.strip().rstrip("/").lower() in {
-        "https://api.openai.com/v1",
-        "https://api.openai.com",
-    }
+    return base_url.strip().rstrip("/").lower() in _OFFICIAL_URLS
 
 
-class OpenAIProvider(HttpProvider):
+class OpenAIEndpointProvider(HttpProvider):
+    """What both OpenAI APIs share: the endpoint, the key rule off it, the error envelope.
+
+    Off OpenAI's own endpoint the key is only what ``api_key=`` gives, never ``OPENAI_API_KEY``,
+    and none is needed (a local server gets no ``Authorization`` header).
+    """
+
+    _VENDOR = VENDOR
+    _KEY_ENV = ("OPENAI_API_KEY",)
+    _DEFAULT_BASE_URL = DEFAULT_BASE_URL
+    _NOT_JSON_REMEDY = "Check base_url (it should end in /v1)."
+
+    _official: bool
+    """Whether this is OpenAI's own endpoint (the key and some settings' names depend on it)."""
+
+    def _api_key(self, api_key: str | None, base_url: str | None) -> Secret | None:
+        self._official = is_openai_endpoint(base_url)
+        if self._official:
+            return super()._api_key(api_key, base_url)
+        return Secret(api_key) if api_key else None
+
+    def _parse_error(self, response: httpx.Response) -> ProviderError:
+        return parse_openai_error(response)
+
+
+class OpenAIProvider(OpenAIEndpointProvider):
     """OpenAI models (or any OpenAI-compatible server) through Chat Completions.
 
     ``OpenAIProvider("gpt-4o")`` reads ``OPENAI_API_KEY``; ``OpenAIProvider("llama3.2",
@@ -84,56 +104,27 @@ class OpenAIProvider(HttpProvider):
     ``ProviderError(code="invalid_tool_arguments", retryable=False)``, never retried silently.
     """
 
-    _VENDOR = VENDOR
     _CAPABILITIES_KEY = "openai"
-    _NOT_JSON_REMEDY = "Check base_url (it should end in /v1)."
+    _PATH = "/chat/completions"
+    _RESERVED = frozenset({"model", "messages", "tools", "stream", "stream_options"})
+    _EXTRA_BODY_HINT = (
+        "Put sampling options (temperature, max_completion_tokens, tool_choice ...) there."
+    )
 
     def __init__(
         self,
         model: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        capabilities: Capabilities | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        settings: ModelSettings | None = None,
         organization: str | None = None,
         project: str | None = None,
-        max_retries: int = 3,
-        timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
-        retry_policy: RetryPolicy | None = None,
-        stream_deadline: float | None = DEFAULT_STREAM_DEADLINE,
+        **options: Unpack[HttpOptions],
     ) -> None:
-        self._key: Secret | None
-        self._official = _is_default(base_url)
-        if self._official:
-            self._key = resolve_api_key(api_key, "OPENAI_API_KEY", VENDOR)
-        else:
-            self._key = Secret(api_key) if api_key else None
-        extra = checked_extra_body(
-            extra_body,
-            _RESERVED,
-            hint="Put sampling options (temperature, max_completion_tokens, tool_choice ...) there.",
-        )
         self._org_headers = {
             name: value
             for name, value in (("OpenAI-Organization", organization), ("OpenAI-Project", project))
             if value
         }
-        super().__init__(
-            model,
-            base_url=base_url,
-            url=(base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions",
-            capabilities=capabilities,
-            http_client=http_client,
-            extra_body=extra,
-            settings=settings,
-            max_retries=max_retries,
-            timeout=timeout,
-            retry_policy=retry_policy,
-            stream_deadline=stream_deadline,
-        )
+        super().__init__(model, **options)
 
     def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
         return openai_request_body(request, model=self.model, stream=stream)
@@ -144,29 +135,19 @@ class OpenAIProvider(HttpProvider):
         )
 
     def _output_fields(self, request: LlmRequest, schema: dict[str, Any]) -> dict[str, Any]:
-        strict_schema, strict = strict_openai_schema(schema)
         return {
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": schema_name(schema),
-                    "schema": strict_schema,
-                    "strict": strict,
-                },
-            }
+            "response_format": {"type": "json_schema", "json_schema": openai_json_schema(schema)}
         }
 
     def _headers(self) -> dict[str, str]:
-        headers = {"accept": "application/json", **self._org_headers}
-        if self._key is not None:
-            headers["authorization"] = "Bearer " + self._key.reveal()
-        return headers
+        return {
+            "accept": "application/json",
+            **self._org_headers,
+            **self._key_header("authorization", "Bearer "),
+        }
 
     def _parse_response(self, data: Any) -> LlmResponse:
         return openai_response(data)
-
-    def _parse_error(self, response: httpx.Response) -> ProviderError:
-        return parse_openai_error(response)
 
     def _decode(self, events: AsyncIterator[SseEvent]) -> AsyncIterator[LlmStreamChunk]:
         return decode_openai_events(events)

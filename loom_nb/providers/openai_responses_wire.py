@@ -66,12 +66,8 @@ from loom_nb.providers._wire_util import (
     unexpected,
     wire_media_type,
 )
-from loom_nb.providers.openai_wire import (
-    ERROR_PREFIX,
-    default_file_name,
-    openai_error,
-    openai_tool_call,
-)
+from loom_nb.providers.openai_answer import openai_error, openai_tool_call
+from loom_nb.providers.openai_wire import ERROR_PREFIX, default_file_name
 
 __all__ = [
     "REASONING_API",

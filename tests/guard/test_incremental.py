@@ -251,9 +251,9 @@ def test_long_run_cost_stays_linear() -> None:
 
 def test_the_tool_result_probe_keeps_the_guard_incremental() -> None:
     """Checking a tool result (agent _unsendable) leaves the guard's and iter_media's caches in place."""
+    from loom_nb.agent._results import _unsendable
     from loom_nb.guard import _request as guard
     from loom_nb.guard import _walk
-    from loom_nb.agent._results import _unsendable
 
     transcript = [Message(role="user", content="start")]
     for i in range(3):

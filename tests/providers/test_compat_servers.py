@@ -18,7 +18,7 @@ from loom_nb.errors import ProviderError
 from loom_nb.providers import OpenAIProvider, collect_stream
 from loom_nb.providers.anthropic_wire import anthropic_response
 from loom_nb.providers.gemini_wire import gemini_response
-from loom_nb.providers.openai_wire import openai_response
+from loom_nb.providers.openai_answer import openai_response
 
 COMPAT = Path(__file__).parent.parent / "fixtures" / "compat"
 CASES: dict[str, Any] = json.loads((COMPAT / "openai-compatible.json").read_text())

@@ -107,6 +107,22 @@ def test_key_comes_from_argument_then_environment(monkeypatch: pytest.MonkeyPatc
     assert resolve_api_key(None, "VENDOR_KEY", "v").reveal() == "from-env"
 
 
+def test_fallback_variables_are_read_in_order_and_the_first_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """resolve_api_key reads env_var, then each fallback; a missing key names env_var."""
+    monkeypatch.delenv("FIRST_KEY", raising=False)
+    monkeypatch.setenv("SECOND_KEY", " second ")
+    key = resolve_api_key(None, "FIRST_KEY", "v", fallback_env=("SECOND_KEY",))
+    assert key.reveal() == "second"
+    monkeypatch.setenv("FIRST_KEY", "first")
+    assert resolve_api_key("", "FIRST_KEY", "v", fallback_env=("SECOND_KEY",)).reveal() == "first"
+    monkeypatch.delenv("FIRST_KEY")
+    monkeypatch.delenv("SECOND_KEY")
+    with pytest.raises(ConfigurationError, match="FIRST_KEY"):
+        resolve_api_key(None, "FIRST_KEY", "v", fallback_env=("SECOND_KEY",))
+
+
 def test_secret_never_shows_itself() -> None:
     """A Secret's repr, str and f-string form hide the key."""
     secret = Secret("sk-live-123")

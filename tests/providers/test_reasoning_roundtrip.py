@@ -32,7 +32,7 @@ from loom_nb.providers import (
 )
 from loom_nb.providers.anthropic_wire import anthropic_response
 from loom_nb.providers.gemini_wire import gemini_response
-from loom_nb.providers.openai_wire import openai_response
+from loom_nb.providers.openai_answer import openai_response
 
 COMPAT = Path(__file__).parent.parent / "fixtures" / "compat"
 TOOL = ToolSpec(name="return_fruit", description="A fruit.", input_schema={"type": "object"})
