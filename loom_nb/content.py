@@ -404,14 +404,6 @@ class Message(_Model):
     content: MessageContent
     """A string, or a list of parts."""
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Shown in a notebook as a one-message transcript (widget, static HTML, plain text)."""
-        from loom_nb.render._bundle import transcript_bundle
-
-        return transcript_bundle(
-            [self], header=f"message · {self.role}", plain=repr(self), **kwargs
-        )
-
 
 class ToolSpec(_Model):
     """A tool on the menu sent to the model."""
@@ -520,12 +512,6 @@ class LlmResponse(_Model):
         if isinstance(data, dict) and not data.get("reasoning", True):
             del data["reasoning"]
         return data
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Shown in a notebook as the assistant turn, headed by model, tokens and stop reason."""
-        from loom_nb.render._bundle import response_bundle
-
-        return response_bundle(self, **kwargs)
 
 
 def text_of(content: MessageContent | ToolResultContent) -> str:

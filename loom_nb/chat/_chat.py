@@ -728,25 +728,24 @@ class Chat:
     def __repr__(self) -> str:
         return f"Chat({self.header()})"
 
-    def _repr_mimebundle_(
-        self, **kwargs: Any
-    ) -> dict[str, Any] | tuple[dict[Any, Any], dict[Any, Any]] | None:
-        from loom_nb.render._bundle import transcript_bundle
+    def _display_arguments(self) -> dict[str, Any]:
+        """What the notebook layer shows for this chat (``transcript_bundle``'s arguments).
 
-        return transcript_bundle(
-            self._history,
-            header=self.header(),
-            store=self._store,
-            principal=self._principal,
-            plain=repr(self),
-            system=self._system,
-            tools=[t.name for t in self._tools],
-            approvals=self.approvals(),
-            stats=self._stats(),
-            on_decision=self._on_view_decision if self._parked is not None else None,
-            on_view=self._attach_view,
-            **kwargs,
-        )
+        ``on_view`` hands the chat each live view made, which it keeps (weakly) and updates.
+        """
+        return {
+            "messages": self._history,
+            "header": self.header(),
+            "store": self._store,
+            "principal": self._principal,
+            "plain": repr(self),
+            "system": self._system,
+            "tools": [t.name for t in self._tools],
+            "approvals": self.approvals(),
+            "stats": self._stats(),
+            "on_decision": self._on_view_decision if self._parked is not None else None,
+            "on_view": self._attach_view,
+        }
 
     def _attach_view(self, view: Any) -> None:
         """Keep a displayed view (weakly) so the chat updates it as turns land."""
