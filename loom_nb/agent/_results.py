@@ -28,7 +28,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from loom_nb import _walk, guard
+import loom_nb._walk as _walk
+import loom_nb.guard as guard
 from loom_nb._guard_checks import b64_decoded_size, is_standard_base64
 from loom_nb.agent._tools import _PARTS, MEDIA_RESULT_MARKER, ToolDefinition
 from loom_nb.capabilities import Capabilities, assert_request_supported
