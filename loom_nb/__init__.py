@@ -145,8 +145,8 @@ def __dir__() -> list[str]:
 # (module, class) -> the function of loom_nb.widgets._display that shows it. A test checks that
 # each entry names the class where it is defined.
 _DISPLAYS: dict[tuple[str, str], str] = {
-    ("loom_nb.content", "Message"): "message_bundle",
-    ("loom_nb.content", "LlmResponse"): "response_bundle",
+    ("loom_nb.content._messages", "Message"): "message_bundle",
+    ("loom_nb.content._messages", "LlmResponse"): "response_bundle",
     ("loom_nb.agent._loop", "AgentResult"): "agent_result_bundle",
     ("loom_nb.chat._chat", "Chat"): "chat_bundle",
 }
