@@ -28,7 +28,8 @@ from loom_nb import (
     Usage,
     tool,
 )
-from loom_nb.chat._cost import format_cost, price_of
+from loom_nb.chat._cost import Totals, format_cost, price_of
+from loom_nb.chat._views import TurnStats
 from loom_nb.content import DataSource, RefSource
 from loom_nb.demo import chart_png
 from loom_nb.providers.scripted import SCRIPTED_CAPABILITIES
@@ -721,11 +722,9 @@ async def test_running_totals_and_stats_match_a_fresh_count_through_undo_and_for
     chat = Chat(ScriptedProvider(script), journal=Journal(), id="totals")
 
     def check(c: Chat) -> None:
-        usage, cost, stats = c.usage, c.cost, c._stats()
-        c._totals_memo = c._stats_memo = None  # what a count from scratch gives
-        assert c.usage == usage
-        assert c.cost == cost
-        assert c._stats() == stats
+        usage, cost, stats = c.usage, c.cost, c._stats.of(c.turns, len(c.history))
+        assert Totals().of(c.turns) == (usage, cost)  # what a count from scratch gives
+        assert TurnStats().of(c.turns, len(c.history)) == stats
         assert usage.input_tokens == sum(t.usage.input_tokens for t in c.turns)
 
     for step in range(30):

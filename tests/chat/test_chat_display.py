@@ -322,7 +322,8 @@ async def test_a_view_that_cannot_update_never_fails_the_turn(
     assert (await chat("first")).content == "one"
     assert "a displayed view could not be updated" in caplog.text
     assert any(r.levelname == "WARNING" for r in caplog.records)
-    assert chat._live_views() == []  # dropped: never updated again
+    assert chat._views is not None
+    assert chat._views.live() == []  # dropped: never updated again
     caplog.clear()
     _displayed(chat)  # a working view, so the journal read behind the views is made again
     chat.approvals = broken  # type: ignore[method-assign]  # the journal read behind the views
