@@ -1,7 +1,7 @@
 """Benchmark: what a live ``display(chat)`` costs per turn, as the conversation grows.
 
 A chat of N turns (N = 10, 100, 500) on a ScriptedProvider with an in-memory journal, twice in
-the same run: undisplayed, and with one displayed view (``chat._repr_mimebundle_()``, what
+the same run: undisplayed, and with one displayed view (``chat_bundle(chat)``, what
 ``display(chat)`` does). The view's comm serializes every message it sends to JSON, as the
 kernel's session does before the bytes leave (the front end is not simulated, except that it
 says, as JupyterLab's does, that it applies incremental "splice" messages), so the time includes
@@ -28,6 +28,7 @@ from comm.base_comm import BaseComm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loom_nb import Chat, Journal, ScriptedProvider
+from loom_nb.widgets._display import chat_bundle
 
 SIZES = (10, 100, 500)
 ROUNDS = 3
@@ -62,7 +63,7 @@ async def run(turns: int, displayed: bool) -> tuple[float, int]:
     chat = Chat(ScriptedProvider(_script(turns)), journal=Journal(), id="display")
     view_keepalive = None
     if displayed:
-        chat._repr_mimebundle_()
+        chat_bundle(chat)
         view_keepalive = list(chat._views or ())
         assert len(view_keepalive) == 1, "the chat did not keep its view"
         # What JupyterLab's front-end model says when it loads: it applies "splice" messages.

@@ -3,11 +3,18 @@
 Every public name is importable from here. Names load lazily, on first use, so
 ``import loom_nb`` is cheap and the core never pulls in ipywidgets, IPython or httpx until a
 name from the notebook or provider layer is asked for.
+
+Rich display. A ``Message``, ``LlmResponse``, ``AgentResult`` or ``Chat`` last in a cell shows as
+a transcript view, yet those classes live on layers below the notebook layer and carry no
+``_repr_mimebundle_`` (DESIGN.md "Layers"). So ``import loom_nb`` (which runs before any of them
+can be imported) registers the notebook layer's bundles with IPython's mimebundle formatter when
+an IPython shell is running, by module and class name: nothing is imported until a value is shown.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -133,6 +140,41 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
+
+
+# (module, class) -> the function of loom_nb.widgets._display that shows it. A test checks that
+# each entry names the class where it is defined.
+_DISPLAYS: dict[tuple[str, str], str] = {
+    ("loom_nb.content._messages", "Message"): "message_bundle",
+    ("loom_nb.content._messages", "LlmResponse"): "response_bundle",
+    ("loom_nb.agent._loop", "AgentResult"): "agent_result_bundle",
+    ("loom_nb.chat._chat", "Chat"): "chat_bundle",
+}
+
+
+def _bundle_function(name: str) -> Any:
+    def show(value: Any) -> Any:
+        display = importlib.import_module("loom_nb.widgets._display")
+        return getattr(display, name)(value)
+
+    show.__name__ = show.__qualname__ = name
+    return show
+
+
+def _register_display(formatter: Any = None) -> None:
+    """Register the transcript display with ``formatter`` (default: the running IPython shell's
+    mimebundle formatter; with no shell running there is nothing to register with)."""
+    if formatter is None:
+        ipython = sys.modules.get("IPython")  # loaded in any running shell; never imported here
+        shell = getattr(ipython, "get_ipython", lambda: None)()
+        if shell is None:
+            return
+        formatter = shell.display_formatter.mimebundle_formatter
+    for (module, cls), name in _DISPLAYS.items():
+        formatter.for_type_by_name(module, cls, _bundle_function(name))
+
+
+_register_display()
 
 
 if TYPE_CHECKING:  # let type checkers and IDEs see the real definitions

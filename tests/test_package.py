@@ -112,3 +112,9 @@ def test_every_public_name_is_documented_in_the_readme() -> None:
     reference = readme.split("## API reference", 1)[1]
     missing = [n for n in loom_nb.__all__ if not re.search(rf"`{re.escape(n)}`", reference)]
     assert missing == [], f"add these to the README's API reference: {missing}"
+
+
+def test_the_display_bundles_load_without_the_widgets() -> None:
+    """The display functions import no ipywidgets or anywidget until a live view is made."""
+    loaded = _modules_after("import loom_nb.widgets._display")
+    assert not {m.split(".")[0] for m in loaded} & {"ipywidgets", "anywidget", "traitlets"}

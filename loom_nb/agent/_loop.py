@@ -119,19 +119,6 @@ class AgentResult(StrictModel):
             parts.append(f"awaiting approval: {waiting}")
         return " · ".join(parts)
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Shown in a notebook as its transcript, headed by status and pending approvals."""
-        from loom_nb.render._bundle import transcript_bundle
-
-        plain = f"AgentResult({self.header()})"
-        awaiting = {
-            str(d.get("id")): {"state": "awaiting", "by": None, "reason": None}
-            for d in self.pending_approvals
-        }
-        return transcript_bundle(
-            self.messages, header=self.header(), plain=plain, approvals=awaiting, **kwargs
-        )
-
 
 class _Plan:
     """One call of a turn: either a result decided before any tool runs, or a tool to run."""

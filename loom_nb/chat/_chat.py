@@ -10,9 +10,7 @@ Durability. A chat is an execution of the journal (default: ``.loom/journal.sqli
 on first use). Turn ``k`` of ``chat(...)`` is the step ``#chat:<k>:model`` at position ``k``;
 re-running a notebook with the same ``Chat(..., id=...)`` serves every recorded turn from the log
 (no model, no key) and goes on live after the last one. ``chat.run`` drives the agent loop in
-its own execution ``<id>/run-<n>`` (the loop owns an execution from position 0), so a parked
-run is resumed by ``chat.approve(...)`` in this kernel or, after a restart, by re-running the
-cells. ``chat.fork(turn)`` is ``execution.fork(position, "<id>/fork-<n>")``: a new execution
+its own execution ``<id>/run-<n>``, parks for approvals and resumes (``_runs``). ``chat.fork(turn)`` is ``execution.fork(position, "<id>/fork-<n>")``: a new execution
 holding the chat's log before that turn, whose copied turns the child replays from that log.
 
 Undo. ``chat.undo()`` drops the last turn from the history and is journaled itself: the step
@@ -23,13 +21,8 @@ another turn, diverges (``ReplayDivergenceError``) instead of rebuilding another
 a fork's copied log carries the undo too. (A fork that has not replayed its shared log yet
 journals an undo with its first step.)
 
-Display. ``display(chat)`` (or ``chat`` last in a cell) shows the transcript as a TranscriptView
-that stays attached: the chat keeps its views in a ``WeakSet`` (a chat never keeps a closed view
-alive) and updates every one of them as a turn lands, a run parks or resumes (the view's own
-Approve / Decline included), a turn is undone, and, while a reply streams, with its text so far;
-the header's turns, tokens and cost follow. The bundle's static ``text/html`` (what a saved
-notebook shows without a kernel) is the transcript as it was when displayed. Without ipywidgets
-the display is that static HTML alone.
+Display. ``display(chat)`` shows a live transcript view (made by the notebook layer) that the
+chat keeps, weakly, and updates as turns land (``_views``).
 
 Stopping. ``chat.stop()`` cancels the reply in flight (the calling task, e.g. the PromptPad's
 send): the step is journaled as failed, never completed; the partial text streamed so far is
@@ -42,7 +35,6 @@ import asyncio
 import contextlib
 import logging
 import uuid
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
@@ -51,11 +43,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from loom_nb.agent import AgentResult, ToolDefinition, agent_loop
+from loom_nb.agent import ToolDefinition
 from loom_nb.agent._decorator import tool as make_tool
 from loom_nb.agent._tools import menu_of
 from loom_nb.chat._attach import user_message
-from loom_nb.chat._cost import format_cost, price_of, run_usage
+from loom_nb.chat._cost import Totals, format_cost, price_of
 from loom_nb.chat._records import (
     DEFAULT_HOME,
     ChatTurn,
@@ -66,13 +58,16 @@ from loom_nb.chat._records import (
     UndoMark,
     check_arguments,
     print_delta,
-    run_decisions,
     settings_of,
     settled,
     shared_journal,
     shared_store,
+    undo_divergence,
     undo_entry,
+    undone,
 )
+from loom_nb.chat._runs import ChatRuns
+from loom_nb.chat._views import LiveViews, TurnStats
 from loom_nb.content import (
     LlmRequest,
     LlmResponse,
@@ -96,7 +91,7 @@ __all__ = ["Chat", "ChatTurn"]
 _log = logging.getLogger(__name__)
 
 
-class Chat:
+class Chat(ChatRuns):
     """A conversation over ``provider``: ``reply = await chat(text, *attachments)``.
 
     ``system`` is the system prompt, ``tools`` the ``ToolDefinition``s (or plain typed functions,
@@ -150,10 +145,9 @@ class Chat:
         self._caller: asyncio.Task[Any] | None = None
         self._stopping = False
         self._stoppable = False
-        # (turns, usage, summed cost: None once a turn's price is unknown)
-        self._totals_memo: tuple[tuple[ChatTurn, ...], Usage, Decimal | None] | None = None
-        self._stats_memo: tuple[tuple[ChatTurn, ...], int, dict[int, Any], bool] | None = None
-        self._views: weakref.WeakSet[Any] | None = None  # displayed views, updated as turns land
+        self._totals = Totals()
+        self._stats = TurnStats()
+        self._views: LiveViews | None = None  # displayed views, updated as turns land
         self._decided: dict[str, dict[str, Any]] = {}  # finished run id -> its journaled decisions
         self.live_text = ""
         """The text streamed so far by the reply in flight ("" when idle)."""
@@ -212,45 +206,12 @@ class Chat:
     @property
     def usage(self) -> Usage:
         """Input and output tokens of every turn, summed (per turn: ``chat.turns[i].usage``)."""
-        return self._totals()[0]
+        return self._totals.of(self._turns)[0]
 
     @property
     def cost(self) -> Decimal | None:
         """USD cost of every turn from genai-prices; None when any turn's price is unknown."""
-        return self._totals()[1]
-
-    def _totals(self) -> tuple[Usage, Decimal | None]:
-        """Summed usage and cost, computed again only where the turns changed (the header and
-        every displayed view read them on each update of a long chat)."""
-        turns = tuple(self._turns)  # the turn objects themselves: a changed list never matches
-        memo = self._totals_memo
-        if memo is not None and memo[0] == turns:
-            return memo[1], memo[2] if turns else None
-        begin, tokens_in, tokens_out, cost = 0, 0, 0, Decimal(0)
-        known = True
-        if memo is not None and len(memo[0]) <= len(turns) and turns[: len(memo[0])] == memo[0]:
-            begin = len(memo[0])  # the chat only grew: add the new turns to the last sums
-            tokens_in, tokens_out = memo[1].input_tokens, memo[1].output_tokens
-            known = memo[2] is not None
-            cost = memo[2] if memo[2] is not None else Decimal(0)
-        for turn in turns[begin:]:
-            tokens_in += turn.usage.input_tokens
-            tokens_out += turn.usage.output_tokens
-            if turn.cost is None:
-                known = False
-            else:
-                cost += turn.cost
-        usage = Usage(input_tokens=tokens_in, output_tokens=tokens_out)
-        running = cost if known else None
-        self._totals_memo = (turns, usage, running)
-        return usage, running if turns else None  # no turns: no cost to speak of
-
-    @property
-    def pending_approvals(self) -> list[dict[str, Any]]:
-        """The tool calls a parked run waits on (``[]`` when nothing is parked)."""
-        if self._parked is None or not self._turns or self._turns[-1].result is None:
-            return []
-        return list(self._turns[-1].result.pending_approvals)
+        return self._totals.of(self._turns)[1]
 
     @property
     def busy(self) -> bool:
@@ -314,7 +275,7 @@ class Chat:
             landed = True
         except ReplayDivergenceError as exc:
             self._positions.append(Position(step_id, request, None, output_type))
-            raise _undo_divergence(exc) from exc
+            raise undo_divergence(exc) from exc
         except BaseException:
             self._positions.append(Position(step_id, request, None, output_type))
             raise
@@ -345,122 +306,6 @@ class Chat:
         )
         self._refresh_views()
         return response
-
-    async def run(
-        self,
-        text: str | Untrusted | None = None,
-        *attachments: Any,
-        max_turns: int = 10,
-        approve: Any = None,
-        stream: bool | None = None,
-        on_text: TextCallback | None = None,
-    ) -> AgentResult:
-        """Run the agent loop on ``text``: the model calls the chat's tools until it answers.
-
-        Calls to tools with ``requires_approval`` are decided by ``approve`` (a callable of the
-        call digest or a mapping of call id → decision, as for ``agent_loop``); with no decision
-        the run parks (``result.status == "parked"``, ``chat.pending_approvals``) and is
-        resumed by ``await chat.approve(...)`` / ``chat.decline(...)`` or ``chat.run(approve=...)``
-        with no text. The new messages join ``chat.history`` when the run ends.
-        """
-        if self._parked is not None:
-            if text is not None or attachments:
-                raise ConfigurationError(
-                    "a run is parked waiting for approvals; decide them with "
-                    "`await chat.approve(...)` / `chat.decline(...)`, or `chat.undo()` to drop it.",
-                    code="chat_parked",
-                )
-            return await self._drive(approve, stream=stream, on_text=on_text)
-        self._check_idle()
-        if text is None:
-            raise ConfigurationError(
-                "chat.run needs a message (nothing is parked to resume).", code="empty_prompt"
-            )
-        message = user_message(text, attachments, self._history, lambda: self.store, self._tenant)
-        run_id = f"{self.id}/run-{self._runs}"
-        self._runs += 1
-        self._parked = (run_id, [*self._history, message], max_turns, len(self._turns))
-        try:
-            return await self._drive(approve, stream=stream, on_text=on_text)
-        except BaseException:
-            if len(self._turns) == self._parked[3]:
-                self._parked = None  # nothing ran far enough to park: the run is just failed
-            raise
-
-    async def approve(
-        self, decisions: bool | Mapping[str, Any] = True, *, reason: str | None = None
-    ) -> AgentResult:
-        """Decide the parked run's calls and resume it: ``True`` / ``False`` for all, or a mapping.
-
-        A mapping is call id → ``True`` / ``False`` / ``{"approved": bool, "reason": str}``; calls
-        it leaves out stay pending (the run parks again). Re-running a notebook whose run was
-        already resumed in the log returns that run's result (the log decided it).
-        """
-        if self._parked is None:
-            last = self._turns[-1] if self._turns else None
-            if last is not None and last.kind == "run" and last.result is not None:
-                run = self.journal.execution(last.run_id or "", principal=self._principal)
-                if run.resumed_payload is not None:
-                    return last.result
-            raise ConfigurationError(
-                "no run is waiting for approval; `await chat.run(...)` parks one when a tool "
-                "needs approval.",
-                code="nothing_parked",
-            )
-        if isinstance(decisions, bool):
-            if reason is not None and not isinstance(reason, str):
-                raise ConfigurationError("reason is a string.", code="invalid_argument")
-            table: dict[str, Any] = {
-                d["id"]: {"approved": decisions, "reason": reason} for d in self.pending_approvals
-            }
-        elif isinstance(decisions, Mapping):
-            table = dict(decisions)
-        else:
-            raise ConfigurationError(
-                f"decisions is True, False or a mapping of call id to decision, not "
-                f"{type(decisions).__name__}.",
-                code="invalid_argument",
-            )
-        for call_id in table:
-            self._deciders.setdefault(str(call_id), "chat.approve")
-        return await self._drive(table)
-
-    async def decide(
-        self, call_id: str, approved: bool, *, reason: str | None = None, by: str = "chat.decide"
-    ) -> AgentResult | None:
-        """Decide one pending call (what the view's Approve / Decline buttons call).
-
-        Decisions are collected until every call the parked run waits on has one; then the run
-        resumes with all of them and its result is returned (None until then).
-        """
-        if not isinstance(call_id, str):
-            raise ConfigurationError(
-                f"call_id is the id of a pending call (a string; see chat.pending_approvals), "
-                f"not {type(call_id).__name__}.",
-                code="invalid_argument",
-            )
-        pending = {d["id"] for d in self.pending_approvals}
-        if call_id not in pending:
-            raise ConfigurationError(
-                f"no parked call {call_id!r} awaits a decision (pending: "
-                f"{', '.join(sorted(pending)) or 'none'}).",
-                code="nothing_parked",
-            )
-        if not isinstance(approved, bool) or (reason is not None and not isinstance(reason, str)):
-            raise ConfigurationError(
-                "a decision is approved=True/False with an optional reason string.",
-                code="invalid_argument",
-            )
-        self._decisions[call_id] = {"approved": approved, "reason": reason}
-        self._deciders[call_id] = by
-        if not pending <= set(self._decisions):
-            return None
-        decisions, self._decisions = dict(self._decisions), {}
-        return await self._drive(decisions)
-
-    async def decline(self, reason: str | None = None) -> AgentResult:
-        """Decline every call the parked run waits on (the model is told, with ``reason``)."""
-        return await self.approve(False, reason=reason)
 
     def stop(self) -> bool:
         """Cancel the reply in flight; True if one was. Its partial text is kept, marked stopped."""
@@ -594,7 +439,7 @@ class Chat:
         async def on_delta(delta: str) -> None:
             self.live_text += delta
             if self._views:
-                self._stream_to_views()
+                self._views.stream(self.live_text)
             if sink is not None:
                 result = sink(delta)
                 if result is not None:
@@ -606,7 +451,7 @@ class Chat:
         async def reset() -> None:
             self.live_text = ""
             if self._views:
-                self._stream_to_views()
+                self._views.stream(self.live_text)
             if callback is not None:
                 result = callback()
                 if result is not None:
@@ -626,7 +471,7 @@ class Chat:
 
     async def _undo_step(self, execution: Execution, mark: UndoMark) -> None:
         """Journal (or, replayed, serve) the undo step; its function is synchronous."""
-        await execution.execute(mark.step_id, _undone, mark.entry)
+        await execution.execute(mark.step_id, undone, mark.entry)
 
     async def _replay(self, execution: Execution, item: Position | UndoMark) -> None:
         """Take one shared position: served from the forked log (or copied, for a chat that had
@@ -647,63 +492,6 @@ class Chat:
         with contextlib.suppress(Skipped):
             await effect(execution, item.step_id, item.request)
         self._positions.append(item)
-
-    async def _drive(
-        self,
-        approve: Any,
-        *,
-        stream: bool | None = None,
-        on_text: TextCallback | None = None,
-    ) -> AgentResult:
-        """Run (or resume) the parked-or-new run of ``self._parked`` and record its turn."""
-        assert self._parked is not None
-        run_id, messages, max_turns, index = self._parked
-        streaming = self._stream if stream is None else bool(stream)
-        sink = on_text or self._on_text or (print_delta if streaming else None)
-        execution = self.journal.execution(run_id, principal=self._principal)
-        await self._ready()
-        self._enter()
-        if len(self._turns) == index:  # a new run (a resumed one shows its parked turn meanwhile)
-            self._refresh_views(messages)
-        landed = False
-        try:
-            result = await agent_loop(
-                execution,
-                self._provider,
-                self._tools,
-                messages,
-                system=self._system,
-                max_turns=max_turns,
-                approve=approve,
-                resolver=StoreResolver(self._store) if self._store is not None else None,
-                on_text=self._delta(sink) if streaming else None,
-                stream=streaming,
-            )
-            landed = True
-        finally:
-            self._leave()
-            if not landed:
-                self._refresh_views()
-        usage, cost = run_usage(self.journal, run_id, self._provider)
-        start = len(messages) - 1
-        turn = ChatTurn(
-            index=index,
-            kind="run",
-            start=start,
-            status=result.status,
-            response=result.response,
-            usage=usage,
-            cost=cost,
-            position=len(self._positions),
-            run_id=run_id,
-            result=result,
-        )
-        del self._turns[index:]
-        self._turns.append(turn)
-        self._history = list(result.messages)
-        self._parked = self._parked if result.status == "parked" else None
-        self._refresh_views()
-        return result
 
     # -- display ---------------------------------------------------------------------------------
 
@@ -728,47 +516,34 @@ class Chat:
     def __repr__(self) -> str:
         return f"Chat({self.header()})"
 
-    def _repr_mimebundle_(
-        self, **kwargs: Any
-    ) -> dict[str, Any] | tuple[dict[Any, Any], dict[Any, Any]] | None:
-        from loom_nb.render._bundle import transcript_bundle
+    def _display_arguments(self) -> dict[str, Any]:
+        """What the notebook layer shows for this chat (``transcript_bundle``'s arguments).
 
-        return transcript_bundle(
-            self._history,
-            header=self.header(),
-            store=self._store,
-            principal=self._principal,
-            plain=repr(self),
-            system=self._system,
-            tools=[t.name for t in self._tools],
-            approvals=self.approvals(),
-            stats=self._stats(),
-            on_decision=self._on_view_decision if self._parked is not None else None,
-            on_view=self._attach_view,
-            **kwargs,
-        )
+        ``on_view`` hands the chat each live view made, which it keeps (weakly) and updates.
+        """
+        return {
+            "messages": self._history,
+            "header": self.header(),
+            "store": self._store,
+            "principal": self._principal,
+            "plain": repr(self),
+            "system": self._system,
+            "tools": [t.name for t in self._tools],
+            "approvals": self.approvals(),
+            "stats": self._stats.of(self._turns, len(self._history)),
+            "on_decision": self._on_view_decision if self._parked is not None else None,
+            "on_view": self._attach_view,
+        }
 
     def _attach_view(self, view: Any) -> None:
         """Keep a displayed view (weakly) so the chat updates it as turns land."""
         if self._views is None:
-            self._views = weakref.WeakSet()
+            self._views = LiveViews()
         self._views.add(view)
-
-    def _live_views(self) -> list[Any]:
-        """The displayed views still open (a closed view is dropped, never updated again)."""
-        if not self._views:
-            return []
-        views = []
-        for view in list(self._views):
-            if getattr(view, "comm", None) is None:
-                self._views.discard(view)
-            else:
-                views.append(view)
-        return views
 
     def _refresh_views(self, messages: list[Message] | None = None) -> None:
         """Show the chat's state now in every displayed view (``messages``: the turn in flight)."""
-        views = self._live_views()
+        views = self._views.live() if self._views else []
         if not views:
             return
         from loom_nb.render._source import Transcript
@@ -779,135 +554,18 @@ class Chat:
                 self._system,
                 [t.name for t in self._tools],
                 approvals=self.approvals(),
-                stats=self._stats(),
+                stats=self._stats.of(self._turns, len(self._history)),
             )
             header = self.header() + (" · replying" if self.busy else "")
         except Exception:
             _log.exception("Chat: the displayed views could not be updated")
             return
-        decide = self._on_view_decision if self._parked is not None else None
-        stop = self.stop if self._stoppable and self._caller is not None else None
-        for view in views:
-            try:
-                view._follow(transcript, header)
-                view.on_decision = decide
-                view.on_stop = stop
-                view.live_text = self.live_text
-            except Exception:  # a view that cannot draw must not fail the turn, which is journaled
-                self._drop_view(view, "a displayed view could not be updated")
-
-    def _stream_to_views(self) -> None:
-        for view in self._live_views():
-            try:
-                view.live_text = self.live_text
-            except Exception:  # as in _refresh_views: the stream goes on without the view
-                self._drop_view(view, "a displayed view could not show the streamed text")
-
-    def _drop_view(self, view: Any, what: str) -> None:
-        """Stop updating a view that failed (a closed comm, a broken widget), with a warning."""
-        if self._views is not None:
-            self._views.discard(view)
-        _log.warning(
-            "Chat: %s, so it is no longer updated (display the chat again for a live view); "
-            "the turn goes on.",
-            what,
-            exc_info=True,
+        assert self._views is not None
+        self._views.follow(
+            views,
+            transcript,
+            header,
+            on_decision=self._on_view_decision if self._parked is not None else None,
+            on_stop=self.stop if self._stoppable and self._caller is not None else None,
+            live_text=self.live_text,
         )
-
-    def approvals(self) -> dict[str, dict[str, Any]]:
-        """Every call that needed a decision: ``{call id: {"state", "by", "reason"}}``.
-
-        ``state`` is ``awaiting`` (the parked run waits on it), ``approved``, ``declined`` or
-        ``undecidable``; ``by`` says who decided (the view's buttons, ``chat.approve``, the
-        ``approve=`` given to ``chat.run``), so the transcript can say who decided what.
-        """
-        states: dict[str, dict[str, Any]] = {}
-        for turn in self._turns:
-            if turn.kind != "run" or turn.run_id is None:
-                continue
-            decided = self._decided.get(turn.run_id)
-            if decided is None:
-                decided = run_decisions(self.journal, turn.run_id)
-                if turn.status != "parked":  # a finished run journals nothing more: read it once
-                    self._decided[turn.run_id] = decided
-            for call_id, decision in decided.items():
-                states[call_id] = _state_of(decision, self._deciders.get(call_id, "the approver"))
-        for digest in self.pending_approvals:
-            states[str(digest["id"])] = {"state": "awaiting", "by": None, "reason": None}
-        return states
-
-    def _stats(self) -> dict[int, dict[str, Any]]:
-        """Tokens per assistant turn of a plain chat turn (message index -> counts; a stopped
-        turn says so). Read-only: the same dict is returned until the turns change, and a chat
-        that only grew adds the new turns' entries to a copy of the last one."""
-        turns, length = tuple(self._turns), len(self._history)
-        memo = self._stats_memo
-        if memo is not None and memo[0] == turns and memo[1] == length:
-            return memo[2]
-        begin, out = 0, {}
-        if (
-            memo is not None
-            and memo[3]  # every entry of the last one was drawn: none waits on the history
-            and len(memo[0]) <= len(turns)
-            and turns[: len(memo[0])] == memo[0]
-            and length >= memo[1]
-        ):
-            begin, out = len(memo[0]), dict(memo[2])
-        whole = True
-        for turn in turns[begin:]:
-            usage = turn.usage
-            stopped = turn.status == "stopped"
-            if turn.kind == "chat" and (usage.input_tokens or usage.output_tokens or stopped):
-                index = turn.start + 1
-                if index < length:
-                    out[index] = {
-                        "input_tokens": usage.input_tokens,
-                        "output_tokens": usage.output_tokens,
-                        "latency_s": None,
-                    }
-                    if stopped:
-                        out[index]["status"] = "stopped"
-                else:
-                    whole = False
-        self._stats_memo = (turns, length, out, whole)
-        return out
-
-    async def _on_view_decision(self, call_id: str, approved: bool) -> None:
-        """The transcript view's Approve / Decline: decide the call, resume once all are decided."""
-        try:
-            await self.decide(call_id, approved, by="the notebook view")
-        except Exception:  # shown by the view as still awaiting; the kernel log has the cause
-            _log.exception("Chat: a decision from the view could not be applied")
-
-
-def _undone(entry: dict[str, Any]) -> dict[str, Any]:
-    """The undo step's function: the journaled output is the undo's own record."""
-    return entry
-
-
-def _undo_divergence(exc: ReplayDivergenceError) -> ReplayDivergenceError:
-    """A divergence at a recorded undo, said in the chat's terms (else ``exc`` itself)."""
-    expected = exc.details.get("expected")
-    if not (isinstance(expected, str) and expected.endswith(":undo")):
-        return exc
-    return ReplayDivergenceError(
-        f"{exc.message} The chat's log has a chat.undo() at this point (step {expected!r}): "
-        "call chat.undo() where the recorded run did to replay it, or give the chat a new id "
-        "(or fork it before that turn) to go on differently.",
-        code=exc.code,
-        **exc.details,
-    )
-
-
-def _state_of(decision: Any, by: str) -> dict[str, Any]:
-    """A journaled decision as the views show it."""
-    if isinstance(decision, dict) and decision.get("pending") is True:
-        return {"state": "awaiting", "by": None, "reason": None}
-    if isinstance(decision, dict) and isinstance(decision.get("approved"), bool):
-        reason = decision.get("reason")
-        return {
-            "state": "approved" if decision["approved"] else "declined",
-            "by": by,
-            "reason": reason if isinstance(reason, str) else None,
-        }
-    return {"state": "undecidable", "by": by, "reason": "the decision was not True/False"}

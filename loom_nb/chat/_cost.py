@@ -13,15 +13,17 @@ fetches prices over the network: ``update_prices`` is not started.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from loom_nb.content import LlmResponse, Usage
 
 if TYPE_CHECKING:
+    from loom_nb.chat._records import ChatTurn
     from loom_nb.journal import Journal
 
-__all__ = ["format_cost", "price_of", "run_usage", "vendor_of"]
+__all__ = ["Totals", "format_cost", "price_of", "run_usage", "vendor_of"]
 
 _VENDORS = {
     "AnthropicProvider": "anthropic",
@@ -109,3 +111,37 @@ def run_usage(journal: Journal, run_id: str, provider: object) -> tuple[Usage, D
     if not prices or any(p is None for p in prices):
         return usage, None
     return usage, sum((p for p in prices if p is not None), Decimal(0))
+
+
+class Totals:
+    """A chat's summed usage and cost, computed again only where the turns changed (the header
+    and every displayed view read them on each update of a long chat)."""
+
+    def __init__(self) -> None:
+        # (turns, usage, summed cost: None once a turn's price is unknown)
+        self._memo: tuple[tuple[ChatTurn, ...], Usage, Decimal | None] | None = None
+
+    def of(self, turns: Sequence[ChatTurn]) -> tuple[Usage, Decimal | None]:
+        """Usage and cost of ``turns`` (cost None when any turn's price is unknown, or no turns)."""
+        turns = tuple(turns)  # the turn objects themselves: a changed list never matches
+        memo = self._memo
+        if memo is not None and memo[0] == turns:
+            return memo[1], memo[2] if turns else None
+        begin, tokens_in, tokens_out, cost = 0, 0, 0, Decimal(0)
+        known = True
+        if memo is not None and len(memo[0]) <= len(turns) and turns[: len(memo[0])] == memo[0]:
+            begin = len(memo[0])  # the chat only grew: add the new turns to the last sums
+            tokens_in, tokens_out = memo[1].input_tokens, memo[1].output_tokens
+            known = memo[2] is not None
+            cost = memo[2] if memo[2] is not None else Decimal(0)
+        for turn in turns[begin:]:
+            tokens_in += turn.usage.input_tokens
+            tokens_out += turn.usage.output_tokens
+            if turn.cost is None:
+                known = False
+            else:
+                cost += turn.cost
+        usage = Usage(input_tokens=tokens_in, output_tokens=tokens_out)
+        running = cost if known else None
+        self._memo = (turns, usage, running)
+        return usage, running if turns else None  # no turns: no cost to speak of

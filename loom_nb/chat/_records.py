@@ -20,7 +20,12 @@ from pydantic import BaseModel
 
 from loom_nb.agent import AgentResult
 from loom_nb.content import LlmRequest, LlmResponse, Usage
-from loom_nb.errors import ConfigurationError, ContentValidationError, JournalError
+from loom_nb.errors import (
+    ConfigurationError,
+    ContentValidationError,
+    JournalError,
+    ReplayDivergenceError,
+)
 from loom_nb.journal import Journal
 from loom_nb.settings import ModelSettings
 from loom_nb.store import ContentStore, LocalContentStore
@@ -184,6 +189,25 @@ def undo_entry(turn: ChatTurn) -> dict[str, Any]:
     }
 
 
+def undone(entry: dict[str, Any]) -> dict[str, Any]:
+    """The undo step's function: the journaled output is the undo's own record."""
+    return entry
+
+
+def undo_divergence(exc: ReplayDivergenceError) -> ReplayDivergenceError:
+    """A divergence at a recorded undo, said in the chat's terms (else ``exc`` itself)."""
+    expected = exc.details.get("expected")
+    if not (isinstance(expected, str) and expected.endswith(":undo")):
+        return exc
+    return ReplayDivergenceError(
+        f"{exc.message} The chat's log has a chat.undo() at this point (step {expected!r}): "
+        "call chat.undo() where the recorded run did to replay it, or give the chat a new id "
+        "(or fork it before that turn) to go on differently.",
+        code=exc.code,
+        **exc.details,
+    )
+
+
 def settled(awaitable: Coroutine[Any, Any, Any], what: str) -> Any:
     """The value of a coroutine that finishes without suspending, driven here, synchronously.
 
@@ -309,23 +333,3 @@ def check_arguments(
         raise ConfigurationError(
             "on_text is a function of the text delta.", code="invalid_argument"
         )
-
-
-def run_decisions(journal: Journal, run_id: str) -> dict[str, Any]:
-    """The approval decisions an agent run journaled: call id -> the normalized decision.
-
-    An approval step holds the approver's decision (or ``{"pending": true}``); a resume holds
-    the decisions given for the calls that were pending, and wins over the pending mark.
-    """
-    found: dict[str, Any] = {}
-    for event in journal.events(run_id):
-        payload = event.payload if isinstance(event.payload, dict) else {}
-        step_id = event.step_id or ""
-        if event.kind == "step_completed" and ":approval:" in step_id:
-            found[step_id.split(":approval:", 1)[1]] = payload.get("output")
-        elif event.kind == "resumed":
-            given = payload.get("payload", payload)
-            decisions = given.get("decisions") if isinstance(given, dict) else None
-            for call_id, decision in (decisions if isinstance(decisions, dict) else {}).items():
-                found[str(call_id)] = decision
-    return found

@@ -8,10 +8,16 @@ each honouring ``include`` / ``exclude``.
 ``media_reply`` answers the front end's request for a full-size image or a PDF page beyond the
 first, read from the render context that drew the part; TranscriptView and ReplayStepper differ
 only in which context they look the part up in.
+
+``esm_of`` joins front-end files into the one ES module anywidget ships (``_esm`` is a single
+module string): the transcript's front end is written as several files by concern
+(``TRANSCRIPT_ESM``), which share that module's scope.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anywidget
@@ -20,7 +26,24 @@ from loom_nb.render._media import MediaFailure, image_png, pdf_page
 from loom_nb.render._resolve import Unavailable, fetch_bytes
 from loom_nb.render._view import RenderContext
 
-__all__ = ["StaticFallbackWidget", "media_reply"]
+__all__ = ["STATIC", "TRANSCRIPT_ESM", "StaticFallbackWidget", "esm_of", "media_reply"]
+
+STATIC = Path(__file__).parent / "static"
+"""The widgets' front-end files (JavaScript and CSS), shipped in the wheel."""
+
+TRANSCRIPT_ESM = ("dom.js", "markdown.js", "media.js", "transcript.js")
+"""TranscriptView's front end, in load order: helpers, markdown, kernel round trips, the cards."""
+
+_EXPORT = "export default {"
+
+
+def esm_of(names: Sequence[str]) -> str:
+    """One ES module from ``static/`` files joined in order: earlier files define what later
+    ones use, and only the last may ``export default``."""
+    sources = [(STATIC / name).read_text(encoding="utf-8") for name in names]
+    if any(_EXPORT in source for source in sources[:-1]) or sources[-1].count(_EXPORT) != 1:
+        raise RuntimeError(f"of {', '.join(names)}, only the last has one `{_EXPORT}` block")
+    return "\n".join(sources)
 
 
 class StaticFallbackWidget(anywidget.AnyWidget):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from pathlib import Path
 from typing import Any
 
 import traitlets
@@ -24,21 +23,24 @@ from loom_nb.render._replay import replay_html, replay_title, turn_view
 from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._turns import TurnRecord, turns_of
 from loom_nb.render._view import RenderContext, View
-from loom_nb.widgets._base import StaticFallbackWidget, media_reply
+from loom_nb.widgets._base import (
+    STATIC,
+    TRANSCRIPT_ESM,
+    StaticFallbackWidget,
+    esm_of,
+    media_reply,
+)
 from loom_nb.widgets._stream import StreamMessage, stream_messages
 
 __all__ = ["ReplayStepper", "combined_esm"]
 
-_STATIC = Path(__file__).parent / "static"
 _EXPORT = "export default {"
 
 
 def combined_esm(name: str) -> str:
     """TranscriptView's front-end module followed by ``static/<name>`` (which may use its classes)."""
-    transcript = (_STATIC / "transcript.js").read_text(encoding="utf-8")
-    if transcript.count(_EXPORT) != 1:
-        raise RuntimeError("transcript.js must end with one `export default {` block")
-    own = (_STATIC / name).read_text(encoding="utf-8")
+    transcript = esm_of(TRANSCRIPT_ESM)
+    own = (STATIC / name).read_text(encoding="utf-8")
     return transcript.replace(_EXPORT, "const transcriptWidget = {", 1) + "\n" + own
 
 
@@ -51,8 +53,8 @@ class ReplayStepper(StaticFallbackWidget):
     """
 
     _esm = combined_esm("stepper.js")
-    _css = (_STATIC / "transcript.css").read_text(encoding="utf-8") + (
-        _STATIC / "stepper.css"
+    _css = (STATIC / "transcript.css").read_text(encoding="utf-8") + (
+        STATIC / "stepper.css"
     ).read_text(encoding="utf-8")
 
     turn = traitlets.Int(0).tag(sync=True)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import traitlets
@@ -46,7 +45,13 @@ from loom_nb.render._source import (
     turn_stats,
 )
 from loom_nb.render._view import RenderContext, View, message_view
-from loom_nb.widgets._base import StaticFallbackWidget, media_reply
+from loom_nb.widgets._base import (
+    STATIC,
+    TRANSCRIPT_ESM,
+    StaticFallbackWidget,
+    esm_of,
+    media_reply,
+)
 from loom_nb.widgets._stream import StreamMessage, stream_messages
 
 __all__ = ["DecisionCallback", "TranscriptView"]
@@ -55,8 +60,6 @@ DecisionCallback = Callable[[str, bool], Any]
 """``on_decision(call_id, approved)``: called when a person clicks Approve / Decline (may be async)."""
 
 _DECIDED_HERE = "you, in this view"
-
-_STATIC = Path(__file__).parent / "static"
 
 
 class TranscriptView(StaticFallbackWidget):
@@ -67,8 +70,8 @@ class TranscriptView(StaticFallbackWidget):
     ``principal``'s tenant stored them in ``store``.
     """
 
-    _esm = (_STATIC / "transcript.js").read_text(encoding="utf-8")
-    _css = (_STATIC / "transcript.css").read_text(encoding="utf-8")
+    _esm = esm_of(TRANSCRIPT_ESM)
+    _css = (STATIC / "transcript.css").read_text(encoding="utf-8")
 
     messages: traitlets.List[View] = traitlets.List().tag(sync=True)
     """Render-ready message views (JSON); assign Message objects to replace the transcript."""

@@ -28,11 +28,13 @@ from loom_nb import (
     Usage,
     tool,
 )
-from loom_nb.chat._cost import format_cost, price_of
+from loom_nb.chat._cost import Totals, format_cost, price_of
+from loom_nb.chat._views import TurnStats
 from loom_nb.content import DataSource, RefSource
 from loom_nb.demo import chart_png
 from loom_nb.providers.scripted import SCRIPTED_CAPABILITIES
 from tests.chat.hanging import Hanging
+from tests.display import displayed
 
 
 def _kinds(journal: Journal, execution_id: str) -> list[tuple[str, str | None]]:
@@ -472,7 +474,7 @@ async def test_chat_and_values_display_as_transcripts() -> None:
     )
     chat = Chat(provider, journal=Journal(), id="show")
     reply = await chat("show me")
-    data, _ = chat._repr_mimebundle_()
+    data = displayed(chat)
     html = data["text/html"]
     assert "<script>" not in html
     assert "&lt;script&gt;" in html
@@ -480,10 +482,10 @@ async def test_chat_and_values_display_as_transcripts() -> None:
     assert "application/vnd.jupyter.widget-view+json" in data
     assert data["text/plain"].startswith("Chat(chat show")
     for value in (reply, Message(role="user", content=hostile)):
-        bundle, _ = value._repr_mimebundle_()
+        bundle = displayed(value)
         assert "&lt;script&gt;" in bundle["text/html"]
         assert "<script>" not in bundle["text/html"]
-    only_html, _ = chat._repr_mimebundle_(include={"text/html"})
+    only_html = displayed(chat, include={"text/html"})
     assert set(only_html) == {"text/html"}
     from tests.render.safety import unsafe_parts
 
@@ -498,7 +500,7 @@ async def test_agent_result_display_names_pending_approvals() -> None:
     )
     chat = Chat(provider, tools=[send_email], journal=Journal(), id="p")
     result = await chat.run("mail")
-    data, _ = result._repr_mimebundle_()
+    data = displayed(result)
     assert "awaiting approval: send_email (c9)" in data["text/html"]
 
 
@@ -507,7 +509,7 @@ def test_display_without_the_notebook_layer(monkeypatch: pytest.MonkeyPatch) -> 
     import sys
 
     monkeypatch.setitem(sys.modules, "loom_nb.widgets._transcript", None)
-    data, _ = Message(role="user", content="plain")._repr_mimebundle_()
+    data = displayed(Message(role="user", content="plain"))
     assert set(data) == {"text/html", "text/plain"}
     assert "plain" in data["text/html"]
 
@@ -687,7 +689,7 @@ async def test_the_chat_view_has_buttons_whose_decision_resumes_the_run(
     )
     chat = Chat(provider, tools=[send_email], journal=Journal(), id="btn")
     await chat.run("mail")
-    data, _ = chat._repr_mimebundle_()
+    data = displayed(chat)
     assert "awaiting approval" in data["text/html"]
     view = made[-1]
     task = view.decide("c1", True)  # what the Approve button does
@@ -695,7 +697,7 @@ async def test_the_chat_view_has_buttons_whose_decision_resumes_the_run(
         await task
     assert chat.turns[-1].status == "completed"
     assert chat.history[-1].content == "sent it"
-    after, _ = chat._repr_mimebundle_()
+    after = displayed(chat)
     assert "awaiting approval" not in after["text/html"]
     assert chat.approvals()["c1"]["by"] == "the notebook view"
 
@@ -720,11 +722,9 @@ async def test_running_totals_and_stats_match_a_fresh_count_through_undo_and_for
     chat = Chat(ScriptedProvider(script), journal=Journal(), id="totals")
 
     def check(c: Chat) -> None:
-        usage, cost, stats = c.usage, c.cost, c._stats()
-        c._totals_memo = c._stats_memo = None  # what a count from scratch gives
-        assert c.usage == usage
-        assert c.cost == cost
-        assert c._stats() == stats
+        usage, cost, stats = c.usage, c.cost, c._stats.of(c.turns, len(c.history))
+        assert Totals().of(c.turns) == (usage, cost)  # what a count from scratch gives
+        assert TurnStats().of(c.turns, len(c.history)) == stats
         assert usage.input_tokens == sum(t.usage.input_tokens for t in c.turns)
 
     for step in range(30):

@@ -23,6 +23,7 @@ from loom_nb import (
 )
 from loom_nb.demo import chart_png
 from tests.chat.hanging import Hanging
+from tests.display import displayed
 
 
 @tool(requires_approval=True)
@@ -38,7 +39,7 @@ def send_email(to: str, body: str) -> str:
 
 def _displayed(chat: Chat) -> tuple[Any, dict[str, Any]]:
     """Display ``chat`` once: the view made for it (the one the bundle names) and the bundle's data."""
-    data, _ = chat._repr_mimebundle_()
+    data = displayed(chat)
     model_id = data["application/vnd.jupyter.widget-view+json"]["model_id"]
     (view,) = [v for v in chat._views or () if v.model_id == model_id]
     return view, data
@@ -251,7 +252,7 @@ def test_without_the_notebook_layer_the_display_is_static(monkeypatch: pytest.Mo
     """With no widget layer a chat displays as static HTML and keeps no views."""
     monkeypatch.setitem(sys.modules, "loom_nb.widgets._transcript", None)
     chat = Chat(ScriptedProvider([{"text": "1"}]), journal=Journal(), id="core")
-    data, _ = chat._repr_mimebundle_()
+    data = displayed(chat)
     assert set(data) == {"text/html", "text/plain"}
     assert chat._views is None
     asyncio.run(chat("a"))  # no views to update: the turn just lands
@@ -321,7 +322,8 @@ async def test_a_view_that_cannot_update_never_fails_the_turn(
     assert (await chat("first")).content == "one"
     assert "a displayed view could not be updated" in caplog.text
     assert any(r.levelname == "WARNING" for r in caplog.records)
-    assert chat._live_views() == []  # dropped: never updated again
+    assert chat._views is not None
+    assert chat._views.live() == []  # dropped: never updated again
     caplog.clear()
     _displayed(chat)  # a working view, so the journal read behind the views is made again
     chat.approvals = broken  # type: ignore[method-assign]  # the journal read behind the views

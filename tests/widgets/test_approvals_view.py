@@ -14,6 +14,7 @@ from loom_nb.errors import ContentValidationError
 from loom_nb.journal import Journal
 from loom_nb.providers import ScriptedProvider
 from loom_nb.render import render_transcript
+from tests.display import displayed
 from tests.render.safety import unsafe_parts
 
 CALL = Message(
@@ -180,7 +181,7 @@ def test_parked_execution_shows_awaiting_then_who_decided() -> None:
         assert "tool call · delete · call c1" in html
         assert "⏸ awaiting approval" in html
         assert TranscriptView(journal.execution("run")).awaiting == ["c1"]
-        result_html = parked._repr_mimebundle_()[0]["text/html"]
+        result_html = displayed(parked)["text/html"]
         assert "⏸ awaiting approval" in result_html  # AgentResult's display too
         done = asyncio.run(
             agent_loop(

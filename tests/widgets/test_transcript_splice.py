@@ -7,6 +7,7 @@ from typing import Any
 
 from loom_nb import Chat, Journal, Message, ScriptedProvider, TranscriptView
 from loom_nb.content import ToolUsePart
+from tests.display import displayed
 
 
 def _recorded(view: TranscriptView) -> list[dict[str, Any]]:
@@ -107,7 +108,7 @@ async def test_a_displayed_chat_sends_per_turn_what_the_turn_added() -> None:
         journal=Journal(),
         id="splice",
     )
-    chat._repr_mimebundle_()
+    displayed(chat)
     (view,) = list(chat._views or ())
     sent = _recorded(view)
     per_turn: list[int] = []

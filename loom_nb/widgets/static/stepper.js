@@ -1,4 +1,4 @@
-// ReplayStepper front end (appended after transcript.js, whose TranscriptDom draws the
+// ReplayStepper front end (appended after the TranscriptView front end, whose TranscriptDom draws the
 // transcripts). Builds the DOM with textContent and setAttribute only.
 
 function viewModel(get, model, turnOf) {

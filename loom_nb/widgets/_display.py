@@ -1,16 +1,19 @@
 """Notebook display of values (Message, LlmResponse, AgentResult, Chat) as the transcript view.
 
-``transcript_bundle`` is what their ``_repr_mimebundle_`` returns: the TranscriptView widget's
-bundle when the notebook layer can load (the live view), and in every case the static
-``text/html`` of the same views, which survives JupyterLab's sanitizer, GitHub and nbval, plus a
-deterministic ``text/plain``. The widget layer is imported here, inside the call, so the core
-stays importable without ipywidgets: with no ipywidgets the bundle is the static HTML alone.
+The values live on lower layers and know nothing of widgets (DESIGN.md "Layers"): ``import
+loom_nb`` registers the functions here with IPython's mimebundle formatter, by class name, so a
+value last in a cell (or passed to ``display``) is shown by them and nothing here is imported
+until one is. ``transcript_bundle`` is what each returns: the TranscriptView widget's bundle when
+the widget can load (the live view), and in every case the static ``text/html`` of the same views,
+which survives JupyterLab's sanitizer, GitHub and nbval, plus a deterministic ``text/plain``. The
+widget is imported inside the call, so this module loads without ipywidgets: with no ipywidgets
+the bundle is the static HTML alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loom_nb.content import LlmResponse, Message, assistant_message_of, text_of
 from loom_nb.render._api import html_of_views, transcript_views
@@ -19,7 +22,19 @@ from loom_nb.render._source import Transcript
 from loom_nb.render._view import RenderContext
 from loom_nb.taint import Untrusted
 
-__all__ = ["response_bundle", "transcript_bundle"]
+if TYPE_CHECKING:
+    from loom_nb.agent import AgentResult
+    from loom_nb.chat import Chat
+
+__all__ = [
+    "agent_result_bundle",
+    "chat_bundle",
+    "message_bundle",
+    "response_bundle",
+    "transcript_bundle",
+]
+
+Bundle = tuple[dict[str, Any], dict[str, Any]]
 
 
 def transcript_bundle(
@@ -37,8 +52,7 @@ def transcript_bundle(
     stats: Mapping[int, Mapping[str, Any]] | None = None,
     on_decision: Any = None,
     on_view: Callable[[Any], None] | None = None,
-    **_kwargs: Any,
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> Bundle:
     """The mimebundle of ``messages`` shown as a transcript headed by ``header``.
 
     ``approvals`` (call id -> ``approval_state(...)``) marks calls awaiting or decided;
@@ -76,7 +90,18 @@ def transcript_bundle(
     return wanted, {}
 
 
-def response_bundle(response: LlmResponse, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def message_bundle(message: Message, *, include: Any = None, exclude: Any = None) -> Bundle:
+    """A message shown as a one-message transcript (widget, static HTML, plain text)."""
+    return transcript_bundle(
+        [message],
+        header=f"message · {message.role}",
+        plain=repr(message),
+        include=include,
+        exclude=exclude,
+    )
+
+
+def response_bundle(response: LlmResponse, *, include: Any = None, exclude: Any = None) -> Bundle:
     """A response shown as its assistant turn, headed by model, tokens and stop reason."""
     head = ["response", *([response.model] if response.model else [])]
     usage = response.usage
@@ -85,5 +110,30 @@ def response_bundle(response: LlmResponse, **kwargs: Any) -> tuple[dict[str, Any
     calls = "".join(f"\ntool call {c.name} ({c.id})" for c in response.tool_calls)
     plain = f"{' · '.join(head)}\n{text_of(response.content)}{calls}"
     return transcript_bundle(
-        [assistant_message_of(response)], header=" · ".join(head), plain=plain, **kwargs
+        [assistant_message_of(response)],
+        header=" · ".join(head),
+        plain=plain,
+        include=include,
+        exclude=exclude,
     )
+
+
+def agent_result_bundle(result: AgentResult, *, include: Any = None, exclude: Any = None) -> Bundle:
+    """An agent run shown as its transcript, headed by status and pending approvals."""
+    awaiting = {
+        str(d.get("id")): {"state": "awaiting", "by": None, "reason": None}
+        for d in result.pending_approvals
+    }
+    return transcript_bundle(
+        result.messages,
+        header=result.header(),
+        plain=f"AgentResult({result.header()})",
+        approvals=awaiting,
+        include=include,
+        exclude=exclude,
+    )
+
+
+def chat_bundle(chat: Chat, *, include: Any = None, exclude: Any = None) -> Bundle:
+    """A chat shown as its transcript; the live view is kept by the chat and follows its turns."""
+    return transcript_bundle(**chat._display_arguments(), include=include, exclude=exclude)

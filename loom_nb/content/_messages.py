@@ -1,0 +1,270 @@
+"""Messages, requests and responses, and the functions that read content (ADR 0120 decisions 1, 8).
+
+A message's content is ``str | list[Part]``; ``text_of`` / ``to_parts`` / ``has_structured_parts``
+read it without coercing it to ``str``. The response keeps ``content`` (text) and ``tool_calls``;
+``assistant_message_of`` builds the assistant turn from it. ``canonical_json`` is the one
+serialization that requests are hashed and recorded in.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, Literal, TypeAlias
+
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
+
+from loom_nb._strict import content_error
+from loom_nb.content._parts import (
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolResultContent,
+    ToolUsePart,
+    _Model,
+    _OmitNone,
+)
+from loom_nb.errors import ContentValidationError
+from loom_nb.settings import ModelSettings
+from loom_nb.taint import Untrusted
+
+__all__ = [
+    "LlmRequest",
+    "LlmResponse",
+    "Message",
+    "MessageContent",
+    "StopReason",
+    "ToolCall",
+    "ToolSpec",
+    "Usage",
+    "assistant_message_of",
+    "canonical_json",
+    "has_structured_parts",
+    "parse_request",
+    "text_of",
+    "to_parts",
+]
+
+MessageContent: TypeAlias = str | list[Part]
+"""A message's content: a plain string (first-class) or a list of parts."""
+
+
+class Message(_Model):
+    """One turn of a conversation. There is no tool role: results are parts of a user message."""
+
+    role: Literal["user", "assistant"]
+    """Who speaks: ``"user"`` (the application, tool results) or ``"assistant"`` (the model)."""
+    content: MessageContent
+    """A string, or a list of parts."""
+
+
+class ToolSpec(_Model):
+    """A tool on the menu sent to the model."""
+
+    name: str
+    """The tool's name, as the model will call it."""
+    description: str
+    """What the tool does, for the model."""
+    input_schema: dict[str, Any]
+    """JSON Schema of the tool's input object."""
+
+
+class LlmRequest(_OmitNone):
+    """What is sent to a model: messages, the tool menu, the system prompt, settings, output schema.
+
+    ``settings`` and ``output_schema`` are left out of the serialized form while None, so a
+    request that uses neither serializes (and hashes) exactly as before they existed.
+    """
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"settings", "output_schema"})
+
+    messages: list[Message]
+    """The conversation so far."""
+    tools: list[ToolSpec] = Field(default_factory=list)
+    """The tools the model may call."""
+    system: str | Untrusted | None = None
+    """The system prompt (never untrusted: the guard refuses an untrusted one)."""
+    settings: ModelSettings | None = None
+    """Generation settings (max tokens, temperature ...); providers merge their own defaults
+    under these and a call's ``settings=`` over them. An empty ``ModelSettings()`` becomes None."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON Schema the answer must match (set from ``output_type=``); providers send it in
+    the vendor's native structured-output mode. Part of the journaled request, so replay is
+    exact and a changed schema diverges."""
+
+    @field_validator("settings", mode="after")
+    @classmethod
+    def _empty_settings_are_none(cls, value: ModelSettings | None) -> ModelSettings | None:
+        return None if value is not None and value.is_empty() else value
+
+
+class ToolCall(_OmitNone):
+    """A tool call in a model's response."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"provider_data"})
+
+    id: str
+    """The call's id (providers synthesize one when the vendor gives none)."""
+    name: str
+    """The tool called."""
+    input: dict[str, Any] = Field(default_factory=dict)
+    """The arguments, parsed from the vendor's JSON."""
+    provider_data: dict[str, str] | None = None
+    """Opaque vendor data that must travel with the call (e.g. Gemini's thought signature).
+
+    ``assistant_message_of`` copies it onto the ``tool_use``; it is never shown to the model as
+    text, and it is left out of the serialized form while None.
+    """
+
+
+class Usage(_Model):
+    """Token counts reported by the vendor (zero when it reported none)."""
+
+    input_tokens: int = 0
+    """Tokens read, including cached ones."""
+    output_tokens: int = 0
+    """Tokens generated."""
+
+
+StopReason: TypeAlias = Literal[
+    "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn", "other"
+]
+"""Why the model stopped, in one vocabulary across vendors (``"other"`` keeps the raw one in ``provider_data``)."""
+
+
+class LlmResponse(_Model):
+    """A model's answer: its text, its tool calls and its reasoning (decision 8: no derived parts field).
+
+    ``reasoning`` is left out of the serialized form while empty, so responses without thinking
+    keep the bytes (and hashes) they had before the field existed.
+    """
+
+    content: str = ""
+    """The text the model produced."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """The tool calls it made, in order."""
+    stop_reason: StopReason = "end_turn"
+    """Why it stopped."""
+    usage: Usage = Field(default_factory=Usage)
+    """Token counts."""
+    model: str | None = None
+    """The model id the vendor reported."""
+    provider_data: dict[str, Any] = Field(default_factory=dict)
+    """Vendor fields loom_nb does not model (raw stop reason, ids, thought signatures ...), kept rather than lost."""
+    output: Any = Field(default=None, exclude=True)
+    """The validated structured output (an instance of the ``output_type`` asked for), or None.
+
+    Never serialized: the journal keeps the raw text in ``content`` and a replay validates it
+    again, so the recorded response is the same with or without structured output."""
+    reasoning: list[ReasoningPart] = Field(default_factory=list)
+    """The model's thinking, one part per vendor block, in order (empty when it showed none)."""
+
+    @model_serializer(mode="wrap")
+    def _drop_empty_reasoning(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("reasoning", True):
+            del data["reasoning"]
+        return data
+
+
+def text_of(content: MessageContent | ToolResultContent) -> str:
+    """The text of a message's (or tool result's) content: the string itself, or its text parts joined.
+
+    Media and tool parts contribute nothing; an ``Untrusted`` text contributes its value.
+    """
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Untrusted):
+        return str(content.value)
+    _check_parts(content, "text_of")
+    chunks: list[str] = []
+    for part in content:
+        if isinstance(part, TextPart):
+            chunks.append(part.text if isinstance(part.text, str) else str(part.text.value))
+    return "".join(chunks)
+
+
+def to_parts(content: MessageContent) -> list[Part]:
+    """The content as a list of parts: a non-empty string becomes one ``TextPart``, "" none."""
+    if isinstance(content, str):
+        return [TextPart(text=content)] if content else []
+    _check_parts(content, "to_parts")
+    return list(content)
+
+
+def has_structured_parts(content: MessageContent | ToolResultContent) -> bool:
+    """Whether the content holds anything but text (media, tool calls or tool results)."""
+    if isinstance(content, str | Untrusted):
+        return False
+    _check_parts(content, "has_structured_parts")
+    return any(not isinstance(part, TextPart) for part in content)
+
+
+def _check_parts(content: object, where: str) -> None:
+    """Refuse content that is neither a string nor a list of parts (ContentValidationError)."""
+    if isinstance(content, list) and all(isinstance(p, _Model) for p in content):
+        return
+    raise ContentValidationError(
+        f"{where}() takes a message's content: a string or a list of parts, not "
+        f"{type(content).__name__} ({content!r:.60}). Pass message.content, or build parts with "
+        "TextPart / ImagePart / ...",
+        code="invalid_content",
+        field="content",
+    )
+
+
+def assistant_message_of(response: LlmResponse) -> Message:
+    """The assistant turn for a response: its reasoning, then its text, then one ``tool_use`` per call.
+
+    Reasoning comes first because Anthropic requires thinking blocks at the start of the turn
+    (unchanged, with their signatures); text precedes the calls because Anthropic refuses text
+    after a ``tool_use`` in the same turn. A response with neither calls nor reasoning keeps the
+    plain string form.
+    """
+    if not isinstance(response, LlmResponse):
+        raise ContentValidationError(
+            f"assistant_message_of() takes an LlmResponse, not {type(response).__name__}. Pass "
+            "what a provider's complete() returned (or LlmResponse.model_validate(a_dict)).",
+            code="invalid_content",
+            field="response",
+        )
+    if not response.tool_calls and not response.reasoning:
+        return Message(role="assistant", content=response.content)
+    parts: list[Part] = list(response.reasoning)
+    if response.content:
+        parts.append(TextPart(text=response.content))  # raw-content: LlmResponse.content is str
+    parts.extend(
+        ToolUsePart(id=c.id, name=c.name, input=c.input, provider_data=c.provider_data)
+        for c in response.tool_calls
+    )
+    return Message(role="assistant", content=parts)
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON: sorted keys, compact separators, UTF-8 kept (for hashing and recordings).
+
+    Models are dumped in JSON mode first, so the same request always gives the same string.
+    """
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_request(data: Any) -> LlmRequest:
+    """Validate a plain dict (or an ``LlmRequest``) as a request.
+
+    A field that does not fit raises ``ContentValidationError`` naming its path
+    (``messages.0.content.1.source.kind``), never pydantic's own exception.
+    """
+    if isinstance(data, LlmRequest):
+        return data
+    try:
+        return LlmRequest.model_validate(data)
+    except ValidationError as exc:
+        raise content_error(exc, "request") from exc

@@ -1,0 +1,353 @@
+"""The content parts: text, media (image, audio, file) by ref or inline, tool calls and results, reasoning.
+
+One pydantic union discriminated on ``type`` (ADR 0120 decision 3). Parts are frozen and refuse
+unknown fields; optional fields left unset (``origin``, a file's ``name``, a ref's ``size``, a
+tool call's ``provider_data``) are left out of the serialized form. Media parts are built from
+files, bytes and PIL images by ``loom_nb.media`` (``ImagePart.from_path`` and friends).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias
+
+from pydantic import (
+    ConfigDict,
+    Discriminator,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    Tag,
+    field_validator,
+    model_serializer,
+)
+
+from loom_nb._strict import StrictModel
+from loom_nb.taint import UNTRUSTED_MARKER, Untrusted, mark_untrusted_values
+
+if TYPE_CHECKING:
+    from loom_nb.store import ContentStore
+
+__all__ = [
+    "ADDRESS_PATTERN",
+    "AudioPart",
+    "ContentRef",
+    "DataSource",
+    "FilePart",
+    "ImagePart",
+    "MediaPart",
+    "MediaSource",
+    "Part",
+    "ReasoningPart",
+    "RefSource",
+    "ResultPart",
+    "TextPart",
+    "ToolInput",
+    "ToolResultContent",
+    "ToolResultPart",
+    "ToolUsePart",
+]
+
+ADDRESS_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
+"""A content address: the algorithm tag and the lowercase hex digest of the bytes."""
+
+
+class _Model(StrictModel):
+    """Frozen, strict about unknown fields; the base of every content value (bad input: ContentValidationError)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _OmitNone(_Model):
+    """Leaves optional fields out of the serialized form while they are None."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in type(self)._omit_when_none:
+                if data.get(key, 0) is None:
+                    del data[key]
+        return data
+
+
+class ContentRef(_OmitNone):
+    """A claim-check for bytes in the content store."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"size"})
+
+    address: str
+    """``sha256:<64 lowercase hex>`` of the bytes."""
+    size: Annotated[StrictInt, Field(ge=0)] | None = None
+    """Declared size in bytes, checked against the blob when it is resolved; absent if unknown."""
+
+    @field_validator("address")
+    @classmethod
+    def _check_address(cls, value: str) -> str:
+        if not ADDRESS_PATTERN.fullmatch(value):
+            raise ValueError("an address looks like 'sha256:' followed by 64 lowercase hex digits")
+        return value
+
+
+class RefSource(_Model):
+    """Media held in the content store, named by address (resolved just before the provider call)."""
+
+    kind: Literal["ref"] = "ref"
+    """Discriminator: always ``"ref"``."""
+    ref: ContentRef
+    """The address (and optionally the size) of the blob."""
+
+
+class DataSource(_Model):
+    """Media carried inline as base64 (capped by the guard: MAX_INLINE_BYTES per part)."""
+
+    kind: Literal["data"] = "data"
+    """Discriminator: always ``"data"``."""
+    data: str
+    """The bytes, base64-encoded (standard alphabet, padded)."""
+
+
+MediaSource: TypeAlias = Annotated[RefSource | DataSource, Field(discriminator="kind")]
+
+
+class TextPart(_OmitNone):
+    """Text. Untrusted when ``origin`` is set or ``text`` is an ``Untrusted`` value."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin"})
+
+    type: Literal["text"] = "text"
+    """Discriminator: always ``"text"``."""
+    text: str | Untrusted
+    """The text itself."""
+    origin: str | None = None
+    """Where untrusted text came from (``"tool:web_fetch"``); None for the application's own text."""
+
+
+class ImagePart(_OmitNone):
+    """An image (``image/png``, ``image/jpeg``, ...)."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin"})
+
+    type: Literal["image"] = "image"
+    """Discriminator: always ``"image"``."""
+    media_type: str
+    """The image's media type; the guard requires ``image/*``."""
+    source: MediaSource
+    """Where the bytes are: a store ref or inline base64."""
+    origin: str | None = None
+    """Set when an untrusted party supplied the image; providers then fence it."""
+
+    @classmethod
+    def from_path(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+    ) -> ImagePart:
+        """The image at ``path``, typed from its bytes (Pillow); inline to the cap, by ref above it."""
+        from loom_nb.media import image_from_path
+
+        return image_from_path(path, store=store, tenant=tenant, origin=origin)
+
+    @classmethod
+    def from_bytes(
+        cls,
+        data: bytes,
+        media_type: str | None = None,
+        *,
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+    ) -> ImagePart:
+        """Image bytes as a part; a ``media_type`` given must agree with what the bytes are."""
+        from loom_nb.media import image_from_bytes
+
+        return image_from_bytes(data, media_type, store=store, tenant=tenant, origin=origin)
+
+    @classmethod
+    def from_pil(
+        cls,
+        image: Any,
+        *,
+        format: str = "PNG",
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+    ) -> ImagePart:
+        """A ``PIL.Image.Image`` encoded as ``format`` (PNG by default) and made a part."""
+        from loom_nb.media import image_from_pil
+
+        return image_from_pil(image, format=format, store=store, tenant=tenant, origin=origin)
+
+
+class AudioPart(_OmitNone):
+    """An audio clip (``audio/wav``, ``audio/mpeg``, ...)."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin"})
+
+    type: Literal["audio"] = "audio"
+    """Discriminator: always ``"audio"``."""
+    media_type: str
+    """The clip's media type; the guard requires ``audio/*``."""
+    source: MediaSource
+    """Where the bytes are: a store ref or inline base64."""
+    origin: str | None = None
+    """Set when an untrusted party supplied the clip; providers then fence it."""
+
+    @classmethod
+    def from_path(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+    ) -> AudioPart:
+        """The audio at ``path`` (WAV, MP3, AAC, OGG, FLAC, M4A, WebM), typed from its bytes."""
+        from loom_nb.media import audio_from_path
+
+        return audio_from_path(path, store=store, tenant=tenant, origin=origin)
+
+
+class FilePart(_OmitNone):
+    """A document such as a PDF (``application/pdf``) or plain text."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin", "name"})
+
+    type: Literal["file"] = "file"
+    """Discriminator: always ``"file"``."""
+    media_type: str
+    """The document's media type (any well-formed type)."""
+    source: MediaSource
+    """Where the bytes are: a store ref or inline base64."""
+    name: str | None = None
+    """A file name shown to the model (dropped by the guard when the part is untrusted)."""
+    origin: str | None = None
+    """Set when an untrusted party supplied the file; providers then fence it."""
+
+    @classmethod
+    def from_path(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        store: ContentStore | None = None,
+        tenant: str = "notebook",
+        origin: str | None = None,
+        name: str | None = None,
+    ) -> FilePart:
+        """The document at ``path`` (PDF, UTF-8 text ...), typed from its bytes, named after it."""
+        from loom_nb.media import file_from_path
+
+        return file_from_path(path, store=store, tenant=tenant, origin=origin, name=name)
+
+
+MediaPart: TypeAlias = ImagePart | AudioPart | FilePart
+"""The parts that carry bytes."""
+
+ResultPart: TypeAlias = Annotated[
+    TextPart | ImagePart | AudioPart | FilePart, Field(discriminator="type")
+]
+
+ToolResultContent: TypeAlias = str | Untrusted | list[ResultPart]
+"""What a tool result holds: text, an untrusted value, or text and media parts."""
+
+
+def _input_kind(value: Any) -> str:
+    """Which branch of ``ToolInput`` a value takes: an ``Untrusted`` (or its marker) or a plain dict."""
+    if isinstance(value, Untrusted):
+        return "untrusted"
+    if isinstance(value, dict) and len(value) == 1 and UNTRUSTED_MARKER in value:
+        return "untrusted"
+    return "dict"
+
+
+ToolInput: TypeAlias = Annotated[
+    Annotated[dict[str, Any], Tag("dict")] | Annotated[Untrusted, Tag("untrusted")],
+    Discriminator(_input_kind),
+]
+"""A tool call's input: a JSON object, or an ``Untrusted`` wrapping one.
+
+Tagged, so a plain dict is validated as a dict alone: a plain union would also try every dict
+as an ``Untrusted`` (a model with its own ``__init__``) and build a refusal for it, which cost a
+tool call more than the rest of its validation."""
+
+
+class ToolUsePart(_OmitNone):
+    """A tool call the model made; appears only in assistant messages."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"provider_data"})
+
+    type: Literal["tool_use"] = "tool_use"
+    """Discriminator: always ``"tool_use"``."""
+    id: str | Untrusted
+    """The call's id, echoed by the matching ``tool_result``."""
+    name: str | Untrusted
+    """The tool's name."""
+    input: ToolInput = Field(default_factory=dict)
+    """The call's arguments (a JSON object)."""
+    provider_data: dict[str, str] | None = None
+    """Opaque vendor data that must travel with the call (e.g. Gemini's thought signature).
+
+    Only the mapper of the vendor that wrote it reads it; it is never shown to the model as text,
+    and it is left out of the serialized form while None.
+    """
+
+    @field_validator("input", mode="after")
+    @classmethod
+    def _restore_marks(cls, value: Any) -> Any:
+        return mark_untrusted_values(value)
+
+
+class ToolResultPart(_OmitNone):
+    """The answer to one tool call; appears only in user messages, after the call's assistant turn."""
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin"})
+
+    type: Literal["tool_result"] = "tool_result"
+    """Discriminator: always ``"tool_result"``."""
+    tool_use_id: str
+    """The ``id`` of the ``tool_use`` this answers."""
+    content: ToolResultContent
+    """The result: text, an untrusted value, or a list of text and media parts."""
+    is_error: bool = False
+    """True when the tool failed or the call was refused; the model sees it as an error."""
+    origin: str | None = None
+    """Set when the whole result is untrusted (e.g. a tool declared untrusted)."""
+
+
+class ReasoningPart(_OmitNone):
+    """The model's thinking (or its summary); appears only in assistant messages, before the answer.
+
+    Vendors that sign their reasoning (Anthropic, Gemini, OpenAI Responses) require the part back
+    byte for byte on the next turn; only the mapper of the vendor that wrote it reads it. Unset
+    optional fields are left out of the serialized form.
+    """
+
+    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"signature", "data", "provider_data"})
+
+    type: Literal["reasoning"] = "reasoning"
+    """Discriminator: always ``"reasoning"``."""
+    text: str = ""
+    """The visible thinking or its summary ("" when the vendor shows none, e.g. redacted)."""
+    signature: str | None = None
+    """The vendor's signature over the thinking (Anthropic ``signature``, Gemini ``thoughtSignature``)."""
+    redacted: bool = False
+    """True when the vendor withheld the thinking and sent only an opaque ``data`` payload."""
+    data: str | None = None
+    """An opaque payload sent back unchanged (Anthropic ``redacted_thinking.data``, OpenAI
+    Responses ``encrypted_content``)."""
+    provider_data: dict[str, Any] | None = None
+    """Other vendor metadata, plain JSON: ``vendor`` (who produced it: ``"anthropic"``,
+    ``"openai"``, ``"gemini"``), item ids, the wire field it came in."""
+
+
+Part: TypeAlias = Annotated[
+    TextPart | ImagePart | AudioPart | FilePart | ToolUsePart | ToolResultPart | ReasoningPart,
+    Field(discriminator="type"),
+]
+"""Any content part, discriminated by ``type``."""
