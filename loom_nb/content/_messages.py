@@ -27,9 +27,8 @@ from loom_nb.content._parts import (
     TextPart,
     ToolResultContent,
     ToolUsePart,
-    _Model,
-    _OmitNone,
 )
+from loom_nb.content._sources import _Model, _OmitNone
 from loom_nb.errors import ContentValidationError
 from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted

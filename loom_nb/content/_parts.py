@@ -3,27 +3,22 @@
 One pydantic union discriminated on ``type`` (ADR 0120 decision 3). Parts are frozen and refuse
 unknown fields; optional fields left unset (``origin``, a file's ``name``, a ref's ``size``, a
 tool call's ``provider_data``) are left out of the serialized form. Media parts are built from
-files, bytes and PIL images by ``loom_nb.media`` (``ImagePart.from_path`` and friends).
+files, bytes and PIL images by ``ImagePart.from_path`` and friends, which sniff the bytes
+(``_media``) and build the part here (``media_part``).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias
 
 from pydantic import (
-    ConfigDict,
     Discriminator,
     Field,
-    SerializerFunctionWrapHandler,
-    StrictInt,
     Tag,
     field_validator,
-    model_serializer,
 )
 
-from loom_nb._strict import StrictModel
 from loom_nb.taint import UNTRUSTED_MARKER, Untrusted, mark_untrusted_values
 
 if TYPE_CHECKING:
@@ -47,70 +42,25 @@ __all__ = [
     "ToolResultContent",
     "ToolResultPart",
     "ToolUsePart",
+    "media_part",
 ]
 
-ADDRESS_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
-"""A content address: the algorithm tag and the lowercase hex digest of the bytes."""
-
-
-class _Model(StrictModel):
-    """Frozen, strict about unknown fields; the base of every content value (bad input: ContentValidationError)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class _OmitNone(_Model):
-    """Leaves optional fields out of the serialized form while they are None."""
-
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset()
-
-    @model_serializer(mode="wrap")
-    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            for key in type(self)._omit_when_none:
-                if data.get(key, 0) is None:
-                    del data[key]
-        return data
-
-
-class ContentRef(_OmitNone):
-    """A claim-check for bytes in the content store."""
-
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"size"})
-
-    address: str
-    """``sha256:<64 lowercase hex>`` of the bytes."""
-    size: Annotated[StrictInt, Field(ge=0)] | None = None
-    """Declared size in bytes, checked against the blob when it is resolved; absent if unknown."""
-
-    @field_validator("address")
-    @classmethod
-    def _check_address(cls, value: str) -> str:
-        if not ADDRESS_PATTERN.fullmatch(value):
-            raise ValueError("an address looks like 'sha256:' followed by 64 lowercase hex digits")
-        return value
-
-
-class RefSource(_Model):
-    """Media held in the content store, named by address (resolved just before the provider call)."""
-
-    kind: Literal["ref"] = "ref"
-    """Discriminator: always ``"ref"``."""
-    ref: ContentRef
-    """The address (and optionally the size) of the blob."""
-
-
-class DataSource(_Model):
-    """Media carried inline as base64 (capped by the guard: MAX_INLINE_BYTES per part)."""
-
-    kind: Literal["data"] = "data"
-    """Discriminator: always ``"data"``."""
-    data: str
-    """The bytes, base64-encoded (standard alphabet, padded)."""
-
-
-MediaSource: TypeAlias = Annotated[RefSource | DataSource, Field(discriminator="kind")]
+from loom_nb.content._media import (
+    DEFAULT_TENANT,
+    Modality,
+    checked_media,
+    encode_pil,
+    media_source,
+    read_path,
+)
+from loom_nb.content._sources import (
+    ADDRESS_PATTERN,
+    ContentRef,
+    DataSource,
+    MediaSource,
+    RefSource,
+    _OmitNone,
+)
 
 
 class TextPart(_OmitNone):
@@ -150,9 +100,10 @@ class ImagePart(_OmitNone):
         origin: str | None = None,
     ) -> ImagePart:
         """The image at ``path``, typed from its bytes (Pillow); inline to the cap, by ref above it."""
-        from loom_nb.media import image_from_path
-
-        return image_from_path(path, store=store, tenant=tenant, origin=origin)
+        data, name = read_path(path)
+        part = media_part(data, "image", store=store, tenant=tenant, origin=origin, what=repr(name))
+        assert isinstance(part, ImagePart)
+        return part
 
     @classmethod
     def from_bytes(
@@ -165,9 +116,17 @@ class ImagePart(_OmitNone):
         origin: str | None = None,
     ) -> ImagePart:
         """Image bytes as a part; a ``media_type`` given must agree with what the bytes are."""
-        from loom_nb.media import image_from_bytes
-
-        return image_from_bytes(data, media_type, store=store, tenant=tenant, origin=origin)
+        part = media_part(
+            data,
+            "image",
+            media_type=media_type,
+            store=store,
+            tenant=tenant,
+            origin=origin,
+            what="the image bytes",
+        )
+        assert isinstance(part, ImagePart)
+        return part
 
     @classmethod
     def from_pil(
@@ -180,9 +139,8 @@ class ImagePart(_OmitNone):
         origin: str | None = None,
     ) -> ImagePart:
         """A ``PIL.Image.Image`` encoded as ``format`` (PNG by default) and made a part."""
-        from loom_nb.media import image_from_pil
-
-        return image_from_pil(image, format=format, store=store, tenant=tenant, origin=origin)
+        data = encode_pil(image, format)
+        return cls.from_bytes(data, store=store, tenant=tenant, origin=origin)
 
 
 class AudioPart(_OmitNone):
@@ -209,9 +167,10 @@ class AudioPart(_OmitNone):
         origin: str | None = None,
     ) -> AudioPart:
         """The audio at ``path`` (WAV, MP3, AAC, OGG, FLAC, M4A, WebM), typed from its bytes."""
-        from loom_nb.media import audio_from_path
-
-        return audio_from_path(path, store=store, tenant=tenant, origin=origin)
+        data, name = read_path(path)
+        part = media_part(data, "audio", store=store, tenant=tenant, origin=origin, what=repr(name))
+        assert isinstance(part, AudioPart)
+        return part
 
 
 class FilePart(_OmitNone):
@@ -241,13 +200,51 @@ class FilePart(_OmitNone):
         name: str | None = None,
     ) -> FilePart:
         """The document at ``path`` (PDF, UTF-8 text ...), typed from its bytes, named after it."""
-        from loom_nb.media import file_from_path
-
-        return file_from_path(path, store=store, tenant=tenant, origin=origin, name=name)
+        data, file_name = read_path(path)
+        part = media_part(
+            data,
+            "file",
+            store=store,
+            tenant=tenant,
+            origin=origin,
+            name=name or file_name,
+            what=repr(file_name),
+        )
+        assert isinstance(part, FilePart)
+        return part
 
 
 MediaPart: TypeAlias = ImagePart | AudioPart | FilePart
 """The parts that carry bytes."""
+
+
+def media_part(
+    data: bytes,
+    modality: Modality,
+    *,
+    media_type: str | None = None,
+    store: ContentStore | None = None,
+    tenant: str = DEFAULT_TENANT,
+    origin: str | None = None,
+    name: str | None = None,
+    what: str = "the media",
+) -> ImagePart | AudioPart | FilePart:
+    """A part of ``modality`` for ``data``: the type sniffed (and a declared one checked).
+
+    Bytes up to ``MAX_INLINE_BYTES`` travel inline; larger ones go into ``store`` and travel by
+    ref (refused without one). ``modality`` ``"file"`` takes any sniffed type. Raises
+    ``MediaError`` with code ``unknown_media_type``, ``wrong_modality`` or ``media_type_mismatch``.
+    """
+    data, sniffed = checked_media(
+        data, modality, media_type=media_type, tenant=tenant, origin=origin, what=what
+    )
+    source, _ = media_source(data, store=store, tenant=tenant, what=what)
+    if modality == "image":
+        return ImagePart(media_type=sniffed, source=source, origin=origin)
+    if modality == "audio":
+        return AudioPart(media_type=sniffed, source=source, origin=origin)
+    return FilePart(media_type=sniffed, source=source, name=name, origin=origin)
+
 
 ResultPart: TypeAlias = Annotated[
     TextPart | ImagePart | AudioPart | FilePart, Field(discriminator="type")
