@@ -29,8 +29,8 @@ unless the execution was opened with ``divergence="ignore_inputs"``. A step jour
 hashes existed has none and is served by id alone, so old journals and recordings replay.
 
 One writer. Before a live step's function runs, the execution makes sure this process holds the
-execution's lease and that nobody wrote the log since it was read (``Journal._hold``); another
-writer gets ``ExecutionBusyError`` before running anything.
+execution's lease and that nobody wrote the log since it was read (``Journal._hold``, see
+``_writer``); another writer gets ``ExecutionBusyError`` before running anything.
 
 ``fork(at_step, new_id)`` copies the timeline before ``at_step`` into a new execution, which
 replays that prefix and runs live from ``at_step`` on ("edit turn N and go on").
@@ -60,10 +60,12 @@ from loom_nb.journal._codec import (
     text_hash,
 )
 from loom_nb.journal._requests import EncodedInput, ModelBase, ModelStepInput, model_input
+from loom_nb.journal._sql import now_iso
 from loom_nb.journal._timeline import Entry, ExecutionStatus, Timeline
 
 if TYPE_CHECKING:
-    from loom_nb.journal._journal import Journal, Owner
+    from loom_nb.journal._journal import Journal
+    from loom_nb.journal._writer import Owner
     from loom_nb.store import Principal
 
 __all__ = ["Execution", "principal_from_json", "principal_to_json"]
@@ -524,8 +526,6 @@ class Execution:
         other (the copied rows are its own). Raises ``JournalError`` with code ``unknown_step``
         (no such step), ``execution_exists`` (``new_id`` is taken) or ``invalid_execution_id``.
         """
-        from loom_nb.journal._journal import now_iso
-
         if not is_storable_id(new_id):
             raise JournalError(
                 f"fork: the new execution id is a non-empty string of valid Unicode, not "

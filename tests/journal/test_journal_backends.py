@@ -20,7 +20,7 @@ import pytest
 from loom_nb._pg import PG_MIGRATIONS
 from loom_nb.errors import JournalError
 from loom_nb.journal import Journal
-from loom_nb.journal._postgres import PostgresJournal
+from loom_nb.journal._journal import PostgresJournal
 from tests import services
 from tests.conftest import JournalBackend
 
