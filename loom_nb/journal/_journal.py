@@ -24,7 +24,9 @@ from loom_nb.errors import ConfigurationError, JournalError
 from loom_nb.journal._backend import JournalBackend, Listener
 from loom_nb.journal._claims import DEFAULT_CLAIM_THRESHOLD, unclaim
 from loom_nb.journal._codec import decode, dumps, is_storable_id
-from loom_nb.journal._execution import Execution, principal_from_json, principal_to_json
+from loom_nb.journal._divergence import Divergence, check_divergence
+from loom_nb.journal._execution import Execution
+from loom_nb.journal._principal import principal_from_json, principal_to_json
 from loom_nb.journal._recording import export_jsonl, import_jsonl
 from loom_nb.journal._requests import expanded_events
 from loom_nb.journal._sql import INSERT, SELECT, Row, now_iso
@@ -166,7 +168,7 @@ class Journal:
         execution_id: str,
         *,
         principal: Principal | None = None,
-        divergence: Literal["fail", "ignore_inputs", "warn"] = "fail",
+        divergence: Divergence = "fail",
     ) -> Execution:
         """Open an execution: a new one (journaling ``execution_started``) or a recorded one to replay.
 
@@ -186,11 +188,7 @@ class Journal:
         is taken when the execution first journals something live.
         """
         _check_id(execution_id)
-        if divergence not in ("fail", "ignore_inputs", "warn"):
-            raise JournalError(
-                f"divergence must be 'fail', 'ignore_inputs' or 'warn', not {divergence!r}.",
-                code="invalid_argument",
-            )
+        check_divergence(divergence)
         wanted = principal_to_json(principal)
         with self._backend.reading():
             rows = self._backend.transaction(
