@@ -18,16 +18,15 @@ journal, which sits above it (DESIGN.md, "Layers").
 
 from __future__ import annotations
 
-import base64
 import builtins
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from loom_nb.errors import ConfigurationError, JournalError, StoreError
+from loom_nb.store._s3_index import Marker, tenant_of
 
 if TYPE_CHECKING:
     from loom_nb.journal import Journal
-    from loom_nb.store._s3 import _Marker
 
 __all__ = ["PostgresIndex"]
 
@@ -120,17 +119,17 @@ class PostgresIndex:
     def settle(self, marker: str, now: int, encoded: str, digest: str, size: int) -> None:
         """Nothing to do: the upsert kept the tenant's one row and the blob's first put time."""
 
-    def markers(self, digest: str) -> builtins.list[_Marker]:
+    def markers(self, digest: str) -> builtins.list[Marker]:
         rows = self._run("read", lambda: self._db.execute(_MARKERS, (self._store, digest)))
         return [_marker(row) for row in rows.fetchall()]
 
-    def remove(self, digest: str, markers: builtins.list[_Marker], *, what: str) -> None:
+    def remove(self, digest: str, markers: builtins.list[Marker], *, what: str) -> None:
         nonces = [m.key for m in markers]
         self._run(what, lambda: self._db.execute(_REMOVE, (self._store, digest, nonces)))
 
-    def everything(self) -> dict[str, builtins.list[_Marker]]:
+    def everything(self) -> dict[str, builtins.list[Marker]]:
         rows = self._run("list", lambda: self._db.execute(_EVERYTHING, (self._store,)))
-        grouped: dict[str, builtins.list[_Marker]] = {}
+        grouped: dict[str, builtins.list[Marker]] = {}
         for row in rows.fetchall():
             grouped.setdefault(row[0], []).append(_marker(row))
         return grouped
@@ -155,9 +154,6 @@ class PostgresIndex:
             ) from exc
 
 
-def _marker(row: tuple[Any, ...]) -> _Marker:
-    from loom_nb.store._s3 import _Marker
-
+def _marker(row: tuple[Any, ...]) -> Marker:
     _digest, encoded, size, created, put, nonce = row
-    tenant = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
-    return _Marker(nonce, tenant, int(put), int(size), int(created), encoded)
+    return Marker(nonce, tenant_of(encoded), int(put), int(size), int(created), encoded)
