@@ -106,7 +106,7 @@ def floor(journal: Journal, turns: int) -> float:
     Rows the journal wrote in one statement (a step's start and outcome share one commit when
     the call never suspends, as on a ScriptedProvider) are inserted in one statement here too.
     """
-    from loom_nb.journal._journal import _INSERTS
+    from loom_nb.journal._sql import INSERTS as _INSERTS
 
     conn = journal._conn
     rows = conn.execute(
@@ -145,7 +145,7 @@ async def minimal(turns: int, journal: Journal) -> float:
     """Seconds for ``turns`` hand-written journaled turns doing only the required work (see top)."""
     import hashlib
 
-    from loom_nb.journal._journal import _INSERTS
+    from loom_nb.journal._sql import INSERTS as _INSERTS
 
     provider = ScriptedProvider(_script(turns))
     conn = journal._conn

@@ -13,27 +13,22 @@ start is committed just before the first suspension, and a log cut short shows w
 flight. A synchronous ``fn``, or an awaitable that finishes without ever suspending (a scripted
 provider, a cached answer), cannot be interleaved with anything, so its start and outcome share
 one commit: that halves the cost of the cheap steps, and a crash inside one loses nothing replay
-needs (an unfinished step is re-run either way, and no row of it was written).
+needs (an unfinished step is re-run either way, and no row of it was written). ``_suspend``
+tells the two apart.
 
 A step whose ``fn`` raised is journaled as ``step_failed`` and the exception propagates. Replay
 does not serve failures: reaching a failed (or interrupted) step runs it again, and from there
 the execution is live, superseding whatever the log recorded after that position.
 
 Input hashes (issue 15). Each journaled step records ``input_hash``, the ``sha256:`` of its
-input's canonical JSON (a model call records the hash of its whole request, see
-``_requests``). Replay still matches steps by id (ADR 0120 decision 10), and on top of that a
-completed step asked with an input whose hash differs from the recorded one is not served: a
-prompt edited in a notebook and re-run under the same execution id raises
-``ReplayDivergenceError`` (code ``input_changed``) instead of silently returning the old answer,
-unless the execution was opened with ``divergence="ignore_inputs"``. A step journaled before
-hashes existed has none and is served by id alone, so old journals and recordings replay.
+input's canonical JSON. Replay matches steps by id (ADR 0120 decision 10) and, for a completed
+step, by that hash too; what happens when the code and the log disagree is ``_divergence``'s.
 
 One writer. Before a live step's function runs, the execution makes sure this process holds the
-execution's lease and that nobody wrote the log since it was read (``Journal._hold``); another
-writer gets ``ExecutionBusyError`` before running anything.
+execution's lease and that nobody wrote the log since it was read (``Journal._hold``, see
+``_writer``); another writer gets ``ExecutionBusyError`` before running anything.
 
-``fork(at_step, new_id)`` copies the timeline before ``at_step`` into a new execution, which
-replays that prefix and runs live from ``at_step`` on ("edit turn N and go on").
+``fork(at_step, new_id)`` copies the timeline before ``at_step`` into a new execution (``_fork``).
 
 ``park(payload)`` suspends the run for a decision from outside (an approval); ``resume(payload)``
 records the decision and rewinds the execution so the calling code runs again from the top:
@@ -45,10 +40,10 @@ from __future__ import annotations
 import inspect
 import json
 import threading
-from collections.abc import Awaitable, Callable, Generator
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
-from loom_nb.errors import JournalError, ReplayDivergenceError
+from loom_nb.errors import JournalError
 from loom_nb.journal._claims import payload_text, unclaim
 from loom_nb.journal._codec import (
     decode,
@@ -59,17 +54,26 @@ from loom_nb.journal._codec import (
     storable_text,
     text_hash,
 )
+from loom_nb.journal._divergence import (
+    Divergence,
+    changed_input,
+    changed_input_payload,
+    diverged,
+    diverged_payload,
+)
+from loom_nb.journal._fork import fork_rows
 from loom_nb.journal._requests import EncodedInput, ModelBase, ModelStepInput, model_input
+from loom_nb.journal._suspend import StartOnSuspend
 from loom_nb.journal._timeline import Entry, ExecutionStatus, Timeline
 
 if TYPE_CHECKING:
-    from loom_nb.journal._journal import Journal, Owner
+    from loom_nb.journal._journal import Journal
+    from loom_nb.journal._writer import Owner
     from loom_nb.store import Principal
 
-__all__ = ["Execution", "principal_from_json", "principal_to_json"]
+__all__ = ["Execution"]
 
 StepFn = Callable[[Any], Any | Awaitable[Any]]
-Divergence = Literal["fail", "ignore_inputs", "warn"]
 
 
 class Execution:
@@ -281,23 +285,8 @@ class Execution:
             return False
         if self._divergence == "fail":
             self._release(position)
-            raise ReplayDivergenceError(
-                f"replay of execution {self._id!r}: step {step_id!r} at position {position} was "
-                f"recorded with another input (hash {expected[:19]}..., now {actual[:19]}...), "
-                "so its recorded output answers a different question. To run the changed step, "
-                "start a new execution id, or fork this one at that step "
-                f"(execution.fork({step_id!r}, new_id)); to replay the old answers anyway, open "
-                "it with divergence='ignore_inputs'.",
-                code="input_changed",
-                expected=expected,
-                actual=actual,
-                step_id=step_id,
-                position=position,
-                execution_id=self._id,
-            )
-        payload = dumps(
-            {"actual": step_id, "expected": step_id, "input_hash": actual, "recorded": expected}
-        )
+            raise changed_input(self._id, step_id, position, expected, actual)
+        payload = changed_input_payload(step_id, expected, actual)
         self._append([("divergence", step_id, position, payload)])
         self._live_from = position
         return True
@@ -362,7 +351,7 @@ class Execution:
                 # When the step suspends (I/O, where crashes, cancellations and other tasks
                 # land), its start is made durable first, so a log cut short shows which step
                 # was in flight; one that never suspends is journaled in one commit below.
-                result = await _StartOnSuspend(result, start)
+                result = await StartOnSuspend(result, start)
             output_text, output = encode_value(result, step_id=step_id, what="output")
         except BaseException as exc:
             error = {
@@ -464,18 +453,8 @@ class Execution:
     def _diverge(self, position: int, entry: Entry, actual: str) -> None:
         expected = entry.label
         if self._divergence != "warn":
-            raise ReplayDivergenceError(
-                f"replay of execution {self._id!r} diverged at position {position}: the log "
-                f"recorded {expected!r} but the code asked for {actual!r}. Step ids must come out "
-                "the same on every run; if the code changed on purpose, open the execution with "
-                "divergence='warn' (the log is superseded from here), fork it at the last step "
-                "that still matches (execution.fork(step, new_id)), or start a new execution id.",
-                expected=expected,
-                actual=actual,
-                position=position,
-                execution_id=self._id,
-            )
-        payload = dumps({"actual": actual, "expected": expected})
+            raise diverged(self._id, position, expected, actual)
+        payload = diverged_payload(expected, actual)
         self._append([("divergence", actual, position, payload)])
         self._live_from = position
 
@@ -524,55 +503,9 @@ class Execution:
         other (the copied rows are its own). Raises ``JournalError`` with code ``unknown_step``
         (no such step), ``execution_exists`` (``new_id`` is taken) or ``invalid_execution_id``.
         """
-        from loom_nb.journal._journal import now_iso
-
-        if not is_storable_id(new_id):
-            raise JournalError(
-                f"fork: the new execution id is a non-empty string of valid Unicode, not "
-                f"{new_id!r}.",
-                code="invalid_execution_id",
-            )
-        entries = self._timeline.entries
-        position = self._fork_position(at_step)
-        rows: list[tuple[str, str, str | None, int | None, str, str]] = []
-        created = now_iso()
-        started = {
-            "forked_from": {"execution_id": self._id, "position": position},
-            "principal": principal_to_json(self._principal),
-        }
-        rows.append((new_id, "execution_started", None, None, dumps(started), created))
-        for index, entry in enumerate(entries[:position]):
-            for kind, payload in _events_of(entry):
-                rows.append((new_id, kind, entry.step_id, index, payload, created))
+        rows = fork_rows(self._timeline.entries, self._id, self._principal, at_step, new_id)
         self._journal._insert_execution(new_id, rows)
         return self._journal.execution(new_id, divergence=self._divergence)
-
-    def _fork_position(self, at_step: object) -> int:
-        entries = self._timeline.entries
-        if isinstance(at_step, int) and not isinstance(at_step, bool):
-            if 0 <= at_step <= len(entries):
-                return at_step
-            raise JournalError(
-                f"fork: position {at_step} is outside execution {self._id!r}'s timeline "
-                f"(0 to {len(entries)}).",
-                code="unknown_step",
-                execution_id=self._id,
-            )
-        if isinstance(at_step, str):
-            for index, entry in enumerate(entries):
-                if entry.kind == "step" and entry.step_id == at_step:
-                    return index
-            known = ", ".join(repr(e.step_id) for e in entries[:5] if e.kind == "step")
-            raise JournalError(
-                f"fork: execution {self._id!r} has no step {at_step!r} on its timeline (its "
-                f"first steps: {known or 'none'}). Pass a recorded step id or a position.",
-                code="unknown_step",
-                execution_id=self._id,
-            )
-        raise JournalError(
-            f"fork: at_step is a step id (str) or a position (int), not {type(at_step).__name__}.",
-            code="invalid_argument",
-        )
 
     # -- park, resume, complete -------------------------------------------------------------
 
@@ -643,95 +576,3 @@ class Execution:
         except BaseException:
             self._release(position)
             raise
-
-
-def _events_of(entry: Entry) -> list[tuple[str, str]]:
-    """The events (kind, raw payload) that fold into ``entry`` (what a fork copies)."""
-    if entry.kind == "step":
-        events = [("step_started", "{}")]
-        if entry.state in ("completed", "failed"):
-            kind = "step_completed" if entry.state == "completed" else "step_failed"
-            events.append((kind, entry.payload or "{}"))
-        return events
-    if entry.kind == "park":
-        events = [("parked", entry.payload or "{}")]
-        if entry.state == "resumed":
-            events.append(("resumed", entry.resume_payload or "{}"))
-        return events
-    return [("completed", entry.payload or "{}")]
-
-
-def principal_to_json(principal: Principal | None) -> dict[str, Any] | None:
-    """The JSON form of a principal journaled in ``execution_started``."""
-    if principal is None:
-        return None
-    tenant = getattr(principal, "tenant", None)
-    if not isinstance(tenant, str) or not tenant:
-        raise JournalError(
-            f"a principal has a non-empty string tenant; got {principal!r}. Pass "
-            "Principal(tenant='...').",
-            code="invalid_principal",
-        )
-    return {"subject": getattr(principal, "subject", None), "tenant": tenant}
-
-
-def principal_from_json(data: Any) -> Principal | None:
-    """The principal a journaled ``execution_started`` names (None when it names none)."""
-    from loom_nb.store import Principal
-
-    if data is None:
-        return None
-    if not (isinstance(data, dict) and isinstance(data.get("tenant"), str)):
-        raise JournalError(
-            f"the journaled principal {data!r} has no tenant; the journal is damaged.",
-            code="journal_corrupt",
-        )
-    subject = data.get("subject")
-    return Principal(tenant=data["tenant"], subject=subject if isinstance(subject, str) else None)
-
-
-class _StartOnSuspend:
-    """Await ``awaitable``, calling ``on_suspend`` once, just before it first suspends.
-
-    Delegates exactly as ``yield from`` does (sent values, thrown exceptions such as a
-    cancellation, ``close``); an awaitable that returns or raises without suspending never calls
-    ``on_suspend``. If ``on_suspend`` raises (the journal refused the start), the awaitable is
-    closed and the error propagates: nothing runs past a start that is not durable.
-    """
-
-    __slots__ = ("_awaitable", "_on_suspend")
-
-    def __init__(self, awaitable: Awaitable[Any], on_suspend: Callable[[], None]) -> None:
-        self._awaitable = awaitable
-        self._on_suspend = on_suspend
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        inner = self._awaitable.__await__()
-        if not hasattr(inner, "send"):  # a plain iterator: the start first, as before
-            self._on_suspend()
-            return (yield from inner)
-        try:
-            signal = inner.send(None)
-        except StopIteration as stop:
-            return stop.value
-        try:
-            self._on_suspend()
-        except BaseException:
-            inner.close()
-            raise
-        while True:
-            try:
-                sent = yield signal
-            except GeneratorExit:
-                inner.close()
-                raise
-            except BaseException as exc:
-                try:
-                    signal = inner.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    signal = inner.send(sent)
-                except StopIteration as stop:
-                    return stop.value

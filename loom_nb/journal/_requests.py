@@ -25,6 +25,7 @@ Per turn, hashing and the journaled delta cost what the turn added, not the tran
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from loom_nb.content import LlmRequest, Message, canonical_json
 from loom_nb.errors import JournalError
 from loom_nb.guard import EMPTY_JSON_SEEN, Seen
 from loom_nb.journal._codec import encode_text
+from loom_nb.journal._timeline import Event
 
 __all__ = [
     "DELTA_MARKER",
@@ -42,6 +44,7 @@ __all__ = [
     "ModelInput",
     "ModelStepInput",
     "expand_messages",
+    "expanded_events",
     "model_input",
 ]
 
@@ -255,3 +258,33 @@ def expand_messages(value: Any, earlier: dict[int, list[Any]], *, where: str) ->
             code="journal_corrupt",
         )
     return earlier[base][:keep] + append
+
+
+def expanded_events(
+    events: list[Event], earlier: dict[int, list[Any]] | None = None
+) -> list[Event]:
+    """``events`` with each model step's delta-journaled messages expanded to the whole list.
+
+    ``earlier`` carries the expansions of events already seen (a watch passes its own, so the
+    events it delivers one batch at a time read whole too).
+    """
+    if earlier is None:
+        earlier = {}
+    out: list[Event] = []
+    for event in events:
+        payload = event.payload
+        if (
+            event.kind in ("step_completed", "step_failed")
+            and event.position is not None
+            and isinstance(payload, dict)
+        ):
+            step_input = payload.get("input")
+            where = f"execution {event.execution_id!r}, event {event.seq}"
+            messages = expand_messages(step_input, earlier, where=where)
+            if messages is not None and isinstance(step_input, dict):
+                earlier[event.position] = messages
+                if messages is not step_input.get("messages"):
+                    full = {**payload, "input": {**step_input, "messages": messages}}
+                    event = dataclasses.replace(event, payload=full)
+        out.append(event)
+    return out

@@ -1,8 +1,8 @@
 """The S3 content store's per-tenant index in PostgreSQL (issue 16): ``S3ContentStore(url, index=...)``.
 
 With a team's journal on PostgreSQL, who stored which blob is one row per store, blob and tenant
-in ``loom_store_tenants`` (created by the journal's migration ``pg002_store_tenants``) instead of
-an empty marker object per put: a put records itself with one upsert instead of a PUT, and
+in ``loom_store_tenants`` (created by the migration ``pg002_store_tenants`` of the database the
+store and the journal share, ``loom_nb._pg``) instead of an empty marker object per put: a put records itself with one upsert instead of a PUT, and
 listing a store is one query instead of a LIST of every marker. The blobs stay in the bucket.
 
 The protocol is the object index's: a put records itself first and then makes sure the blob is
@@ -10,20 +10,23 @@ there; an erase moves the blob aside, reads the rows again and puts the blob bac
 (every put writes a new ``nonce``). ``created`` is carried over from the blob's other rows
 when a tenant first records it, and kept by its later puts, so a blob's first put time survives
 its first tenant's delete.
+
+Given a journal, the index shares its connection pool. The journal is recognised by what it has
+(a ``_pg_pool`` that is a ``loom_nb._pg.Pool``), not by its class: the store does not import the
+journal, which sits above it (DESIGN.md, "Layers").
 """
 
 from __future__ import annotations
 
-import base64
 import builtins
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from loom_nb.errors import ConfigurationError, JournalError, StoreError
+from loom_nb.store._s3_index import Marker, tenant_of
 
 if TYPE_CHECKING:
     from loom_nb.journal import Journal
-    from loom_nb.store._s3 import _Marker
 
 __all__ = ["PostgresIndex"]
 
@@ -54,13 +57,14 @@ class PostgresIndex:
     kind = "postgresql"
 
     def __init__(self, target: str | Journal, store_url: str) -> None:
-        from loom_nb.journal._postgres import PostgresJournal, is_postgres_url, open_pool
+        from loom_nb._pg import Pool, is_postgres_url, open_pool
 
         self._store = store_url
         self._own = False
-        if isinstance(target, PostgresJournal):
-            self._db: Any = target._conn  # the journal's pool, shared
-            self._where = _location(target._path)
+        shared = getattr(target, "_pg_pool", None)
+        if isinstance(shared, Pool):  # a PostgreSQL journal: its pool, shared
+            self._db: Any = shared
+            self._where = shared.location
         elif is_postgres_url(target):
             assert isinstance(target, str)
             try:
@@ -70,7 +74,7 @@ class PostgresIndex:
                     f"cannot open the store's index: {exc.message}", code="store_unavailable"
                 ) from exc
             self._own = True
-            self._where = _location(target)
+            self._where = self._db.location
         else:
             raise ConfigurationError(
                 f"index= is a PostgreSQL Journal or a postgresql:// URL, not {target!r}; without "
@@ -115,17 +119,17 @@ class PostgresIndex:
     def settle(self, marker: str, now: int, encoded: str, digest: str, size: int) -> None:
         """Nothing to do: the upsert kept the tenant's one row and the blob's first put time."""
 
-    def markers(self, digest: str) -> builtins.list[_Marker]:
+    def markers(self, digest: str) -> builtins.list[Marker]:
         rows = self._run("read", lambda: self._db.execute(_MARKERS, (self._store, digest)))
         return [_marker(row) for row in rows.fetchall()]
 
-    def remove(self, digest: str, markers: builtins.list[_Marker], *, what: str) -> None:
+    def remove(self, digest: str, markers: builtins.list[Marker], *, what: str) -> None:
         nonces = [m.key for m in markers]
         self._run(what, lambda: self._db.execute(_REMOVE, (self._store, digest, nonces)))
 
-    def everything(self) -> dict[str, builtins.list[_Marker]]:
+    def everything(self) -> dict[str, builtins.list[Marker]]:
         rows = self._run("list", lambda: self._db.execute(_EVERYTHING, (self._store,)))
-        grouped: dict[str, builtins.list[_Marker]] = {}
+        grouped: dict[str, builtins.list[Marker]] = {}
         for row in rows.fetchall():
             grouped.setdefault(row[0], []).append(_marker(row))
         return grouped
@@ -137,10 +141,12 @@ class PostgresIndex:
     def _run(self, what: str, statement: Any) -> Any:
         import psycopg
 
+        from loom_nb._pg import first_line
+
         try:
             return statement()
         except (psycopg.Error, JournalError) as exc:
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            text = first_line(exc)
             raise StoreError(
                 f"the S3 store {self._store} could not {what} its PostgreSQL index: {text}. Check "
                 "that the database is reachable, then retry.",
@@ -148,22 +154,6 @@ class PostgresIndex:
             ) from exc
 
 
-def _marker(row: tuple[Any, ...]) -> _Marker:
-    from loom_nb.store._s3 import _Marker
-
+def _marker(row: tuple[Any, ...]) -> Marker:
     _digest, encoded, size, created, put, nonce = row
-    tenant = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
-    return _Marker(nonce, tenant, int(put), int(size), int(created), encoded)
-
-
-def _location(url: str) -> str:
-    """``host:port`` of a libpq URL (no user, no password), for messages."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or "localhost"
-        port = parts.port or 5432
-    except ValueError:
-        return "postgresql"
-    return f"{host}:{port}"
+    return Marker(nonce, tenant_of(encoded), int(put), int(size), int(created), encoded)

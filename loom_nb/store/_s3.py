@@ -28,30 +28,24 @@ wrote its marker before the second listing (and the blob is restored) or after i
 finds the blob gone and uploads it). Together with ``purge(older_than=...)`` refusing a blob put
 within the grace period, a sweep never takes bytes from under a put. A reader between the move
 and the restore sees the blob as absent for a moment, never wrong bytes: every read re-hashes.
+
+The pieces: ``_s3_client`` is the bucket through obstore (configuration, errors), ``_s3_index``
+the tenant markers (and the interface the PostgreSQL index, ``_pg_index``, fills too), and
+``_s3_layout`` which index a bucket uses (``loom-store.json``) and the pairing with a journal.
 """
 
 from __future__ import annotations
 
-import base64
 import builtins
-import contextlib
 import hashlib
-import json
 import os
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
-from urllib.parse import urlsplit
-
-try:
-    import obstore
-    from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError
-except ImportError:  # pragma: no cover - the optional dependency is missing
-    obstore = None  # type: ignore[assignment]
+from typing import TYPE_CHECKING, Any
 
 from loom_nb.content import ContentRef
 from loom_nb.errors import (
@@ -60,14 +54,23 @@ from loom_nb.errors import (
     ContentNotFoundError,
     StoreError,
 )
-from loom_nb.store._protocol import Progress, StoreEntry, check_address, check_tenant
+from loom_nb.store._protocol import Progress, StoreEntry, check_address
+from loom_nb.store._s3_client import AVAILABLE, Exists, S3Objects, blob, connect, parse_url, sound
+from loom_nb.store._s3_index import (
+    Marker,
+    ObjectIndex,
+    TenantIndex,
+    entry_of,
+    micros,
+    tenant_key,
+)
+from loom_nb.store._s3_layout import IndexChoice
 
 if TYPE_CHECKING:
     from obstore import ObjectMeta
     from obstore.store import S3Store
 
     from loom_nb.journal import Journal
-    from loom_nb.store._pg_index import PostgresIndex
 
 __all__ = ["INDEX_ENV", "S3ContentStore"]
 
@@ -76,30 +79,7 @@ INDEX_ENV = "LOOM_STORE_INDEX"
 
 _CHUNK = 8 * 1024 * 1024
 _READ_CHUNK = 1024 * 1024  # a read is hashed a chunk at a time, as it arrives
-_MAX_TENANT_BYTES = 512
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_LAYOUT = "loom-store.json"  # where the store's tenant index is kept (see _check_layout)
 _SEEN = 4096  # blobs a store object remembers as present (to look before re-sending their bytes)
-
-
-class _Marker:
-    """One tenant's record of a blob: a parsed marker key, or a row of the PostgreSQL index.
-
-    ``key`` is unique to the put that wrote it (an erase compares keys to spot a new put);
-    ``encoded`` is the tenant in URL-safe base64, as in marker keys.
-    """
-
-    __slots__ = ("created", "encoded", "key", "put", "size", "tenant")
-
-    def __init__(
-        self, key: str, tenant: str, put: int, size: int, created: int, encoded: str = ""
-    ) -> None:
-        self.key = key
-        self.tenant = tenant
-        self.put = put
-        self.size = size
-        self.created = created
-        self.encoded = encoded
 
 
 class S3ContentStore:
@@ -133,14 +113,12 @@ class S3ContentStore:
         max_retries: int = 3,
         index: str | Journal | None = None,
     ) -> None:
-        if obstore is None:  # pragma: no cover - the optional dependency is missing
+        if not AVAILABLE:  # pragma: no cover - the optional dependency is missing
             raise ConfigurationError(
                 "the S3 content store needs obstore: pip install 'loom_nb[s3]'.",
                 code="backend_not_installed",
             )
-        from obstore.store import S3Store
-
-        bucket, prefix = _parse_url(url)
+        bucket, prefix = parse_url(url)
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 5 << 20:
             raise ConfigurationError(
                 f"chunk_size must be an int of at least 5 MiB (S3's smallest part), not {chunk_size!r}.",
@@ -153,71 +131,34 @@ class S3ContentStore:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._seen_lock = threading.Lock()
-        config: dict[str, Any] = {}
-        endpoint = (
-            endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        self._s3: S3Store = connect(
+            self.url,
+            bucket,
+            prefix,
+            endpoint=endpoint,
+            region=region,
+            access_key_id=access_key_id,
+            secret_access_key=secret_access_key,
+            max_retries=max_retries,
         )
-        for name, value in (
-            ("endpoint", endpoint),
-            ("region", region),
-            ("access_key_id", access_key_id),
-            ("secret_access_key", secret_access_key),
-        ):
-            if value is not None:
-                if not isinstance(value, str) or not value:
-                    raise ConfigurationError(
-                        f"{name} must be a non-empty string, not {value!r}.",
-                        code="invalid_s3_option",
-                    )
-                config[name] = value
-        if "region" not in config and not os.environ.get("AWS_REGION") and endpoint:
-            config["region"] = "us-east-1"  # S3-compatible servers ignore it; signing needs one
-        options: dict[str, Any] = {"timeout": "120s", "connect_timeout": "5s"}
-        if endpoint and endpoint.startswith("http://"):
-            options["allow_http"] = True
-        retry: Any = {
-            "max_retries": max_retries,
-            "retry_timeout": timedelta(seconds=30),
-            "backoff": {
-                "init_backoff": timedelta(milliseconds=50),
-                "max_backoff": timedelta(seconds=2),
-                "base": 2,
-            },
-        }
-        try:
-            self._s3: S3Store = S3Store(
-                bucket,
-                prefix=prefix or None,
-                client_options=options,  # type: ignore[arg-type]
-                retry_config=retry,
-                **config,
-            )
-        except (BaseError, ValueError, TypeError) as exc:
-            raise StoreError(
-                f"cannot configure the S3 store {self.url}: {exc}. Check the endpoint, region and "
-                "credentials (arguments or AWS_* environment variables).",
-                code="store_unavailable",
-            ) from exc
-        self._index: _ObjectIndex | PostgresIndex
+        self._objects = S3Objects(self.url, self._s3)
         if index is None:
             index = os.environ.get(INDEX_ENV) or None
-        self._index_chosen = index is not None
-        self._pair_with: str | Journal | None = None  # a journal to keep the index beside
-        self._layout_lock = threading.Lock()
+        initial: TenantIndex
         if index is None:
-            self._index = _ObjectIndex(self)
+            initial = ObjectIndex(self)
         else:
             from loom_nb.store._pg_index import PostgresIndex
 
-            self._index = PostgresIndex(index, self.url)
-        self._layout_checked = threading.Event()  # set once the layout was checked
+            initial = PostgresIndex(index, self.url)
+        self._choice = IndexChoice(self._objects, initial, chosen=index is not None)
 
     def __repr__(self) -> str:
         return f"S3ContentStore({self.url!r})"
 
     def close(self) -> None:
         """Release the PostgreSQL index's connections, if it has its own (S3 connections are pooled by the client)."""
-        self._index.close()
+        self._choice.index.close()
 
     def __enter__(self) -> S3ContentStore:
         return self
@@ -229,7 +170,7 @@ class S3ContentStore:
 
     def put(self, data: bytes, tenant: str) -> ContentRef:
         """Store ``data`` for ``tenant``; returns ``ContentRef(address, size)``."""
-        encoded = _tenant_key(tenant)
+        encoded = tenant_key(tenant)
         if not isinstance(data, bytes | bytearray | memoryview):
             raise StoreError(
                 f"put() takes bytes, got {type(data).__name__}; use put_file() for a file on disk.",
@@ -240,12 +181,8 @@ class S3ContentStore:
         digest = address[7:]
 
         def upload(overwrite: bool) -> None:
-            self._call(
-                "put",
-                digest,
-                lambda: obstore.put(
-                    self._s3, _blob(digest), view, mode="overwrite" if overwrite else "create"
-                ),
+            self._objects.put(
+                "put", digest, blob(digest), view, mode="overwrite" if overwrite else "create"
             )
 
         self._record_and_ensure(
@@ -266,7 +203,7 @@ class S3ContentStore:
         hashed again; a file that changed in between is refused (``file_changed``) and nothing
         wrong is left readable under its address.
         """
-        encoded = _tenant_key(tenant)
+        encoded = tenant_key(tenant)
         source = Path(path)
         digest_of = hashlib.sha256()
         md5_of = hashlib.md5(usedforsecurity=False)
@@ -313,32 +250,26 @@ class S3ContentStore:
                         if progress is not None:
                             progress(done, total)
                     body = b"".join(pieces)
-                    self._call(
+                    self._objects.put(
                         "put",
                         digest,
-                        lambda: obstore.put(
-                            self._s3,
-                            _blob(digest),
-                            body,
-                            mode="overwrite" if overwrite else "create",
-                        ),
+                        blob(digest),
+                        body,
+                        mode="overwrite" if overwrite else "create",
                     )
                 else:
                     # Multipart cannot be conditional here; the caller looked first, and a racing
                     # upload of the same address writes the same bytes.
-                    self._call(
+                    self._objects.put(
                         "put",
                         digest,
-                        lambda: obstore.put(
-                            self._s3,
-                            _blob(digest),
-                            chunks(src),
-                            chunk_size=self.chunk_size,
-                            max_concurrency=4,
-                        ),
+                        blob(digest),
+                        chunks(src),
+                        chunk_size=self.chunk_size,
+                        max_concurrency=4,
                     )
             if check.hexdigest() != digest or done != total:
-                self._delete_quietly([_blob(digest)])
+                self._objects.delete_quietly([blob(digest)])
                 raise StoreError(
                     f"{source} changed while it was being stored (its bytes no longer hash to "
                     f"sha256:{digest}); nothing was stored. Store it again once it is complete.",
@@ -370,22 +301,22 @@ class S3ContentStore:
         size, and is rewritten rather than deduped onto.
         """
         self._check_layout()
-        now = _micros(self._clock())
-        marker = self._index.record(digest, encoded_tenant, size, now)
+        now = micros(self._clock())
+        marker = self._choice.index.record(digest, encoded_tenant, size, now)
         present = self._blob_meta(digest) if (large or digest in self._seen) else None
         fresh = False
         if present is None:
             try:
                 upload(False)
                 fresh = True
-            except _Exists:
+            except Exists:
                 present = self._blob_meta(digest)
-        if not fresh and (present is None or not _sound(present, size, md5)):
+        if not fresh and (present is None or not sound(present, size, md5)):
             upload(True)  # vanished, or a damaged copy: rewrite it
         self._remember(digest)
         if not fresh:
             # The blob was (or may have been) there: earlier markers hold its first put time.
-            self._index.settle(marker, now, encoded_tenant, digest, size)
+            self._choice.index.settle(marker, now, encoded_tenant, digest, size)
 
     def _remember(self, digest: str) -> None:
         """Note a blob as present, so the next put of it looks before sending the bytes."""
@@ -401,12 +332,12 @@ class S3ContentStore:
         Returns False when that tenant had not stored the address.
         """
         digest = check_address(address)[7:]
-        encoded = _tenant_key(tenant)
+        encoded = tenant_key(tenant)
         markers = self._markers(digest)
         mine = [m for m in markers if m.encoded == encoded]
         if not mine:
             return False
-        self._index.remove(digest, mine, what="delete")
+        self._choice.index.remove(digest, mine, what="delete")
         if all(m.encoded == encoded for m in markers):
             self._erase(digest, {m.key for m in markers}, remove=[])
         return True
@@ -419,12 +350,12 @@ class S3ContentStore:
         """
         digest = check_address(address)[7:]
         markers = self._markers(digest)
-        if older_than is not None and any(m.put >= _micros(older_than) for m in markers):
+        if older_than is not None and any(m.put >= micros(older_than) for m in markers):
             return False
         erased = self._erase(digest, {m.key for m in markers}, remove=markers)
         return erased is not None and (erased or bool(markers))
 
-    def _erase(self, digest: str, seen: set[str], *, remove: builtins.list[_Marker]) -> bool | None:
+    def _erase(self, digest: str, seen: set[str], *, remove: builtins.list[Marker]) -> bool | None:
         """Move the blob aside, re-list the markers, restore it if a new put arrived, else drop it.
 
         Returns whether a blob was erased, or None when a put arrived and the erase was undone.
@@ -432,22 +363,22 @@ class S3ContentStore:
         """
         trash = f"trash/{digest}/{uuid.uuid4().hex}"
         try:
-            self._call("erase", digest, lambda: obstore.copy(self._s3, _blob(digest), trash))
+            self._objects.copy("erase", digest, blob(digest), trash)
         except ContentNotFoundError:
             moved = False
         else:
             moved = True
-            self._call("erase", digest, lambda: obstore.delete(self._s3, _blob(digest)))
+            self._objects.delete("erase", digest, blob(digest))
         arrived = [m for m in self._markers(digest) if m.key not in seen]
         if arrived:
             if moved:
-                self._call("erase", digest, lambda: obstore.copy(self._s3, trash, _blob(digest)))
-                self._delete_quietly([trash])
+                self._objects.copy("erase", digest, trash, blob(digest))
+                self._objects.delete_quietly([trash])
             return None
         if remove:
-            self._index.remove(digest, remove, what="erase")
+            self._choice.index.remove(digest, remove, what="erase")
         if moved:
-            self._delete_quietly([trash])
+            self._objects.delete_quietly([trash])
         with self._seen_lock:
             self._seen.pop(digest, None)
         return moved
@@ -461,23 +392,16 @@ class S3ContentStore:
         bytes writes a sound copy.
         """
         digest = check_address(address)[7:]
-        result = self._call("get", digest, lambda: obstore.get(self._s3, _blob(digest)))
+        result = self._objects.get("get", digest, blob(digest))
         # Hashed while it streams (each chunk as it arrives, not a second pass over the whole),
         # then joined once: one copy, as a bare client's bytes(result.bytes()) makes.
         check = hashlib.sha256()
         parts = []
-        stream = self._call("get", digest, lambda: result.stream(min_chunk_size=_READ_CHUNK))
-        while True:
-            try:
-                part = next(stream)
-            except StopIteration:
-                break
-            except (BaseError, OSError, RuntimeError) as exc:
-                self._fail("get", digest, exc)
+        for part in self._objects.chunks("get", digest, result, _READ_CHUNK):
             check.update(part)
             parts.append(part)
         if check.hexdigest() != digest:
-            self._quarantine(digest, result.meta.get("e_tag"))
+            self._objects.quarantine(digest, result.meta.get("e_tag"))
             raise ContentIntegrityError(
                 f"the object for {address} in {self.url} does not hash to its address (corrupted); "
                 "it was moved to corrupt/. Store the original bytes again to repair it.",
@@ -498,7 +422,7 @@ class S3ContentStore:
     def stat(self, address: str) -> StoreEntry:
         """Size, first and last put time, and tenants of the blob at ``address``."""
         digest = check_address(address)[7:]
-        entry = _entry(digest, self._markers(digest))
+        entry = entry_of(digest, self._markers(digest))
         if entry is None:
             raise ContentNotFoundError(f"no blob at {address} in {self.url}.", address=address)
         return entry
@@ -506,13 +430,13 @@ class S3ContentStore:
     def list(self) -> builtins.list[StoreEntry]:
         """Every blob some tenant recorded, plus blobs no marker names (so GC can reclaim them), by address."""
         self._check_layout()
-        grouped = self._index.everything()
+        grouped = self._choice.index.everything()
         entries: dict[str, StoreEntry] = {}
         for digest, markers in grouped.items():
-            entry = _entry(digest, markers)
+            entry = entry_of(digest, markers)
             if entry is not None:
                 entries[digest] = entry
-        for meta in self._listing("blobs/"):
+        for meta in self._objects.listing("blobs/"):
             digest = meta["path"].rsplit("/", 1)[-1]
             if digest not in entries and len(digest) == 64:
                 moment = meta["last_modified"]
@@ -530,320 +454,22 @@ class S3ContentStore:
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _markers(self, digest: str) -> builtins.list[_Marker]:
+    def _markers(self, digest: str) -> builtins.list[Marker]:
         self._check_layout()
-        return self._index.markers(digest)
+        return self._choice.index.markers(digest)
+
+    def _blob_meta(self, digest: str) -> ObjectMeta | None:
+        return self._objects.blob_meta(digest)
 
     def _check_layout(self) -> None:
-        """On first use: the store's ``loom-store.json`` says where its index is, and must agree.
-
-        Every client of one store has to keep its index in the same place: a client counting
-        marker objects would take blobs only PostgreSQL rows name for orphans, and its sweep
-        would reclaim them. The first client to use a store writes the file (a conditional
-        create); any later one opened with the other index is refused.
-        """
-        if self._layout_checked.is_set():
-            return
-        with self._layout_lock:
-            if self._layout_checked.is_set():  # another thread checked it meanwhile
-                return
-            if self._pair_with is not None and not self._index_chosen:
-                self._take_journal_index(self._pair_with)
-            ours = self._index.layout()
-            recorded = self._recorded_layout(ours)
-            if recorded is not None:
-                _check_same_index(self.url, recorded, ours)
-            self._layout_checked.set()
-
-    def _recorded_layout(self, ours: dict[str, str] | None) -> dict[str, Any] | None:
-        """The layout the bucket records; with ``ours``, first try to record it (None: ours is now it)."""
-        if ours is not None:
-            wanted = json.dumps({"format": 1, **ours}).encode()
-            try:
-                self._call(
-                    "put", _LAYOUT, lambda: obstore.put(self._s3, _LAYOUT, wanted, mode="create")
-                )
-                return None
-            except _Exists:
-                pass
-        try:
-            found = self._call("get", _LAYOUT, lambda: obstore.get(self._s3, _LAYOUT).bytes())
-        except ContentNotFoundError:
-            return None
-        try:
-            recorded = json.loads(bytes(found))
-        except ValueError:
-            recorded = None
-        return recorded if isinstance(recorded, dict) else {}
+        """On first use: the store's ``loom-store.json`` says where its index is, and must agree (``_s3_layout``)."""
+        self._choice.check()
 
     def _follow_journal(self, journal: str | Journal) -> None:
         """Keep the tenant index in ``journal``'s PostgreSQL database, unless told otherwise.
 
         A PostgreSQL ``Journal(url, store=self)`` calls this (and ``loom-nb`` for a store and a
-        journal named together), so a team's store and journal pair without ``index=``. On the
-        store's first use (no I/O here): nothing changes when it was opened with an index of its
-        own (``index=`` or ``$LOOM_STORE_INDEX``) or its bucket already records marker objects;
-        a new bucket, or one that records PostgreSQL, takes the journal's database, which
-        ``_check_layout`` then checks is the recorded one.
+        journal named together), so a team's store and journal pair without ``index=`` (see
+        ``_s3_layout``).
         """
-        with self._layout_lock:
-            if not self._index_chosen and not self._layout_checked.is_set():
-                self._pair_with = journal
-
-    def _take_journal_index(self, journal: str | Journal) -> None:
-        """Under the layout lock, on first use: switch to ``journal``'s database unless the bucket records markers."""
-        recorded = self._recorded_layout(None)
-        if recorded is not None and recorded.get("index") != "postgresql":
-            return
-        from loom_nb.store._pg_index import PostgresIndex
-
-        previous = self._index
-        self._index = PostgresIndex(journal, self.url)
-        self._index_chosen = True
-        previous.close()
-
-    def _listing(self, prefix: str) -> Iterator[ObjectMeta]:
-        stream = self._call("list", prefix, lambda: obstore.list(self._s3, prefix, chunk_size=1000))
-        while True:
-            try:
-                batch: Sequence[ObjectMeta] = next(stream)
-            except StopIteration:
-                return
-            except BaseError as exc:
-                self._fail("list", prefix, exc)
-            yield from batch
-
-    def _blob_meta(self, digest: str) -> ObjectMeta | None:
-        try:
-            meta: ObjectMeta = self._call(
-                "head", digest, lambda: obstore.head(self._s3, _blob(digest))
-            )
-        except ContentNotFoundError:
-            return None
-        return meta
-
-    def _quarantine(self, digest: str, e_tag: str | None) -> None:
-        """Move a corrupted object aside, unless a put replaced it since it was read."""
-        with contextlib.suppress(StoreError):  # best effort: the read already refused the bytes
-            current = self._call("head", digest, lambda: obstore.head(self._s3, _blob(digest)))
-            if e_tag is None or current.get("e_tag") == e_tag:
-                self._call(
-                    "quarantine",
-                    digest,
-                    lambda: obstore.copy(self._s3, _blob(digest), f"corrupt/{digest}"),
-                )
-                self._call("quarantine", digest, lambda: obstore.delete(self._s3, _blob(digest)))
-
-    def _delete_quietly(self, keys: builtins.list[str]) -> None:
-        # Leftovers are harmless: a stale marker of the same tenant, a trash copy.
-        with contextlib.suppress(BaseError, OSError):
-            obstore.delete(self._s3, keys)
-
-    def _call(self, what: str, where: str, fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except AlreadyExistsError as exc:
-            raise _Exists from exc
-        except (FileNotFoundError, NotFoundError) as exc:
-            raise ContentNotFoundError(
-                f"no object for {where} in {self.url}. Store it first with put().",
-                address=f"sha256:{where}" if len(where) == 64 else where,
-            ) from exc
-        except (BaseError, OSError, RuntimeError) as exc:
-            self._fail(what, where, exc)
-
-    def _fail(self, what: str, where: str, exc: BaseException) -> NoReturn:
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise StoreError(
-            f"the S3 store {self.url} failed to {what} {where}: {text}. Check that the server is "
-            "reachable, the bucket exists and the credentials may read and write it, then retry.",
-            code="store_unavailable",
-        ) from exc
-
-
-class _ObjectIndex:
-    """Who stored what, as one empty marker object per tenant and blob (``tenants/...``)."""
-
-    kind = "objects"
-
-    def __init__(self, store: S3ContentStore) -> None:
-        self._store = store
-
-    def record(self, digest: str, encoded: str, size: int, now: int) -> str:
-        """Write this put's marker (a new, unique key); returns it."""
-        marker = f"tenants/{digest}/{encoded}/{now:016d}-{size}-{now:016d}-{uuid.uuid4().hex[:12]}"
-        self._store._call("put", digest, lambda: obstore.put(self._store._s3, marker, b""))
-        return marker
-
-    def settle(self, marker: str, now: int, encoded: str, digest: str, size: int) -> None:
-        """After deduping: carry the blob's first put time into this put's marker, drop the tenant's older ones.
-
-        The corrected marker is written before the provisional one goes, so the tenant is never
-        without a marker a racing erase would see.
-        """
-        markers = self._store._markers(digest)
-        older = [m.key for m in markers if m.key != marker and m.encoded == encoded]
-        created = min((m.created for m in markers), default=now)
-        if created < now:
-            fixed = f"tenants/{digest}/{encoded}/{now:016d}-{size}-{created:016d}-{uuid.uuid4().hex[:12]}"
-            self._store._call("put", digest, lambda: obstore.put(self._store._s3, fixed, b""))
-            older.append(marker)
-        if older:
-            self._store._delete_quietly(older)
-
-    def markers(self, digest: str) -> builtins.list[_Marker]:
-        found = []
-        for meta in self._store._listing(f"tenants/{digest}/"):
-            marker = _parse_marker(meta["path"])
-            if marker is not None:
-                found.append(marker)
-        return found
-
-    def remove(self, digest: str, markers: builtins.list[_Marker], *, what: str) -> None:
-        keys = [m.key for m in markers]
-        self._store._call(what, digest, lambda: obstore.delete(self._store._s3, keys))
-
-    def everything(self) -> dict[str, builtins.list[_Marker]]:
-        grouped: dict[str, builtins.list[_Marker]] = {}
-        for meta in self._store._listing("tenants/"):
-            marker = _parse_marker(meta["path"])
-            if marker is not None:
-                grouped.setdefault(meta["path"].split("/")[1], []).append(marker)
-        return grouped
-
-    def layout(self) -> dict[str, str]:
-        """What the store's ``loom-store.json`` records about this index."""
-        return {"index": self.kind}
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-def _check_same_index(url: str, recorded: dict[str, Any], ours: dict[str, str]) -> None:
-    """Refuse a client whose tenant index is not the one the bucket records (``store_index_mismatch``).
-
-    Two indexes of one bucket would each count only their own tenants, and either one's sweep
-    would reclaim blobs only the other names.
-    """
-    kind = ours["index"]
-    if recorded.get("index") != kind:
-        remedy = (
-            f"index=<a Journal or URL of that database> (the bucket records it at "
-            f"{recorded.get('where', 'an unrecorded place')}), or through "
-            "Journal(<that database's URL>, store=...), which pairs them"
-            if recorded.get("index") == "postgresql"
-            else "without index= and without a PostgreSQL journal paired with it"
-        )
-        raise ConfigurationError(
-            f"the S3 store {url} keeps its tenant index in {recorded.get('index')!r}, but it was "
-            f"opened with the index in {kind!r}. Open it the way it was first used: {remedy}.",
-            code="store_index_mismatch",
-        )
-    theirs, mine = recorded.get("database"), ours.get("database")
-    if kind == "postgresql" and theirs is not None and mine is not None and theirs != mine:
-        raise ConfigurationError(
-            f"the S3 store {url} keeps its tenant index in the PostgreSQL database at "
-            f"{recorded.get('where', '?')}, but it was opened with the index in another "
-            f"database, {ours.get('where', '?')}: each would count only its own tenants and "
-            "its sweep would reclaim the other's blobs. Open the store with that database "
-            "(index=<its URL>, or a Journal on it).",
-            code="store_index_mismatch",
-        )
-
-
-class _Exists(Exception):
-    """Internal: a conditional create found the object already there."""
-
-
-def _parse_url(url: object) -> tuple[str, str]:
-    if not isinstance(url, str):
-        raise ConfigurationError(
-            f"an S3 store URL is a string like 's3://bucket/prefix', not {type(url).__name__}.",
-            code="invalid_store_url",
-        )
-    parts = urlsplit(url)
-    bucket = parts.netloc
-    if parts.scheme != "s3" or not bucket or parts.query or parts.fragment or "@" in bucket:
-        raise ConfigurationError(
-            f"{url!r} is not an S3 store URL: write 's3://bucket' or 's3://bucket/prefix' "
-            "(credentials go in arguments or AWS_* environment variables, not the URL).",
-            code="invalid_store_url",
-        )
-    prefix = parts.path.strip("/")
-    if any(segment in ("", ".", "..") for segment in prefix.split("/")) and prefix:
-        raise ConfigurationError(
-            f"{url!r}: the prefix {prefix!r} has an empty, '.' or '..' segment.",
-            code="invalid_store_url",
-        )
-    return bucket, prefix
-
-
-def _sound(meta: ObjectMeta, size: int, md5: Callable[[], str] | None) -> bool:
-    """Whether a present object can stand for ``size`` bytes with this MD5 (as far as S3 tells)."""
-    if meta["size"] != size:
-        return False
-    e_tag = (meta.get("e_tag") or "").strip('"')
-    if md5 is None or "-" in e_tag or len(e_tag) != 32:
-        return True  # a multipart (or encrypted) ETag is no MD5: every read verifies instead
-    return e_tag == md5()
-
-
-def _blob(digest: str) -> str:
-    return f"blobs/{digest}"
-
-
-def _tenant_key(tenant: object) -> str:
-    check_tenant(tenant)
-    assert isinstance(tenant, str)
-    try:
-        raw = tenant.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise StoreError(
-            f"invalid tenant {tenant!r}: it is not valid Unicode text (a lone surrogate).",
-            code="invalid_tenant",
-        ) from exc
-    if len(raw) > _MAX_TENANT_BYTES:
-        raise StoreError(
-            f"invalid tenant: {len(raw)} bytes of UTF-8, over the {_MAX_TENANT_BYTES} an S3 "
-            "store can put in an object key. Use a shorter tenant id.",
-            code="invalid_tenant",
-        )
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=") or "="
-
-
-def _parse_marker(key: str) -> _Marker | None:
-    """A marker key's fields, or None for a key that is not one (ignored, never trusted)."""
-    parts = key.split("/")
-    if len(parts) != 4 or parts[0] != "tenants" or len(parts[1]) != 64:
-        return None
-    fields = parts[3].split("-")
-    if len(fields) != 4:
-        return None
-    try:
-        encoded = parts[2]
-        tenant = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
-        return _Marker(key, tenant, int(fields[0]), int(fields[1]), int(fields[2]), encoded)
-    except ValueError:
-        return None
-
-
-def _entry(digest: str, markers: builtins.list[_Marker]) -> StoreEntry | None:
-    if not markers:
-        return None
-    return StoreEntry(
-        address="sha256:" + digest,
-        size=max(m.size for m in markers),
-        created=_EPOCH + timedelta(microseconds=min(m.created for m in markers)),
-        last_put=_EPOCH + timedelta(microseconds=max(m.put for m in markers)),
-        tenants=frozenset(m.tenant for m in markers),
-    )
-
-
-def _micros(moment: datetime) -> int:
-    if moment.tzinfo is None:
-        raise ConfigurationError(
-            "the store's clock must return timezone-aware datetimes (for example datetime.now(UTC)).",
-            code="naive_datetime",
-        )
-    delta = moment - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+        self._choice.follow(journal)

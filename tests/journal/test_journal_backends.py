@@ -17,9 +17,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from loom_nb._pg import PG_MIGRATIONS
 from loom_nb.errors import JournalError
 from loom_nb.journal import Journal
-from loom_nb.journal._postgres import PG_MIGRATIONS, PostgresJournal
+from loom_nb.journal._journal import PostgresJournal
 from tests import services
 from tests.conftest import JournalBackend
 
@@ -209,7 +210,7 @@ async def test_a_watch_shows_model_steps_whole_even_when_journaled_as_deltas(
 
 # -- the connection pool: threads of one process on different executions ------------------------
 
-_WRITE_LOCK = 0x6C6F6F6D_7772  # the journal's write lock (see loom_nb.journal._postgres)
+_WRITE_LOCK = 0x6C6F6F6D_7772  # the journal's write lock (see loom_nb._pg)
 
 
 def _holding_the_write_lock(url: str) -> psycopg.Connection[Any]:

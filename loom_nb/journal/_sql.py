@@ -1,0 +1,55 @@
+"""The journal's portable SQL: the statements every backend runs, and how ``created`` is stored.
+
+Plain SQL with ``?`` placeholders (the PostgreSQL connection rewrites them), over the shape the
+migrations create (``_schema`` for SQLite, ``loom_nb._pg`` for PostgreSQL): ``events`` rows and
+``leases`` rows. No backend-specific syntax belongs here.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+__all__ = [
+    "INSERT",
+    "INSERTS",
+    "LAST_ORDINAL",
+    "LEASE_DROP",
+    "LEASE_GET",
+    "LEASE_PUT",
+    "LEASE_RENEW",
+    "LEASE_TAKE",
+    "SELECT",
+    "Row",
+    "now_iso",
+]
+
+Row = tuple[int, str, str, str | None, int | None, str, str]
+"""(seq, execution_id, kind, step_id, position, payload, created) as stored."""
+
+INSERT = (
+    "INSERT INTO events (execution_id, kind, step_id, position, payload, created, ordinal) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+INSERTS = {n: INSERT + ", (?, ?, ?, ?, ?, ?, ?)" * (n - 1) for n in (1, 2, 3)}
+"""One INSERT statement of ``n`` rows, by ``n`` (a step's start and outcome share one)."""
+LEASE_GET = "SELECT token, host, pid, expires FROM leases WHERE execution_id = ?"
+LEASE_PUT = (
+    "INSERT INTO leases (execution_id, token, host, pid, expires, acquired) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+LEASE_TAKE = (
+    "UPDATE leases SET token = ?, host = ?, pid = ?, expires = ?, acquired = ? "
+    "WHERE execution_id = ?"
+)
+LEASE_RENEW = "UPDATE leases SET expires = ? WHERE execution_id = ? AND token = ?"
+LEASE_DROP = "DELETE FROM leases WHERE execution_id = ? AND token = ?"
+LAST_ORDINAL = "SELECT MAX(ordinal) FROM events WHERE execution_id = ?"
+SELECT = (
+    "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
+    "WHERE execution_id = ? ORDER BY seq"
+)
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO 8601 with microseconds (how ``created`` is stored)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
