@@ -22,6 +22,7 @@ ride in ``details``.
     ├── UnresolvedContentError        a ref the application sent could not be resolved (decision 4)
     ├── ProviderError                 a vendor API answered with an error, or could not be reached
     ├── StructuredOutputError         the model's answer did not validate against the output_type
+    ├── BudgetExceededError           a spending limit (Limits) refused a model call before any I/O
     ├── JournalError                  the durable log
     │   ├── ExecutionBusyError        another live writer holds the execution (issue 15)
     │   ├── ReplayDivergenceError     replay met another step id, or a step's input changed
@@ -35,6 +36,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AgentError",
+    "BudgetExceededError",
     "ConfigurationError",
     "ContentAccessDeniedError",
     "ContentIntegrityError",
@@ -193,6 +195,38 @@ class StructuredOutputError(LoomError):
     ) -> None:
         super().__init__(message, code=code, **details)
         self.raw_text = raw_text
+
+
+class BudgetExceededError(LoomError):
+    """A spending limit (``Limits``) refused a model call before anything was sent.
+
+    ``limit`` names the limit (``max_cost``, ``max_input_tokens``, ``max_output_tokens``,
+    ``max_requests``), ``allowed`` its value and ``spent`` what had been spent under it when the
+    call was refused; ``scope`` says whose limit it is (``"chat"`` or ``"run"``). Code
+    ``budget_exceeded``; ``cost_unknown`` when ``max_cost`` is set but the model has no known
+    price, so the limit could not be kept. Raise the limit and call again: nothing was lost.
+    """
+
+    default_code = "budget_exceeded"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str,
+        allowed: object,
+        spent: object,
+        scope: str = "chat",
+        code: str | None = None,
+        **details: Any,
+    ) -> None:
+        super().__init__(
+            message, code=code, limit=limit, allowed=allowed, spent=spent, scope=scope, **details
+        )
+        self.limit = limit
+        self.allowed = allowed
+        self.spent = spent
+        self.scope = scope
 
 
 class JournalError(LoomError):

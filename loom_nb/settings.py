@@ -12,6 +12,12 @@ defaults, the request's own ``settings``, and the ``settings=`` of one ``complet
 call, the later winning. The effective settings travel on ``LlmRequest.settings``, so the journal
 records them and a replay with different settings diverges. Unset fields are left out of the
 serialized form, so a request without settings hashes exactly as it did before settings existed.
+
+Prompt caching (issue 29). ``cache`` is advice about cost, never about the answer: ``"auto"``
+(what ``Chat`` uses when nothing is set) lets loom_nb place the vendor's cache markers, ``"off"``
+places none, and a ``PromptCache`` says exactly where. Each vendor maps what it has: Anthropic
+``cache_control`` breakpoints, OpenAI's ``prompt_cache_key``; Gemini caches implicitly and only
+reports it. A choice a vendor has no field for changes nothing there, and is not an error.
 """
 
 from __future__ import annotations
@@ -31,7 +37,17 @@ from pydantic import (
 from loom_nb._strict import StrictModel
 from loom_nb.errors import ConfigurationError
 
-__all__ = ["ModelSettings", "ReasoningEffort", "merge_settings"]
+__all__ = [
+    "CacheSetting",
+    "ModelSettings",
+    "PromptCache",
+    "ReasoningEffort",
+    "merge_settings",
+    "resolve_cache",
+]
+
+ANTHROPIC_MAX_BREAKPOINTS = 4
+"""The most ``cache_control`` breakpoints one Messages API request may carry."""
 
 ReasoningEffort: TypeAlias = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 """How hard a reasoning model thinks, in OpenAI's vocabulary (Gemini 3 maps it to a thinking level)."""
@@ -44,7 +60,69 @@ _FIELDS = (
     "thinking_budget",
     "reasoning_effort",
     "seed",
+    "cache",
 )
+
+
+class PromptCache(StrictModel):
+    """Explicit prompt-caching choices; ``PromptCache()`` is what ``cache="auto"`` means.
+
+    Anthropic gets a ``cache_control`` breakpoint on the last tool (``tools``), on the system
+    prompt (``system``), at the end of each of the last ``turns`` earlier turns (the message before
+    each of the last ``turns`` user messages that open a turn) and, with ``last``, on the request's
+    final message; at most four in all, Anthropic's limit. ``ttl`` is Anthropic's cache lifetime.
+    ``key`` is OpenAI's ``prompt_cache_key`` (a ``Chat`` fills in its id when it is None). Anthropic
+    and Gemini route by prefix and take no key; OpenAI and Gemini place no breakpoints.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tools: bool = True
+    """A breakpoint after the tool definitions (they rarely change)."""
+    system: bool = True
+    """A breakpoint after the system prompt."""
+    turns: Annotated[StrictInt, Field(ge=0, le=ANTHROPIC_MAX_BREAKPOINTS)] = 2
+    """How many earlier turn ends get a breakpoint: the previous turn's end (written now, read
+    next time) and the one before it (where the previous request wrote, so a turn that added
+    many blocks still reads the cache)."""
+    last: bool = False
+    """Also mark the request's final message (worth it when the next call follows soon, as in
+    an agent loop; each call then writes its whole prompt)."""
+    ttl: Literal["5m", "1h"] = "5m"
+    """Anthropic's cache lifetime: ``5m`` (writes cost 1.25x input) or ``1h`` (2x)."""
+    key: str | None = None
+    """OpenAI's ``prompt_cache_key``: requests with the same key are routed to the same cache."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _settings_error(exc, "PromptCache") from exc
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_key(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("key", 0) is None:
+            del data["key"]
+        return data
+
+    def breakpoints(self) -> int:
+        """How many Anthropic breakpoints these choices can place at most."""
+        return int(self.tools) + int(self.system) + self.turns + int(self.last)
+
+
+CacheSetting: TypeAlias = Literal["auto", "off"] | PromptCache
+"""What ``ModelSettings.cache`` takes: ``"auto"``, ``"off"`` or a ``PromptCache``."""
+
+
+def resolve_cache(setting: CacheSetting | None, key: str | None = None) -> PromptCache | None:
+    """The ``PromptCache`` a setting means (None: no caching markers), ``key`` filled where unset."""
+    if setting is None or setting == "off":
+        return None
+    policy = PromptCache() if setting == "auto" else setting
+    if key is not None and policy.key is None:
+        policy = policy.model_copy(update={"key": key})
+    return policy
 
 
 class ModelSettings(StrictModel):
@@ -75,6 +153,9 @@ class ModelSettings(StrictModel):
     Gemini 3 ``thinkingLevel``)."""
     seed: StrictInt | None = None
     """A sampling seed, where the vendor supports one (OpenAI, Gemini; not Anthropic)."""
+    cache: CacheSetting | None = None
+    """Prompt caching: ``"auto"``, ``"off"`` or a ``PromptCache`` (None: the provider's and the
+    caller's defaults; ``Chat`` uses ``"auto"``). Advice about cost, never about the answer."""
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -99,6 +180,16 @@ class ModelSettings(StrictModel):
         if not value or any(not isinstance(s, str) or not s for s in value):
             raise ValueError("stop_sequences is a non-empty list of non-empty strings")
         return tuple(value)
+
+    @field_validator("cache", mode="after")
+    @classmethod
+    def _check_cache(cls, value: Any) -> Any:
+        if isinstance(value, PromptCache) and value.breakpoints() > ANTHROPIC_MAX_BREAKPOINTS:
+            raise ValueError(
+                f"a PromptCache places at most {ANTHROPIC_MAX_BREAKPOINTS} breakpoints (tools, "
+                f"system, turns and last together); this one asks for {value.breakpoints()}"
+            )
+        return value
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -146,14 +237,23 @@ def merge_settings(*layers: ModelSettings | None) -> ModelSettings | None:
     return result
 
 
-def _settings_error(exc: ValidationError) -> ConfigurationError:
+def _settings_error(exc: ValidationError, what: str = "ModelSettings") -> ConfigurationError:
     errors = exc.errors(include_url=False)
     first = errors[0]
     where = ".".join(str(p) for p in first["loc"]) or "(root)"
+    if what == "PromptCache":
+        return ConfigurationError(
+            f"invalid PromptCache: field '{where}': {first['msg']}. Fields: tools (bool), system "
+            "(bool), turns (0..4), last (bool), ttl ('5m' or '1h'), key (str); at most four "
+            "breakpoints in all.",
+            code="invalid_setting",
+            field=where,
+        )
     return ConfigurationError(
         f"invalid ModelSettings: field '{where}': {first['msg']}. Fields: max_tokens (int >= 1), "
         "temperature (0..2), top_p (0..1), stop_sequences (list of strings), thinking_budget "
-        "(int >= 0), reasoning_effort (none, minimal, low, medium, high, xhigh), seed (int).",
+        "(int >= 0), reasoning_effort (none, minimal, low, medium, high, xhigh), seed (int), "
+        "cache ('auto', 'off' or a PromptCache).",
         code="invalid_setting",
         field=where,
     )

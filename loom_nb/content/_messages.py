@@ -123,12 +123,45 @@ class ToolCall(_OmitNone):
 
 
 class Usage(_Model):
-    """Token counts reported by the vendor (zero when it reported none)."""
+    """Token counts reported by the vendor (zero when it reported none).
+
+    ``input_tokens`` counts every input token, the cached ones included (as before cache fields
+    existed); ``cache_read_tokens`` and ``cache_write_tokens`` say how many of them were read
+    from and written to the vendor's prompt cache, which prices them differently. The cache
+    fields are left out of the serialized form while 0, so usages without them keep their bytes.
+    """
 
     input_tokens: int = 0
     """Tokens read, including cached ones."""
     output_tokens: int = 0
     """Tokens generated."""
+    cache_read_tokens: int = 0
+    """Input tokens served from the prompt cache (Anthropic ``cache_read_input_tokens``, OpenAI
+    ``cached_tokens``, Gemini ``cachedContentTokenCount``); part of ``input_tokens``."""
+    cache_write_tokens: int = 0
+    """Input tokens written to the prompt cache (Anthropic ``cache_creation_input_tokens``);
+    part of ``input_tokens``."""
+
+    @model_serializer(mode="wrap")
+    def _drop_zero_cache(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            if not data.get("cache_read_tokens", 1):
+                del data["cache_read_tokens"]
+            if not data.get("cache_write_tokens", 1):
+                del data["cache_write_tokens"]
+        return data
+
+    def __add__(self, other: Usage) -> Usage:
+        """The field-by-field sum of two usages."""
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
 
 
 StopReason: TypeAlias = Literal[
@@ -140,8 +173,8 @@ StopReason: TypeAlias = Literal[
 class LlmResponse(_Model):
     """A model's answer: its text, its tool calls and its reasoning (decision 8: no derived parts field).
 
-    ``reasoning`` is left out of the serialized form while empty, so responses without thinking
-    keep the bytes (and hashes) they had before the field existed.
+    ``reasoning`` is left out of the serialized form while empty and ``provider`` while None, so
+    responses without them keep the bytes (and hashes) they had before the fields existed.
     """
 
     content: str = ""
@@ -163,12 +196,18 @@ class LlmResponse(_Model):
     again, so the recorded response is the same with or without structured output."""
     reasoning: list[ReasoningPart] = Field(default_factory=list)
     """The model's thinking, one part per vendor block, in order (empty when it showed none)."""
+    provider: str | None = None
+    """Which provider answered, when a ``FallbackProvider`` chose among several (its label for
+    the one that did, e.g. ``"anthropic"``); None otherwise. Journaled, so a replay shows it."""
 
     @model_serializer(mode="wrap")
     def _drop_empty_reasoning(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
-        if isinstance(data, dict) and not data.get("reasoning", True):
-            del data["reasoning"]
+        if isinstance(data, dict):
+            if not data.get("reasoning", True):
+                del data["reasoning"]
+            if data.get("provider", 0) is None:
+                del data["provider"]
         return data
 
 

@@ -284,14 +284,21 @@ def anthropic_stop_reason(raw: str | None) -> StopReason:
 
 
 def anthropic_usage(usage: Mapping[str, Any] | None) -> Usage:
-    """Token counts; input includes cache writes and reads (Anthropic reports them apart)."""
+    """Token counts; input includes cache writes and reads (Anthropic reports them apart).
+
+    ``input_tokens`` on the wire excludes the cache: the total is input + cache_creation +
+    cache_read, and the two cache counts are kept as ``cache_write_tokens`` / ``cache_read_tokens``.
+    """
     if not usage:
         return Usage()
-    total_in = sum(
-        int(usage.get(key) or 0)
-        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    written = int(usage.get("cache_creation_input_tokens") or 0)
+    read = int(usage.get("cache_read_input_tokens") or 0)
+    return Usage(
+        input_tokens=int(usage.get("input_tokens") or 0) + written + read,
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cache_read_tokens=read,
+        cache_write_tokens=written,
     )
-    return Usage(input_tokens=total_in, output_tokens=int(usage.get("output_tokens") or 0))
 
 
 def anthropic_response(body: Mapping[str, Any]) -> LlmResponse:

@@ -257,12 +257,20 @@ def gemini_finish_reason(finish_reason: str | None, *, has_tool_calls: bool) -> 
 
 
 def gemini_usage(usage: Mapping[str, Any] | None) -> Usage:
-    """Token counts: the prompt in; candidates plus thoughts out (both are generated and billed)."""
+    """Token counts: the prompt in; candidates plus thoughts out (both are generated and billed).
+
+    ``promptTokenCount`` includes the cached part; ``cachedContentTokenCount`` is that part
+    (implicit caching on Gemini 2.5 and later, or an explicit cached content).
+    """
     if not usage:
         return Usage()
     generated = int(usage.get("candidatesTokenCount") or 0)
     generated += int(usage.get("thoughtsTokenCount") or 0)
-    return Usage(input_tokens=int(usage.get("promptTokenCount") or 0), output_tokens=generated)
+    return Usage(
+        input_tokens=int(usage.get("promptTokenCount") or 0),
+        output_tokens=generated,
+        cache_read_tokens=int(usage.get("cachedContentTokenCount") or 0),
+    )
 
 
 def _synthesized_id(response_id: Any, call: Mapping[str, Any], position: int) -> str:

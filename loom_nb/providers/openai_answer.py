@@ -65,12 +65,24 @@ def openai_tool_call(call_id: str, name: str, arguments: str) -> ToolCall:
 
 
 def openai_usage(usage: Mapping[str, Any] | None) -> Usage:
-    """Token counts: ``prompt_tokens`` (cached included) in, ``completion_tokens`` out."""
+    """Token counts: ``prompt_tokens`` (cached included) in, ``completion_tokens`` out.
+
+    Cache reads are ``prompt_tokens_details.cached_tokens`` (DeepSeek-style compatible servers:
+    ``prompt_cache_hit_tokens``); writes ``prompt_tokens_details.cache_write_tokens`` where the
+    server reports them (OpenRouter, newer OpenAI models).
+    """
     if not usage:
         return Usage()
+    details = usage.get("prompt_tokens_details")
+    details = details if isinstance(details, Mapping) else {}
+    read = details.get("cached_tokens")
+    if read is None:
+        read = usage.get("prompt_cache_hit_tokens")
     return Usage(
         input_tokens=int(usage.get("prompt_tokens") or 0),
         output_tokens=int(usage.get("completion_tokens") or 0),
+        cache_read_tokens=int(read or 0),
+        cache_write_tokens=int(details.get("cache_write_tokens") or 0),
     )
 
 

@@ -367,11 +367,16 @@ def _stop_reason(body: Mapping[str, Any], *, has_calls: bool) -> StopReason:
 
 
 def _usage(usage: Mapping[str, Any] | None) -> Usage:
+    """Token counts; ``input_tokens_details`` says how many inputs the prompt cache read and wrote."""
     if not usage:
         return Usage()
+    details = usage.get("input_tokens_details")
+    details = details if isinstance(details, Mapping) else {}
     return Usage(
         input_tokens=int(usage.get("input_tokens") or 0),
         output_tokens=int(usage.get("output_tokens") or 0),
+        cache_read_tokens=int(details.get("cached_tokens") or 0),
+        cache_write_tokens=int(details.get("cache_write_tokens") or 0),
     )
 
 
