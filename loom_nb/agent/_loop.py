@@ -53,6 +53,8 @@ from loom_nb.guard import PrefixFold
 from loom_nb.journal import Execution, LlmEffect, create_llm_effect
 from loom_nb.providers import LlmProvider
 from loom_nb.providers._base import ResetCallback, TextCallback, ToolDeltaCallback
+from loom_nb.settings import CacheSetting
+from loom_nb.spending import Budget
 from loom_nb.store import ContentResolver, ResolveContext
 from loom_nb.taint import Untrusted
 
@@ -155,6 +157,9 @@ async def agent_loop(
     stream: bool = False,
     complete_execution: bool = True,
     on_reasoning: TextCallback | None = None,
+    budget: Budget | None = None,
+    cache: CacheSetting | None = None,
+    cache_key: str | None = None,
 ) -> AgentResult:
     """Run the model with tools until it answers without calling any, parks, or hits ``max_turns``.
 
@@ -173,6 +178,10 @@ async def agent_loop(
     deltas as they come.
     On ``completed`` / ``max_turns`` the execution is completed with ``{"status", "turns"}``
     unless ``complete_execution=False`` (to journal more steps after the loop).
+    ``budget`` (spending limits) is checked before every model call, compaction included: a
+    reached limit raises ``BudgetExceededError`` before any I/O, journaled as that step's failure,
+    and calling ``agent_loop`` again (limit raised) resumes there. ``cache`` / ``cache_key`` are
+    the prompt caching used when a request sets none (see ``create_llm_effect``).
     """
     if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
         raise AgentError(
@@ -190,6 +199,9 @@ async def agent_loop(
         on_tool_reset=on_tool_reset,
         stream=stream,
         on_reasoning=on_reasoning,
+        budget=budget,
+        cache=cache,
+        cache_key=cache_key,
     )
     # The loop owns the execution from position 0: a second call on the same object (a retry
     # after a failed turn, or a replay) starts again from the top, served from the log.

@@ -7,6 +7,13 @@ A price needs the vendor and the model. The vendor is known for the shipped prov
 reported in the response, else the provider's. When any of that is missing, or genai-prices has no
 price for the pair, the cost is None and the views say "cost unknown".
 
+Cached input is priced as such (issue 29): ``Usage.input_tokens`` counts every input token and
+``cache_read_tokens`` / ``cache_write_tokens`` say how many of them the prompt cache served or
+stored, which is the split genai-prices takes (its ``input_tokens`` also counts all input). For
+Anthropic the raw usage kept in ``provider_data`` also says how many writes were for the 1-hour
+cache, priced at its own rate. A response a ``FallbackProvider`` answered is priced for the
+provider that answered it.
+
 ``genai-prices`` is imported on first use (it loads its price snapshot then), and never
 fetches prices over the network: ``update_prices`` is not started.
 """
@@ -23,7 +30,7 @@ if TYPE_CHECKING:
     from loom_nb.chat._records import ChatTurn
     from loom_nb.journal import Journal
 
-__all__ = ["Totals", "format_cost", "price_of", "run_usage", "vendor_of"]
+__all__ = ["Totals", "can_price", "format_cost", "price_of", "run_usage", "vendor_of"]
 
 _VENDORS = {
     "AnthropicProvider": "anthropic",
@@ -48,23 +55,57 @@ def vendor_of(provider: object) -> tuple[str | None, str | None]:
 
 def price_of(provider: object, response: LlmResponse) -> Decimal | None:
     """The USD price of one response's usage, or None when the vendor or model has no known price."""
+    answered_by = getattr(provider, "answered_by", None)
+    if callable(answered_by):  # a FallbackProvider: the provider that answered sets the price
+        provider = answered_by(response)
+        if provider is None:
+            return None
     vendor, url = vendor_of(provider)
     if vendor is None and url is None:
         return None
     model = response.model or getattr(provider, "model", None)
     if not isinstance(model, str) or not model:
         return None
-    return _lookup(response.usage, model, vendor, url)
+    return _lookup(response.usage, model, vendor, url, _one_hour_writes(response, vendor))
 
 
-def _lookup(usage: Usage, model: str, vendor: str | None, url: str | None) -> Decimal | None:
+def can_price(provider: object) -> bool:
+    """Whether ``price_of`` knows a price for calls to ``provider`` (every one of a fallback's)."""
+    members = getattr(provider, "providers", None)
+    if getattr(provider, "answered_by", None) is not None and isinstance(members, list | tuple):
+        return bool(members) and all(can_price(member) for member in members)
+    return price_of(provider, LlmResponse()) is not None
+
+
+def _one_hour_writes(response: LlmResponse, vendor: str | None) -> int:
+    """Anthropic's cache writes for the 1-hour cache (raw usage ``cache_creation``), else 0."""
+    if vendor != "anthropic":
+        return 0
+    raw = response.provider_data.get("usage")
+    creation = raw.get("cache_creation") if isinstance(raw, dict) else None
+    value = creation.get("ephemeral_1h_input_tokens") if isinstance(creation, dict) else None
+    return value if isinstance(value, int) and 0 < value <= response.usage.cache_write_tokens else 0
+
+
+def _lookup(
+    usage: Usage, model: str, vendor: str | None, url: str | None, one_hour: int = 0
+) -> Decimal | None:
     try:
         from genai_prices import Usage as PriceUsage
         from genai_prices import calc_price
     except ImportError:  # the package is a dependency; a broken install costs "unknown"
         return None
+    split: dict[str, int] = {}
+    if usage.cache_read_tokens:
+        split["cache_read_tokens"] = usage.cache_read_tokens
+    if usage.cache_write_tokens:
+        split["cache_write_tokens"] = usage.cache_write_tokens
+    if one_hour:
+        split["cache_write_1h_tokens"] = one_hour
     try:
-        counted = PriceUsage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+        counted = PriceUsage(
+            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, **split
+        )
         price: Any = (
             calc_price(counted, model, provider_id=vendor)
             if vendor is not None
@@ -103,10 +144,7 @@ def run_usage(journal: Journal, run_id: str, provider: object) -> tuple[Usage, D
             responses.append(LlmResponse.model_validate(payload.get("output")))
         except ValueError:
             continue
-    usage = Usage(
-        input_tokens=sum(r.usage.input_tokens for r in responses),
-        output_tokens=sum(r.usage.output_tokens for r in responses),
-    )
+    usage = sum((r.usage for r in responses), Usage())
     prices = [price_of(provider, r) for r in responses]
     if not prices or any(p is None for p in prices):
         return usage, None

@@ -27,6 +27,15 @@ effective settings and a replay with other settings diverges), and an effect mad
 changed schema diverges too). The recorded output is the plain response; the effect validates
 its text into ``Model`` live and on replay alike, so a replayed step returns a response whose
 ``output`` is a fresh instance.
+
+Money (issue 29). An effect made with a ``budget`` (``loom_nb.spending``) asks it first thing in
+the step, before the guard or any I/O: a reached limit raises ``BudgetExceededError`` there, so
+the refusal is journaled as the step's failure and a later call (limit raised) runs the step
+again. The budget may cap the call's ``max_tokens``; that cap and the caller's default prompt
+caching (``cache=``, e.g. ``Chat``'s ``"auto"`` with the chat id as the cache key) reach the
+provider as the call's own ``settings=``, never the journaled request: they change what is
+spent, not what is asked, so raising a limit or changing the cache default never makes a replay
+diverge. Every answer, live or served from the log, is counted by the budget.
 """
 
 from __future__ import annotations
@@ -52,7 +61,8 @@ from loom_nb.providers._base import (
     collect_stream,
 )
 from loom_nb.providers._structured import check_output_type, effective_request, validate_output
-from loom_nb.settings import ModelSettings
+from loom_nb.settings import CacheSetting, ModelSettings, resolve_cache
+from loom_nb.spending import Budget
 from loom_nb.store import ContentResolver, ResolveContext, resolve_request_content
 
 __all__ = ["LlmEffect", "create_llm_effect"]
@@ -73,6 +83,9 @@ class LlmEffect:
         stream: bool = False,
         output_type: type[BaseModel] | None = None,
         on_reasoning: TextCallback | None = None,
+        budget: Budget | None = None,
+        cache: CacheSetting | None = None,
+        cache_key: str | None = None,
     ) -> None:
         if not callable(getattr(provider, "complete", None)):
             raise ConfigurationError(
@@ -92,6 +105,10 @@ class LlmEffect:
         self._on_tool_delta = on_tool_delta
         self._on_tool_reset = on_tool_reset
         self._on_reasoning = on_reasoning
+        self.budget = budget if budget else None
+        """The spending limits every call is checked against (None: none)."""
+        self._cache = cache
+        self._cache_key = cache_key
 
     def __repr__(self) -> str:
         return f"LlmEffect({self.provider!r}, stream={self.stream})"
@@ -109,7 +126,8 @@ class LlmEffect:
         )
 
         async def call(_input: Any) -> LlmResponse:
-            return await self._live(execution, step_id, req)
+            # The budget first: a refusal is this step's journaled failure, before any I/O.
+            return await self._live(execution, step_id, req, self._call_settings(req))
 
         capabilities = getattr(self.provider, "capabilities", None)
         if isinstance(cast(object, execution), Execution):
@@ -119,15 +137,45 @@ class LlmEffect:
             # execute(step_id, fn, input) with the whole request, which the execution behind it
             # journals exactly as above.
             output = await execution.execute(step_id, call, ModelStepInput(req, capabilities))
-        return self._response(req, output)
-
-    def _response(self, req: LlmRequest, output: Any) -> LlmResponse:
         response = LlmResponse.model_validate(output)
+        if self.budget is not None:
+            self.budget.record(response)  # live or served: the chat's totals count it too
+        return self._response(req, response)
+
+    def _call_settings(self, req: LlmRequest) -> ModelSettings | None:
+        """The call's own settings: the budget's ``max_tokens`` cap and the default caching.
+
+        Raises ``BudgetExceededError`` when a limit is reached. Caching defaults go only to a
+        provider that says it maps ``ModelSettings.cache`` (``caches_prompts``).
+        """
+        settings = req.settings
+        changes: dict[str, Any] = {}
+        if self.budget is not None:
+            cap = self.budget.admit(
+                settings.max_tokens if settings is not None else None,
+                settings.thinking_budget if settings is not None else None,
+            )
+            if cap is not None:
+                changes["max_tokens"] = cap
+        if getattr(self.provider, "caches_prompts", False) is True:
+            asked = settings.cache if settings is not None else None
+            policy = resolve_cache(asked if asked is not None else self._cache, self._cache_key)
+            if policy is not None and policy != asked:
+                changes["cache"] = policy
+        return ModelSettings(**changes) if changes else None
+
+    def _response(self, req: LlmRequest, response: LlmResponse) -> LlmResponse:
         if req.output_schema is None:
             return response
         return validate_output(response, self.output_type, vendor=_name_of(self.provider))
 
-    async def _live(self, execution: Execution, step_id: str, request: LlmRequest) -> LlmResponse:
+    async def _live(
+        self,
+        execution: Execution,
+        step_id: str,
+        request: LlmRequest,
+        settings: ModelSettings | None = None,
+    ) -> LlmResponse:
         guarded = guard_request(request)
         capabilities = self.provider.capabilities
         assert_request_supported(
@@ -144,6 +192,8 @@ class LlmEffect:
         extra: dict[str, Any] = (
             {} if self.output_type is None else {"output_type": self.output_type}
         )
+        if settings is not None:  # only when there is something to say (older providers)
+            extra["settings"] = settings
         # Nothing fenced and nothing resolved: the provider gets the request just checked, and
         # its own guard and capability check of that object return at once (_checked).
         handed = (
@@ -199,6 +249,9 @@ def create_llm_effect(
     stream: bool = False,
     output_type: type[BaseModel] | None = None,
     on_reasoning: TextCallback | None = None,
+    budget: Budget | None = None,
+    cache: CacheSetting | None = None,
+    cache_key: str | None = None,
 ) -> LlmEffect:
     """A journaled model call on ``provider``: ``await effect(execution, step_id, request)``.
 
@@ -223,6 +276,9 @@ def create_llm_effect(
         stream=stream,
         output_type=output_type,
         on_reasoning=on_reasoning,
+        budget=budget,
+        cache=cache,
+        cache_key=cache_key,
     )
 
 

@@ -122,6 +122,8 @@ class HttpProvider(ABC):
     _PATH: ClassVar[str] = ""
     _RESERVED: ClassVar[frozenset[str]]
     _EXTRA_BODY_HINT: ClassVar[str]
+    caches_prompts: ClassVar[bool] = True
+    """The provider maps ``ModelSettings.cache`` (so ``Chat``'s default ``"auto"`` reaches it)."""
     _NOT_JSON_REMEDY: ClassVar[str] = "Check base_url."
     _REQUIRES_OBJECT: ClassVar[bool] = True
     __signature__: ClassVar[inspect.Signature]

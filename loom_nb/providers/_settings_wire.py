@@ -18,6 +18,9 @@ the vendor, the model and what to use instead:
   and ``max_tokens`` goes out as ``max_tokens`` (what those servers read).
 - OpenAI Responses: ``seed`` and ``stop_sequences`` (the Responses API has neither), plus the
   reasoning-model rules above.
+- ``cache`` is never refused: it is advice about cost. OpenAI (its own endpoint) and Responses
+  send ``prompt_cache_key``; Anthropic's breakpoints are laid over the body (``_cache_wire``);
+  Gemini caches implicitly and takes nothing.
 - Gemini: ``reasoning_effort`` except on Gemini 3 (``thinkingLevel``), ``thinking_budget`` on
   models before 2.5, both together, more than 5 stop sequences.
 """
@@ -29,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loom_nb.errors import ConfigurationError
+from loom_nb.providers._cache_wire import openai_cache_fields
 from loom_nb.settings import ModelSettings
 
 __all__ = [
@@ -169,6 +173,7 @@ def openai_chat_settings_fields(
         fields["seed"] = s.seed
     if s.reasoning_effort is not None:
         fields["reasoning_effort"] = s.reasoning_effort
+    fields.update(openai_cache_fields(s.cache, official=official))
     return fields
 
 
@@ -201,6 +206,7 @@ def openai_responses_settings_fields(
         fields["top_p"] = s.top_p
     if s.reasoning_effort is not None:
         fields["reasoning"] = {"effort": s.reasoning_effort}
+    fields.update(openai_cache_fields(s.cache, official=official))
     return fields
 
 

@@ -18,6 +18,7 @@ import httpx
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ProviderError
 from loom_nb.providers._base import LlmStreamChunk
+from loom_nb.providers._cache_wire import anthropic_cache_breakpoints
 from loom_nb.providers._http import SseEvent, decode_json, http_error
 from loom_nb.providers._http_provider import HttpOptions, HttpProvider, error_body
 from loom_nb.providers._settings_wire import anthropic_settings_fields
@@ -53,7 +54,9 @@ class AnthropicProvider(HttpProvider):
     defaults under each request's and call's; ``max_tokens`` is the one used when no settings
     give one (the Messages API requires it). ``extra_body`` is merged into every body (``top_k``,
     ``tool_choice``, ``metadata``); it may not contradict a setting. ``output_type=`` uses the
-    Messages API's native structured outputs (``output_config.format``).
+    Messages API's native structured outputs (``output_config.format``). ``settings.cache``
+    (``"auto"`` under ``Chat``) places ``cache_control`` breakpoints on the tools, the system
+    prompt and the ends of the previous turns (see ``PromptCache``).
 
     Hardening shared by every provider: a key the server echoes is redacted (``***``) from the
     ``ProviderError``; JSON nested deeper than 200 levels is ``malformed_response``; one streamed
@@ -78,9 +81,12 @@ class AnthropicProvider(HttpProvider):
         super().__init__(model, **options)
 
     def _body(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
-        return anthropic_request_body(
+        body = anthropic_request_body(
             request, model=self.model, max_tokens=self.max_tokens, stream=stream
         )
+        if request.settings is None or request.settings.cache is None:
+            return body
+        return anthropic_cache_breakpoints(body, request.settings.cache)
 
     def _settings_fields(self, request: LlmRequest) -> dict[str, Any]:
         return anthropic_settings_fields(
