@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # errors
     "AgentError": "loom_nb.errors",
+    "BudgetExceededError": "loom_nb.errors",
     "ConfigurationError": "loom_nb.errors",
     "ContentAccessDeniedError": "loom_nb.errors",
     "ContentIntegrityError": "loom_nb.errors",
@@ -42,8 +43,10 @@ _EXPORTS: dict[str, str] = {
     "StructuredOutputError": "loom_nb.errors",
     "UnresolvedContentError": "loom_nb.errors",
     "UnsupportedModalityError": "loom_nb.errors",
-    # settings
+    # settings and spending limits
+    "Limits": "loom_nb.spending",
     "ModelSettings": "loom_nb.settings",
+    "PromptCache": "loom_nb.settings",
     # taint
     "Untrusted": "loom_nb.taint",
     # limits
@@ -90,6 +93,7 @@ _EXPORTS: dict[str, str] = {
     "sweep_unpinned_content": "loom_nb.store",
     # providers
     "AnthropicProvider": "loom_nb.providers",
+    "FallbackProvider": "loom_nb.providers",
     "GeminiProvider": "loom_nb.providers",
     "LlmProvider": "loom_nb.providers",
     "LlmStreamChunk": "loom_nb.providers",
@@ -204,6 +208,7 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real definitions
     )
     from loom_nb.errors import (
         AgentError,
+        BudgetExceededError,
         ConfigurationError,
         ContentAccessDeniedError,
         ContentIntegrityError,
@@ -224,5 +229,6 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real definitions
         UnsupportedModalityError,
     )
     from loom_nb.limits import MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES, MAX_RESOLVED_BYTES
-    from loom_nb.settings import ModelSettings
+    from loom_nb.settings import ModelSettings, PromptCache
+    from loom_nb.spending import Limits
     from loom_nb.taint import Untrusted

@@ -48,6 +48,7 @@ from loom_nb.agent._decorator import tool as make_tool
 from loom_nb.agent._tools import menu_of
 from loom_nb.chat._attach import user_message
 from loom_nb.chat._cost import Totals, format_cost, price_of
+from loom_nb.chat._money import check_limits, make_budget, tokens_text
 from loom_nb.chat._records import (
     DEFAULT_HOME,
     ChatTurn,
@@ -80,6 +81,7 @@ from loom_nb.errors import ConfigurationError, JournalError, ReplayDivergenceErr
 from loom_nb.journal import Execution, Journal, create_llm_effect
 from loom_nb.providers._base import ResetCallback, TextCallback, ToolDeltaCallback
 from loom_nb.settings import ModelSettings
+from loom_nb.spending import Limits
 from loom_nb.store import ContentStore, Principal, StoreResolver
 from loom_nb.taint import Untrusted
 
@@ -100,7 +102,11 @@ class Chat(ChatRuns):
     every turn (default: ``.loom/journal.sqlite``). ``id`` names the chat's execution: re-running
     the same code with the same id replays the recorded turns. ``settings`` are the model
     settings sent with every request. ``stream=True`` streams each reply (``on_text`` sees the
-    deltas; with no callback they are printed, so a cell shows them live).
+    deltas; with no callback they are printed, so a cell shows them live). ``limits`` (a
+    ``Limits``) bounds what the whole chat may spend: a model call that would start with a limit
+    reached is refused with ``BudgetExceededError`` before any I/O (journaled); raise
+    ``chat.limits`` and call again. Prompt caching is ``"auto"`` unless ``settings.cache`` says
+    otherwise (Anthropic breakpoints, OpenAI's cache key set to the chat's id).
     """
 
     def __init__(
@@ -116,8 +122,10 @@ class Chat(ChatRuns):
         tenant: str = "notebook",
         stream: bool = False,
         on_text: TextCallback | None = None,
+        limits: Limits | None = None,
     ) -> None:
         check_arguments(provider, system, tools, store, journal, id, tenant, on_text)
+        self._limits = check_limits(limits, "Chat()")
         self._provider = provider
         self._system = system
         self._tools = [t if isinstance(t, ToolDefinition) else make_tool(t) for t in tools]
@@ -140,6 +148,8 @@ class Chat(ChatRuns):
         self._runs = 0
         self._forks = 0
         self._parked: tuple[str, list[Message], int, int] | None = None
+        self._halted: tuple[str, list[Message], int, int] | None = None  # a run a limit stopped
+        self._run_limits: Limits | None = None
         self._decisions: dict[str, dict[str, Any]] = {}
         self._deciders: dict[str, str] = {}
         self._caller: asyncio.Task[Any] | None = None
@@ -173,6 +183,15 @@ class Chat(ChatRuns):
     def settings(self) -> ModelSettings | None:
         """The model settings sent with every request (None: the provider's defaults)."""
         return self._settings
+
+    @property
+    def limits(self) -> Limits | None:
+        """The spending limits of the whole chat (None: none); assign a new ``Limits`` to raise them."""
+        return self._limits
+
+    @limits.setter
+    def limits(self, value: Limits | None) -> None:
+        self._limits = check_limits(value, "chat.limits")
 
     @property
     def journal(self) -> Journal:
@@ -247,6 +266,7 @@ class Chat(ChatRuns):
         step_id = f"#chat:{position}:model"
         streaming = self._stream if stream is None else bool(stream)
         sink = on_text or self._on_text or (print_delta if streaming else None)
+        self._halted = None  # a plain turn leaves a run a limit stopped behind
         effect = create_llm_effect(
             self._provider,
             resolve_content=StoreResolver(self._store) if self._store is not None else None,
@@ -256,6 +276,9 @@ class Chat(ChatRuns):
             on_reasoning=on_reasoning if streaming else None,
             stream=streaming,
             output_type=output_type,
+            budget=make_budget(self._provider, self._limits, self._turns, self.journal),
+            cache="auto",
+            cache_key=self.id,
         )
         status: TurnStatus = "completed"
         self._enter(stoppable=True)
@@ -339,6 +362,8 @@ class Chat(ChatRuns):
         del self._history[turn.start :]
         if self._parked is not None and self._parked[3] == turn.index:
             self._parked = None
+        if self._halted is not None and self._halted[3] == turn.index:
+            self._halted = None
         self._refresh_views()
         return removed
 
@@ -376,6 +401,7 @@ class Chat(ChatRuns):
             tenant=self._principal.tenant,
             stream=self._stream,
             on_text=self._on_text,
+            limits=self._limits,
         )
         self._forks += 1
         child._history = self._history[:start]
@@ -502,9 +528,11 @@ class Chat(ChatRuns):
         parts = [
             f"chat {self.id}",
             f"{count} turn{'s' if count != 1 else ''}",
-            f"{usage.input_tokens:,} in · {usage.output_tokens:,} out",
+            tokens_text(usage),
             format_cost(self.cost),
         ]
+        if self._halted is not None:
+            parts.append("halted by a spending limit: raise it and chat.run() to resume")
         stopped = [t.index for t in self._turns if t.status == "stopped"]
         if stopped:
             parts.append("stopped: turn " + ", ".join(str(i) for i in stopped))

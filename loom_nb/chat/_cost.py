@@ -30,7 +30,15 @@ if TYPE_CHECKING:
     from loom_nb.chat._records import ChatTurn
     from loom_nb.journal import Journal
 
-__all__ = ["Totals", "can_price", "format_cost", "price_of", "run_usage", "vendor_of"]
+__all__ = [
+    "Totals",
+    "can_price",
+    "format_cost",
+    "price_of",
+    "run_responses",
+    "run_usage",
+    "vendor_of",
+]
 
 _VENDORS = {
     "AnthropicProvider": "anthropic",
@@ -128,11 +136,8 @@ def format_cost(cost: Decimal | None) -> str:
     return f"${cost:.6f}"
 
 
-def run_usage(journal: Journal, run_id: str, provider: object) -> tuple[Usage, Decimal | None]:
-    """Tokens and cost of every model call an agent run journaled (live or replayed).
-
-    The cost is None unless every call has a known price.
-    """
+def run_responses(journal: Journal, run_id: str) -> list[LlmResponse]:
+    """Every model answer an agent run journaled (model and compaction steps), in order."""
     responses: list[LlmResponse] = []
     for event in journal.events(run_id):
         if event.kind != "step_completed" or not isinstance(event.step_id, str):
@@ -144,6 +149,15 @@ def run_usage(journal: Journal, run_id: str, provider: object) -> tuple[Usage, D
             responses.append(LlmResponse.model_validate(payload.get("output")))
         except ValueError:
             continue
+    return responses
+
+
+def run_usage(journal: Journal, run_id: str, provider: object) -> tuple[Usage, Decimal | None]:
+    """Tokens and cost of every model call an agent run journaled (live or replayed).
+
+    The cost is None unless every call has a known price.
+    """
+    responses = run_responses(journal, run_id)
     usage = sum((r.usage for r in responses), Usage())
     prices = [price_of(provider, r) for r in responses]
     if not prices or any(p is None for p in prices):
@@ -165,21 +179,19 @@ class Totals:
         memo = self._memo
         if memo is not None and memo[0] == turns:
             return memo[1], memo[2] if turns else None
-        begin, tokens_in, tokens_out, cost = 0, 0, 0, Decimal(0)
+        begin, usage, cost = 0, Usage(), Decimal(0)
         known = True
         if memo is not None and len(memo[0]) <= len(turns) and turns[: len(memo[0])] == memo[0]:
             begin = len(memo[0])  # the chat only grew: add the new turns to the last sums
-            tokens_in, tokens_out = memo[1].input_tokens, memo[1].output_tokens
+            usage = memo[1]
             known = memo[2] is not None
             cost = memo[2] if memo[2] is not None else Decimal(0)
         for turn in turns[begin:]:
-            tokens_in += turn.usage.input_tokens
-            tokens_out += turn.usage.output_tokens
+            usage = usage + turn.usage  # cached tokens summed too
             if turn.cost is None:
                 known = False
             else:
                 cost += turn.cost
-        usage = Usage(input_tokens=tokens_in, output_tokens=tokens_out)
         running = cost if known else None
         self._memo = (turns, usage, running)
         return usage, running if turns else None  # no turns: no cost to speak of

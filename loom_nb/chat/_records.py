@@ -33,7 +33,7 @@ from loom_nb.taint import Untrusted
 
 __all__ = ["DEFAULT_HOME", "ChatTurn", "TurnStatus"]
 
-TurnStatus = Literal["completed", "stopped", "parked", "max_turns"]
+TurnStatus = Literal["completed", "stopped", "parked", "max_turns", "halted"]
 
 DEFAULT_HOME = Path(".loom")
 """Where the default journal (``journal.sqlite``) and content store (``store/``) live."""
@@ -54,7 +54,8 @@ class ChatTurn:
     start: int
     """Index in ``chat.history`` of the user message that opened the turn."""
     status: TurnStatus
-    """``completed``, ``stopped`` (cancelled while streaming), ``parked`` or ``max_turns``."""
+    """``completed``, ``stopped`` (cancelled while streaming), ``parked``, ``max_turns`` or
+    ``halted`` (a run a spending limit stopped; ``chat.run()`` resumes it once the limit is raised)."""
     response: LlmResponse | None
     """The (last) model response; for a stopped turn, the partial text."""
     usage: Usage

@@ -8,6 +8,11 @@ restart, by re-running the cells. What was decided is read back from the journal
 (``run_decisions``), so a re-run notebook shows the same states; the chat remembers only who
 decided each call.
 
+Spending limits (issue 29). Each run's model calls are checked against a ``Budget`` with the
+chat's limits (what the chat's earlier turns spent) and the run's own (``chat.run(limits=)``, from
+zero). A run a limit stops is kept as a ``halted`` turn with what it spent; ``chat.run()`` with no
+text resumes it once the limit is raised, its earlier steps served from the journal.
+
 ``ChatRuns`` is a part of ``Chat`` (``class Chat(ChatRuns)``), kept apart because it is its own
 concern; the state it shares with the rest of the chat is declared below for the type checker.
 """
@@ -21,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 from loom_nb.agent import AgentResult, ToolDefinition, agent_loop
 from loom_nb.chat._attach import user_message
 from loom_nb.chat._cost import run_usage
+from loom_nb.chat._money import check_limits, make_budget
 from loom_nb.chat._records import ChatTurn, print_delta
 from loom_nb.content import Message
-from loom_nb.errors import ConfigurationError
+from loom_nb.errors import BudgetExceededError, ConfigurationError
 from loom_nb.journal import Execution, Journal
 from loom_nb.providers._base import TextCallback
+from loom_nb.spending import Limits
 from loom_nb.store import ContentStore, Principal, StoreResolver
 from loom_nb.taint import Untrusted
 
@@ -55,6 +62,9 @@ class ChatRuns:
         _positions: list[Position | UndoMark]
         _runs: int
         _parked: tuple[str, list[Message], int, int] | None
+        _halted: tuple[str, list[Message], int, int] | None
+        _limits: Limits | None
+        _run_limits: Limits | None
         _decisions: dict[str, dict[str, Any]]
         _deciders: dict[str, str]
         _decided: dict[str, dict[str, Any]]
@@ -87,6 +97,7 @@ class ChatRuns:
         approve: Any = None,
         stream: bool | None = None,
         on_text: TextCallback | None = None,
+        limits: Limits | None = None,
     ) -> AgentResult:
         """Run the agent loop on ``text``: the model calls the chat's tools until it answers.
 
@@ -95,7 +106,19 @@ class ChatRuns:
         the run parks (``result.status == "parked"``, ``chat.pending_approvals``) and is
         resumed by ``await chat.approve(...)`` / ``chat.decline(...)`` or ``chat.run(approve=...)``
         with no text. The new messages join ``chat.history`` when the run ends.
+
+        ``limits`` bounds what this run may spend (the chat's own ``limits`` still apply). A model
+        call that would start with a limit reached raises ``BudgetExceededError`` before any I/O;
+        the run's turn is marked ``halted`` and ``chat.run(limits=...)`` with no text resumes it
+        where it stopped (earlier steps served from the journal) once the limit is raised.
         """
+        run_limits = check_limits(limits, "chat.run()")
+        if self._halted is not None and text is None and not attachments:
+            self._check_idle()
+            self._parked, self._halted = self._halted, None
+            if limits is not None:
+                self._run_limits = run_limits
+            return await self._drive(approve, stream=stream, on_text=on_text)
         if self._parked is not None:
             if text is not None or attachments:
                 raise ConfigurationError(
@@ -112,11 +135,12 @@ class ChatRuns:
         message = user_message(text, attachments, self._history, lambda: self.store, self._tenant)
         run_id = f"{self.id}/run-{self._runs}"
         self._runs += 1
+        self._halted, self._run_limits = None, run_limits
         self._parked = (run_id, [*self._history, message], max_turns, len(self._turns))
         try:
             return await self._drive(approve, stream=stream, on_text=on_text)
         except BaseException:
-            if len(self._turns) == self._parked[3]:
+            if self._parked is not None and len(self._turns) == self._parked[3]:
                 self._parked = None  # nothing ran far enough to park: the run is just failed
             raise
 
@@ -185,6 +209,9 @@ class ChatRuns:
         if len(self._turns) == index:  # a new run (a resumed one shows its parked turn meanwhile)
             self._refresh_views(messages)
         landed = False
+        budget = make_budget(
+            self._provider, self._limits, self._turns[:index], self.journal, self._run_limits
+        )
         try:
             result = await agent_loop(
                 execution,
@@ -197,8 +224,14 @@ class ChatRuns:
                 resolver=StoreResolver(self._store) if self._store is not None else None,
                 on_text=self._delta(sink) if streaming else None,
                 stream=streaming,
+                budget=budget,
+                cache="auto",
+                cache_key=self.id,
             )
             landed = True
+        except BudgetExceededError:
+            self._halt(run_id, messages, max_turns, index)
+            raise
         finally:
             self._leave()
             if not landed:
@@ -223,6 +256,24 @@ class ChatRuns:
         self._parked = self._parked if result.status == "parked" else None
         self._refresh_views()
         return result
+
+    def _halt(self, run_id: str, messages: list[Message], max_turns: int, index: int) -> None:
+        """A spending limit stopped the run: record what it spent as a ``halted`` turn, resumable."""
+        usage, cost = run_usage(self.journal, run_id, self._provider)
+        turn = ChatTurn(
+            index=index,
+            kind="run",
+            start=len(messages) - 1,
+            status="halted",
+            response=None,
+            usage=usage,
+            cost=cost,
+            position=len(self._positions),
+            run_id=run_id,
+        )
+        del self._turns[index:]
+        self._turns.append(turn)
+        self._parked, self._halted = None, (run_id, messages, max_turns, index)
 
     def approvals(self) -> dict[str, dict[str, Any]]:
         """Every call that needed a decision: ``{call id: {"state", "by", "reason"}}``.

@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from loom_nb.chat._money import money_stats
 from loom_nb.chat._records import ChatTurn
 from loom_nb.render._source import Transcript
 
@@ -93,8 +94,8 @@ class LiveViews:
 
 
 class TurnStats:
-    """Tokens per assistant turn of a plain chat turn (message index -> counts; a stopped turn
-    says so), as the views show them.
+    """Tokens per assistant turn of a plain chat turn (message index -> counts, cached tokens and
+    who answered included; a stopped turn says so), as the views show them.
 
     Read-only: the same dict is returned until the turns change, and a chat that only grew adds
     the new turns' entries to a copy of the last one (a long chat's every update reads them).
@@ -129,6 +130,7 @@ class TurnStats:
                         "input_tokens": usage.input_tokens,
                         "output_tokens": usage.output_tokens,
                         "latency_s": None,
+                        **money_stats(turn.response),
                     }
                     if stopped:
                         out[index]["status"] = "stopped"

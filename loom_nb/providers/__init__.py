@@ -1,8 +1,9 @@
-"""Model providers: Anthropic, OpenAI (Chat Completions and Responses, and compatible servers), Gemini, Scripted; streaming; conformance kit."""
+"""Model providers: Anthropic, OpenAI (Chat Completions and Responses, and compatible servers), Gemini, Scripted, Fallback; streaming; conformance kit."""
 
 from loom_nb.providers._base import LlmProvider, LlmStreamChunk, ToolDelta, collect_stream
 from loom_nb.providers.anthropic import AnthropicProvider
 from loom_nb.providers.conformance import ProviderUnderTest, run_llm_provider_conformance
+from loom_nb.providers.fallback import FallbackProvider
 from loom_nb.providers.gemini import GeminiProvider
 from loom_nb.providers.openai import OpenAIProvider
 from loom_nb.providers.openai_responses import OpenAIResponsesProvider
@@ -10,6 +11,7 @@ from loom_nb.providers.scripted import ScriptedProvider
 
 __all__ = [
     "AnthropicProvider",
+    "FallbackProvider",
     "GeminiProvider",
     "LlmProvider",
     "LlmStreamChunk",

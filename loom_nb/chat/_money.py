@@ -1,0 +1,117 @@
+"""A chat's money: the budget its limits make, what its turns spent, and how the views say it.
+
+``Chat(..., limits=Limits(...))`` bounds the whole chat, ``chat.run(..., limits=...)`` one agent
+run (issue 29). Before each model call the journaled step asks a ``Budget`` built here: one meter
+for the chat (what the chat's turns spent so far: the same totals ``chat.usage`` and
+``chat.cost`` show) and one for the run (from zero at the run's start). Calls are priced with
+genai-prices (``_cost``), cached tokens at their own rates, for the provider that answered.
+
+The views show, per turn and in the chat's totals, how many input tokens the prompt cache served
+and stored, and (after a ``FallbackProvider`` chose) which provider and model answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from loom_nb.chat._cost import can_price, price_of, run_responses
+from loom_nb.chat._records import ChatTurn
+from loom_nb.content import LlmResponse, Usage
+from loom_nb.errors import ConfigurationError
+from loom_nb.spending import Budget, Limits, Meter, Pricer, Spent
+
+if TYPE_CHECKING:
+    from loom_nb.journal import Journal
+
+__all__ = ["check_limits", "make_budget", "money_stats", "spent_of", "tokens_text"]
+
+
+def check_limits(limits: Any, where: str) -> Limits | None:
+    """``limits`` if it is a ``Limits`` or None; ``ConfigurationError`` otherwise."""
+    if limits is None or isinstance(limits, Limits):
+        return limits
+    raise ConfigurationError(
+        f"{where}: limits is a Limits(max_cost=..., max_input_tokens=..., max_output_tokens=..., "
+        f"max_requests=...) or None, not {type(limits).__name__}.",
+        code="invalid_argument",
+    )
+
+
+def pricer(provider: object) -> Pricer:
+    """The budget's pricing of ``provider``'s answers (None asks whether they have a price)."""
+
+    def price(response: LlmResponse | None) -> Decimal | None:
+        if response is None:
+            return Decimal(0) if can_price(provider) else None
+        return price_of(provider, response)
+
+    return price
+
+
+def spent_of(turns: Sequence[ChatTurn], journal: Journal | None) -> Spent:
+    """What ``turns`` spent: their tokens and cost as the chat's totals count them, and calls."""
+    spent = Spent()
+    for turn in turns:
+        spent.input_tokens += turn.usage.input_tokens
+        spent.output_tokens += turn.usage.output_tokens
+        if turn.kind == "run" and turn.run_id is not None and journal is not None:
+            spent.requests += len(run_responses(journal, turn.run_id))
+        elif turn.response is not None:
+            spent.requests += 1
+        if turn.cost is None or spent.cost is None:
+            spent.cost = None
+        else:
+            spent.cost += turn.cost
+    return spent
+
+
+def make_budget(
+    provider: object,
+    chat_limits: Limits | None,
+    turns: Sequence[ChatTurn],
+    journal: Journal | None,
+    run_limits: Limits | None = None,
+) -> Budget | None:
+    """The budget for the next model calls (None when no limit is set)."""
+    meters: list[Meter] = []
+    if chat_limits is not None and not chat_limits.is_empty():
+        meters.append(Meter(chat_limits, spent_of(turns, journal), "chat"))
+    if run_limits is not None and not run_limits.is_empty():
+        meters.append(Meter(run_limits, Spent(), "run"))
+    if not meters:
+        return None
+    default = getattr(provider, "max_tokens", None)
+    return Budget(
+        meters,
+        price=pricer(provider),
+        default_max_tokens=default if isinstance(default, int) else None,
+    )
+
+
+def tokens_text(usage: Usage) -> str:
+    """``1,000 in (900 cached, 100 to cache) · 10 out`` (cache parts only when non-zero)."""
+    cache = []
+    if usage.cache_read_tokens:
+        cache.append(f"{usage.cache_read_tokens:,} cached")
+    if usage.cache_write_tokens:
+        cache.append(f"{usage.cache_write_tokens:,} to cache")
+    extra = f" ({', '.join(cache)})" if cache else ""
+    return f"{usage.input_tokens:,} in{extra} · {usage.output_tokens:,} out"
+
+
+def money_stats(response: LlmResponse | None) -> dict[str, Any]:
+    """The per-turn view stats beyond tokens: cache reads and writes, who answered."""
+    if response is None:
+        return {}
+    stats: dict[str, Any] = {}
+    if response.usage.cache_read_tokens:
+        stats["cache_read_tokens"] = response.usage.cache_read_tokens
+    if response.usage.cache_write_tokens:
+        stats["cache_write_tokens"] = response.usage.cache_write_tokens
+    if response.provider is not None:
+        stats["provider"] = response.provider
+        if response.model is not None:
+            stats["model"] = response.model
+    return stats

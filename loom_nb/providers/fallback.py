@@ -1,0 +1,281 @@
+"""``FallbackProvider``: when a model is down or cannot take the request, ask the next one.
+
+pydantic-ai's ``FallbackModel`` and LiteLLM's fallbacks switch models when one fails; here an
+overloaded vendor used to end the turn (issue 29). ``FallbackProvider([primary, secondary, ...])``
+is itself a provider: each call goes to the first provider, and on an error that says *this
+provider cannot answer now or cannot answer this* it goes to the next one:
+
+- the vendor is unavailable after the provider's own retries: HTTP 408, 429, 5xx and Anthropic's
+  529, a timeout, an unreachable host, a stream that broke or timed out;
+- a capability refusal, raised by that provider before any I/O: media it does not declare
+  (``UnsupportedModalityError``: the first model cannot take the request's audio, say), a setting
+  or an output type its model does not take (``ConfigurationError`` codes
+  ``unsupported_setting``, ``unsupported_output_type``).
+
+Anything else is raised at once, never retried elsewhere: a 400 (the request is wrong, and
+another vendor would be as wrong to take it), an authentication failure, a guard refusal (the
+request is unsafe whoever answers), an answer that does not validate. When every provider failed
+over, the last error is raised with ``details["fallback_attempts"]`` listing each one.
+
+There is no second pipeline: each provider still checks its capabilities and guards the request
+itself. The fallback declares the union of their capabilities, so a request any of them can take
+passes the journaled step's own check. The answer says who gave it: ``response.provider`` is the
+label of the provider that answered (``"anthropic"``, ``"openai"``, ``"gemini"``, ...) and
+``response.model`` its model; ``provider_data["fallback"]`` lists the providers skipped and why.
+The journal keeps that response, so a replay shows the same provider and calls none of them.
+
+Streaming: a provider that fails before any chunk is skipped silently; one that fails after
+yielding some chunks is followed by a ``reset`` chunk, so a consumer drops its partial output
+(ADR 0120 decision 8) before the next provider's chunks arrive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from loom_nb.capabilities import Capabilities
+from loom_nb.content import LlmRequest, LlmResponse
+from loom_nb.errors import (
+    ConfigurationError,
+    LoomError,
+    ProviderError,
+    UnsupportedModalityError,
+)
+from loom_nb.providers._base import LlmProvider, LlmStreamChunk
+from loom_nb.settings import ModelSettings
+
+__all__ = ["FallbackProvider", "falls_back"]
+
+_CAPABILITY_CODES = frozenset({"unsupported_setting", "unsupported_output_type"})
+"""``ConfigurationError`` codes that mean "this model cannot take the request" (before any I/O)."""
+
+_UNAVAILABLE_CODES = frozenset(
+    {
+        "provider_timeout",
+        "provider_unreachable",
+        "provider_overloaded",
+        "provider_server_error",
+        "rate_limited",
+        "request_timeout",
+        "stream_timeout",
+        "stream_incomplete",
+    }
+)
+"""``ProviderError`` codes that mean "the vendor cannot answer now"."""
+
+
+def falls_back(error: BaseException) -> bool:
+    """Whether ``error`` from one provider sends the call to the next one (see the module doc)."""
+    if isinstance(error, UnsupportedModalityError):
+        return True
+    if isinstance(error, ProviderError):
+        status = error.status
+        if status is not None:
+            return status in (408, 429) or status >= 500
+        return error.code in _UNAVAILABLE_CODES or (
+            error.code == "stream_error" and error.retryable
+        )
+    if isinstance(error, ConfigurationError):
+        return error.code in _CAPABILITY_CODES
+    return False
+
+
+def _label(provider: object) -> str:
+    name = getattr(provider, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    base = type(provider).__name__.removesuffix("Provider")
+    words = {"OpenAIResponses": "openai-responses", "OpenAI": "openai"}
+    return words.get(base, base.lower() or "provider")
+
+
+def _union(capabilities: Sequence[Capabilities]) -> Capabilities:
+    merged: dict[str, list[str]] = {"image": [], "audio": [], "file": []}
+    for declared in capabilities:
+        for modality, patterns in merged.items():
+            for pattern in getattr(declared, modality):
+                if pattern not in patterns:
+                    patterns.append(pattern)
+    return Capabilities(**merged)
+
+
+class FallbackProvider:
+    """Try ``providers`` in order; go on to the next one only when a provider cannot answer.
+
+    ``FallbackProvider([AnthropicProvider("claude-sonnet-4-5"), OpenAIProvider("gpt-4.1")])``.
+    Falls over on unavailability (408, 429, 5xx, 529, timeouts, connection failures, broken
+    streams) and on a capability refusal; never on a 400, an authentication error or a guard
+    refusal. ``response.provider`` names the provider that answered (its ``name`` attribute, else
+    ``"anthropic"``, ``"openai"``, ``"openai-responses"``, ``"gemini"``, ``"scripted"``; a
+    repeated label gets ``#<position>``) and ``response.model`` its model.
+    """
+
+    def __init__(self, providers: Sequence[LlmProvider], *, name: str | None = None) -> None:
+        if isinstance(providers, str | bytes | Mapping) or not isinstance(providers, Sequence):
+            raise ConfigurationError(
+                f"FallbackProvider takes a list of providers, not {type(providers).__name__}.",
+                code="invalid_argument",
+            )
+        members = list(providers)
+        if not members:
+            raise ConfigurationError(
+                "FallbackProvider needs at least one provider.", code="invalid_argument"
+            )
+        for index, member in enumerate(members):
+            if not callable(getattr(member, "complete", None)) or not hasattr(
+                member, "capabilities"
+            ):
+                raise ConfigurationError(
+                    f"FallbackProvider: providers[{index}] is {type(member).__name__}, not a "
+                    "provider (it needs capabilities, complete() and stream()).",
+                    code="invalid_provider",
+                )
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ConfigurationError(
+                f"name is a non-empty string or None, not {name!r}.", code="invalid_argument"
+            )
+        self.providers: tuple[LlmProvider, ...] = tuple(members)
+        """The providers, in the order they are tried."""
+        self.name = name or "fallback"
+        """This provider's own name (errors and views)."""
+        labels = [_label(p) for p in members]
+        self.labels: tuple[str, ...] = tuple(
+            f"{label}#{i}" if labels.count(label) > 1 else label for i, label in enumerate(labels)
+        )
+        """Each provider's label, as ``response.provider`` names the one that answered."""
+        self._capabilities = _union([p.capabilities for p in members])
+
+    def __repr__(self) -> str:
+        return f"FallbackProvider({', '.join(self.labels)})"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What at least one provider accepts (each still refuses what it does not)."""
+        return self._capabilities
+
+    @property
+    def model(self) -> str | None:
+        """The first provider's model (``response.model`` says which model answered)."""
+        model = getattr(self.providers[0], "model", None)
+        return model if isinstance(model, str) else None
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The smallest default ``max_tokens`` among the providers (None: none sets one)."""
+        values = [getattr(p, "max_tokens", None) for p in self.providers]
+        ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+        return min(ints) if ints else None
+
+    @property
+    def caches_prompts(self) -> bool:
+        """Whether any provider maps ``ModelSettings.cache`` (each ignores what it cannot use)."""
+        return any(getattr(p, "caches_prompts", False) is True for p in self.providers)
+
+    def answered_by(self, response: LlmResponse) -> LlmProvider | None:
+        """The provider that gave ``response`` (by its label), or None."""
+        if response.provider in self.labels:
+            return self.providers[self.labels.index(response.provider)]
+        return None
+
+    async def aclose(self) -> None:
+        """Close every provider that can be closed."""
+        for provider in self.providers:
+            close = getattr(provider, "aclose", None)
+            if callable(close):
+                await close()
+
+    async def complete(
+        self,
+        request: LlmRequest | Mapping[str, Any],
+        *,
+        settings: ModelSettings | None = None,
+        output_type: type[BaseModel] | None = None,
+    ) -> LlmResponse:
+        """The first answer a provider gives, falling over as the class says."""
+        skipped: list[dict[str, Any]] = []
+        for index, provider in enumerate(self.providers):
+            try:
+                response = await provider.complete(
+                    request, **_call_kwargs(provider, settings, output_type)
+                )
+            except Exception as exc:
+                self._skip(exc, index, skipped)
+                continue
+            return self._mark(response, index, skipped)
+        raise AssertionError("unreachable: the last provider's error is raised")  # pragma: no cover
+
+    async def stream(
+        self,
+        request: LlmRequest | Mapping[str, Any],
+        *,
+        settings: ModelSettings | None = None,
+        output_type: type[BaseModel] | None = None,
+    ) -> AsyncIterator[LlmStreamChunk]:
+        """The first provider's stream that completes; a failed partial stream is reset."""
+        skipped: list[dict[str, Any]] = []
+        for index, provider in enumerate(self.providers):
+            emitted = False
+            try:
+                kwargs = _call_kwargs(provider, settings, output_type)
+                async for chunk in provider.stream(request, **kwargs):
+                    if chunk.kind == "done" and chunk.response is not None:
+                        marked = self._mark(chunk.response, index, skipped)
+                        yield chunk.model_copy(update={"response": marked})
+                        return
+                    yield chunk
+                    emitted = emitted or chunk.kind != "reset"
+            except Exception as exc:
+                self._skip(exc, index, skipped)
+                if emitted:
+                    yield LlmStreamChunk(kind="reset")
+                continue
+            raise ProviderError(
+                f"the stream of {self.labels[index]} ended without a final response. Retry.",
+                code="stream_incomplete",
+                provider=self.labels[index],
+                retryable=True,
+            )
+
+    def _skip(self, error: Exception, index: int, skipped: list[dict[str, Any]]) -> None:
+        """Note a provider that failed over; re-raise when the error is final or none is left."""
+        entry = {
+            "provider": self.labels[index],
+            "code": getattr(error, "code", type(error).__name__),
+            "message": str(error)[:300],
+        }
+        if not falls_back(error):
+            raise error
+        skipped.append(entry)
+        if index == len(self.providers) - 1:
+            if isinstance(error, LoomError):
+                error.details["fallback_attempts"] = list(skipped)
+            raise error
+
+    def _mark(self, response: LlmResponse, index: int, skipped: list[dict[str, Any]]) -> LlmResponse:
+        """The response, saying which provider and model answered and who was skipped."""
+        update: dict[str, Any] = {"provider": self.labels[index]}
+        if response.model is None:
+            model = getattr(self.providers[index], "model", None)
+            if isinstance(model, str):
+                update["model"] = model
+        if skipped:
+            update["provider_data"] = {**response.provider_data, "fallback": list(skipped)}
+        return response.model_copy(update=update)
+
+
+def _call_kwargs(
+    provider: object, settings: ModelSettings | None, output_type: type[BaseModel] | None
+) -> dict[str, Any]:
+    """The keyword arguments this provider gets: only what was given (older providers)."""
+    kwargs: dict[str, Any] = {}
+    if settings is not None:
+        if settings.cache is not None and getattr(provider, "caches_prompts", False) is not True:
+            settings = settings.model_copy(update={"cache": None})
+        if not settings.is_empty():
+            kwargs["settings"] = settings
+    if output_type is not None:
+        kwargs["output_type"] = output_type
+    return kwargs
