@@ -172,8 +172,13 @@ class Budget:
             limits, spent = meter.limits, meter.spent
             if limits.max_requests is not None and spent.requests >= limits.max_requests:
                 raise _refusal(meter, "max_requests", limits.max_requests, spent.requests)
-            if limits.max_input_tokens is not None and spent.input_tokens >= limits.max_input_tokens:
-                raise _refusal(meter, "max_input_tokens", limits.max_input_tokens, spent.input_tokens)
+            if (
+                limits.max_input_tokens is not None
+                and spent.input_tokens >= limits.max_input_tokens
+            ):
+                raise _refusal(
+                    meter, "max_input_tokens", limits.max_input_tokens, spent.input_tokens
+                )
             if limits.max_cost is not None:
                 self._check_cost(meter, limits.max_cost)
             if limits.max_output_tokens is not None:
@@ -200,9 +205,7 @@ class Budget:
 
     def _check_cost(self, meter: Meter, allowed: Decimal) -> None:
         spent = meter.spent.cost
-        known = spent is not None and (
-            self._price is not None and self._price(None) is not None
-        )
+        known = spent is not None and (self._price is not None and self._price(None) is not None)
         if not known:
             raise BudgetExceededError(
                 f"the {meter.scope}'s max_cost of ${allowed} cannot be kept: the model's price is "
@@ -234,7 +237,9 @@ class Budget:
 def _refusal(
     meter: Meter, limit: str, allowed: object, spent: object, why: str = ""
 ) -> BudgetExceededError:
-    where = "chat.run(..., limits=Limits(...))" if meter.scope == "run" else "chat.limits = Limits(...)"
+    where = (
+        "chat.run(..., limits=Limits(...))" if meter.scope == "run" else "chat.limits = Limits(...)"
+    )
     return BudgetExceededError(
         f"the {meter.scope}'s spending limit {limit}={allowed} is reached (spent {spent}; in "
         f"all {meter.spent.describe()}), so the next model call was refused before anything was "

@@ -25,7 +25,7 @@ from loom_nb.spending import Budget, Limits, Meter, Pricer, Spent
 if TYPE_CHECKING:
     from loom_nb.journal import Journal
 
-__all__ = ["check_limits", "make_budget", "money_stats", "spent_of", "tokens_text"]
+__all__ = ["check_limits", "make_budget", "spent_of", "tokens_text"]
 
 
 def check_limits(limits: Any, where: str) -> Limits | None:
@@ -99,19 +99,3 @@ def tokens_text(usage: Usage) -> str:
         cache.append(f"{usage.cache_write_tokens:,} to cache")
     extra = f" ({', '.join(cache)})" if cache else ""
     return f"{usage.input_tokens:,} in{extra} · {usage.output_tokens:,} out"
-
-
-def money_stats(response: LlmResponse | None) -> dict[str, Any]:
-    """The per-turn view stats beyond tokens: cache reads and writes, who answered."""
-    if response is None:
-        return {}
-    stats: dict[str, Any] = {}
-    if response.usage.cache_read_tokens:
-        stats["cache_read_tokens"] = response.usage.cache_read_tokens
-    if response.usage.cache_write_tokens:
-        stats["cache_write_tokens"] = response.usage.cache_write_tokens
-    if response.provider is not None:
-        stats["provider"] = response.provider
-        if response.model is not None:
-            stats["model"] = response.model
-    return stats

@@ -19,9 +19,8 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from loom_nb.chat._money import money_stats
 from loom_nb.chat._records import ChatTurn
-from loom_nb.render._source import Transcript
+from loom_nb.render._source import Transcript, money_stats
 
 __all__ = ["LiveViews", "TurnStats"]
 

@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from loom_nb.capabilities import Capabilities
-from loom_nb.content import LlmRequest, LlmResponse
+from loom_nb.content import LlmRequest, LlmResponse, parse_request
 from loom_nb.errors import (
     ConfigurationError,
     LoomError,
@@ -195,6 +195,7 @@ class FallbackProvider:
         output_type: type[BaseModel] | None = None,
     ) -> LlmResponse:
         """The first answer a provider gives, falling over as the class says."""
+        request = parse_request(request)
         skipped: list[dict[str, Any]] = []
         for index, provider in enumerate(self.providers):
             try:
@@ -215,6 +216,7 @@ class FallbackProvider:
         output_type: type[BaseModel] | None = None,
     ) -> AsyncIterator[LlmStreamChunk]:
         """The first provider's stream that completes; a failed partial stream is reset."""
+        request = parse_request(request)
         skipped: list[dict[str, Any]] = []
         for index, provider in enumerate(self.providers):
             emitted = False
@@ -254,7 +256,9 @@ class FallbackProvider:
                 error.details["fallback_attempts"] = list(skipped)
             raise error
 
-    def _mark(self, response: LlmResponse, index: int, skipped: list[dict[str, Any]]) -> LlmResponse:
+    def _mark(
+        self, response: LlmResponse, index: int, skipped: list[dict[str, Any]]
+    ) -> LlmResponse:
         """The response, saying which provider and model answered and who was skipped."""
         update: dict[str, Any] = {"provider": self.labels[index]}
         if response.model is None:

@@ -81,7 +81,14 @@ def _usage(record: TurnRecord) -> str:
     tokens_in, tokens_out = record.usage
     if tokens_in == 0 and tokens_out == 0:
         return "not reported"  # offline providers report none; "0 in · 0 out" reads like a bug
-    return f"{tokens_in} in · {tokens_out} out"
+    response = record.response
+    cached = (
+        f" ({response.usage.cache_read_tokens} cached)"
+        if response is not None and response.usage.cache_read_tokens
+        else ""
+    )
+    via = f" · via {response.provider}" if response is not None and response.provider else ""
+    return f"{tokens_in} in{cached} · {tokens_out} out{via}"
 
 
 def final_transcript(records: list[TurnRecord]) -> Transcript:

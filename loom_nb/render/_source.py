@@ -29,7 +29,7 @@ from loom_nb.content import (
 from loom_nb.errors import ContentValidationError
 from loom_nb.taint import Untrusted
 
-__all__ = ["Transcript", "approval_state", "transcript_of", "turn_stats"]
+__all__ = ["Transcript", "approval_state", "money_stats", "transcript_of", "turn_stats"]
 
 _CHAT_UNDO = re.compile(r"#chat:\d+:undo")
 
@@ -176,7 +176,8 @@ def _from_execution(execution: Any) -> Transcript:
 
 
 def turn_stats(response: LlmResponse, latency_s: float | None = None) -> dict[str, Any] | None:
-    """``{"input_tokens", "output_tokens", "latency_s"}`` of a model call, None when nothing was reported."""
+    """``{"input_tokens", "output_tokens", "latency_s"}`` of a model call, None when nothing was
+    reported; plus ``money_stats`` (cached tokens, who answered) where there are any."""
     usage = response.usage
     if not usage.input_tokens and not usage.output_tokens and latency_s is None:
         return None
@@ -184,7 +185,25 @@ def turn_stats(response: LlmResponse, latency_s: float | None = None) -> dict[st
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
         "latency_s": latency_s,
+        **money_stats(response),
     }
+
+
+def money_stats(response: LlmResponse | None) -> dict[str, Any]:
+    """A turn's stats beyond tokens: ``cache_read_tokens`` / ``cache_write_tokens`` (when not 0)
+    and, when a ``FallbackProvider`` chose, the ``provider`` and ``model`` that answered."""
+    if response is None:
+        return {}
+    stats: dict[str, Any] = {}
+    if response.usage.cache_read_tokens:
+        stats["cache_read_tokens"] = response.usage.cache_read_tokens
+    if response.usage.cache_write_tokens:
+        stats["cache_write_tokens"] = response.usage.cache_write_tokens
+    if response.provider is not None:
+        stats["provider"] = response.provider
+        if response.model is not None:
+            stats["model"] = response.model
+    return stats
 
 
 def _stats_by_message(

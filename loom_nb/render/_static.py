@@ -208,20 +208,35 @@ def _approval(view: View) -> str:
 
 
 def stats_text(stats: Any) -> str:
-    """A turn's reported cost in words: ``12 in · 40 out tokens · 1.3 s`` (parts not reported left out;
-    ``stopped`` after them when the reply was stopped while streaming)."""
+    """A turn's reported cost in words: ``12 in (8 cached) · 40 out tokens · 1.3 s`` (parts not
+    reported left out; ``stopped`` after them when the reply was stopped while streaming; ``via
+    <provider> <model>`` when a fallback chose who answered)."""
     if not isinstance(stats, dict):
         return ""
     bits: list[str] = []
     tokens_in, tokens_out = stats.get("input_tokens"), stats.get("output_tokens")
     if isinstance(tokens_in, int) and isinstance(tokens_out, int) and (tokens_in or tokens_out):
-        bits.append(f"{tokens_in:,} in · {tokens_out:,} out tokens")
+        bits.append(f"{tokens_in:,} in{_cache_text(stats)} · {tokens_out:,} out tokens")
     latency = stats.get("latency_s")
     if isinstance(latency, int | float) and not isinstance(latency, bool) and latency >= 0:
         bits.append(f"{latency:.1f} s" if latency >= 0.1 else f"{latency * 1000:.0f} ms")
     if stats.get("status") == "stopped":
         bits.append("stopped")
+    provider = stats.get("provider")
+    if isinstance(provider, str) and provider:
+        model = stats.get("model")
+        bits.append(f"via {provider}" + (f" {model}" if isinstance(model, str) and model else ""))
     return " · ".join(bits)
+
+
+def _cache_text(stats: dict[str, Any]) -> str:
+    """`` (900 cached, 100 to cache)``: the prompt cache's share of a turn's input, or ``""``."""
+    parts = []
+    for key, label in (("cache_read_tokens", "cached"), ("cache_write_tokens", "to cache")):
+        value = stats.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            parts.append(f"{value:,} {label}")
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def _tool_result(view: View) -> str:

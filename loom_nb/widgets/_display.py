@@ -104,8 +104,11 @@ def message_bundle(message: Message, *, include: Any = None, exclude: Any = None
 def response_bundle(response: LlmResponse, *, include: Any = None, exclude: Any = None) -> Bundle:
     """A response shown as its assistant turn, headed by model, tokens and stop reason."""
     head = ["response", *([response.model] if response.model else [])]
+    if response.provider:
+        head.append(f"via {response.provider}")
     usage = response.usage
-    head.append(f"{usage.input_tokens:,} in · {usage.output_tokens:,} out")
+    cached = f" ({usage.cache_read_tokens:,} cached)" if usage.cache_read_tokens else ""
+    head.append(f"{usage.input_tokens:,} in{cached} · {usage.output_tokens:,} out")
     head.append(f"stop: {response.stop_reason}")
     calls = "".join(f"\ntool call {c.name} ({c.id})" for c in response.tool_calls)
     plain = f"{' · '.join(head)}\n{text_of(response.content)}{calls}"

@@ -14,14 +14,19 @@ function h(tag, cls, text) {
 }
 
 function statsText(stats) {
-  // A turn's reported tokens and latency, as the static HTML writes them.
+  // A turn's reported tokens (cached ones too), latency and who answered, as the static HTML writes them.
   if (!stats || typeof stats !== "object") return "";
   const bits = [];
   const tin = stats.input_tokens, tout = stats.output_tokens;
-  if (Number.isInteger(tin) && Number.isInteger(tout) && (tin || tout)) bits.push(tin.toLocaleString("en-US") + " in · " + tout.toLocaleString("en-US") + " out tokens");
+  const cache = [];  // the prompt cache's share of the input, as the static HTML writes it
+  if (Number.isInteger(stats.cache_read_tokens) && stats.cache_read_tokens > 0) cache.push(stats.cache_read_tokens.toLocaleString("en-US") + " cached");
+  if (Number.isInteger(stats.cache_write_tokens) && stats.cache_write_tokens > 0) cache.push(stats.cache_write_tokens.toLocaleString("en-US") + " to cache");
+  const cached = cache.length ? " (" + cache.join(", ") + ")" : "";
+  if (Number.isInteger(tin) && Number.isInteger(tout) && (tin || tout)) bits.push(tin.toLocaleString("en-US") + " in" + cached + " · " + tout.toLocaleString("en-US") + " out tokens");
   const s = stats.latency_s;
   if (typeof s === "number" && s >= 0) bits.push(s >= 0.1 ? s.toFixed(1) + " s" : Math.round(s * 1000) + " ms");
   if (stats.status === "stopped") bits.push("stopped");
+  if (typeof stats.provider === "string" && stats.provider) bits.push("via " + stats.provider + (typeof stats.model === "string" && stats.model ? " " + stats.model : ""));
   return bits.join(" · ");
 }
 
