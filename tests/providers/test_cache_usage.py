@@ -102,7 +102,8 @@ def test_anthropic_streamed_cache_usage() -> None:
         for chunk in assembler.feed(event):
             if chunk.kind == "done":
                 response = chunk.response
-    assert response is not None and response.tool_calls
+    assert response is not None
+    assert response.tool_calls
     assert response.usage == anthropic_response(anthropic_cache_recording()[1]).usage
 
 
