@@ -70,7 +70,8 @@ class PromptCache(StrictModel):
     Anthropic gets a ``cache_control`` breakpoint on the last tool (``tools``), on the system
     prompt (``system``), at the end of each of the last ``turns`` earlier turns (the message before
     each of the last ``turns`` user messages that open a turn) and, with ``last``, on the request's
-    final message; at most four in all, Anthropic's limit. ``ttl`` is Anthropic's cache lifetime.
+    final message. At most four are placed, Anthropic's limit: when more are asked for, the
+    oldest turn ends are left out. ``ttl`` is Anthropic's cache lifetime.
     ``key`` is OpenAI's ``prompt_cache_key`` (a ``Chat`` fills in its id when it is None). Anthropic
     and Gemini route by prefix and take no key; OpenAI and Gemini place no breakpoints.
     """
@@ -181,16 +182,6 @@ class ModelSettings(StrictModel):
             raise ValueError("stop_sequences is a non-empty list of non-empty strings")
         return tuple(value)
 
-    @field_validator("cache", mode="after")
-    @classmethod
-    def _check_cache(cls, value: Any) -> Any:
-        if isinstance(value, PromptCache) and value.breakpoints() > ANTHROPIC_MAX_BREAKPOINTS:
-            raise ValueError(
-                f"a PromptCache places at most {ANTHROPIC_MAX_BREAKPOINTS} breakpoints (tools, "
-                f"system, turns and last together); this one asks for {value.breakpoints()}"
-            )
-        return value
-
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
@@ -244,8 +235,7 @@ def _settings_error(exc: ValidationError, what: str = "ModelSettings") -> Config
     if what == "PromptCache":
         return ConfigurationError(
             f"invalid PromptCache: field '{where}': {first['msg']}. Fields: tools (bool), system "
-            "(bool), turns (0..4), last (bool), ttl ('5m' or '1h'), key (str); at most four "
-            "breakpoints in all.",
+            "(bool), turns (0..4), last (bool), ttl ('5m' or '1h'), key (str).",
             code="invalid_setting",
             field=where,
         )

@@ -14,6 +14,9 @@ markers over a finished Messages body, as ``PromptCache`` says:
   Anthropic looks back over (about 20) still reads the cache;
 - with ``last``, the request's final message.
 
+At most four in all (Anthropic's limit): the final message and the newest turn ends come first,
+so when more are asked for, the oldest turn ends are left out.
+
 A marker goes on the message's last block that may carry one: never a thinking block, never an
 empty text block. String content becomes a single text block (the same prompt to the model). The
 marker is added beside the block's fields and nothing else changes, so the text of a fenced
@@ -30,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loom_nb.settings import CacheSetting, PromptCache, resolve_cache
+from loom_nb.settings import ANTHROPIC_MAX_BREAKPOINTS, CacheSetting, PromptCache, resolve_cache
 
 __all__ = ["anthropic_cache_breakpoints", "cache_control_of", "openai_cache_fields"]
 
@@ -64,7 +67,8 @@ def anthropic_cache_breakpoints(
             out["system"] = marked
     messages = out.get("messages")
     if isinstance(messages, list) and messages:
-        targets = _message_targets(messages, policy)
+        room = ANTHROPIC_MAX_BREAKPOINTS - len(_placed(out))
+        targets = _message_targets(messages, policy, room)
         if targets:
             out["messages"] = [
                 _marked_message(m, control) if i in targets else m for i, m in enumerate(messages)
@@ -72,17 +76,24 @@ def anthropic_cache_breakpoints(
     return out
 
 
-def _message_targets(messages: list[Any], policy: PromptCache) -> set[int]:
-    """Indices of the messages to mark: ends of the last ``turns`` turns, and the last one."""
+def _placed(body: Mapping[str, Any]) -> list[Any]:
+    """The tool and system blocks already carrying a marker."""
+    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    system = body.get("system") if isinstance(body.get("system"), list) else []
+    return [b for b in [*tools, *system] if isinstance(b, Mapping) and "cache_control" in b]
+
+
+def _message_targets(messages: list[Any], policy: PromptCache, room: int) -> list[int]:
+    """Indices of the messages to mark: the last one (``last``), then the ends of the last
+    ``turns`` turns, newest first, as many as ``room`` (Anthropic's limit) allows."""
     ends = [
         i
         for i in range(len(messages) - 1)
         if isinstance(messages[i + 1], Mapping) and messages[i + 1].get("role") == "user"
     ]
-    targets = set(ends[-policy.turns :]) if policy.turns else set()
-    if policy.last:
-        targets.add(len(messages) - 1)
-    return targets
+    wanted = [len(messages) - 1] if policy.last else []
+    wanted += list(reversed(ends[-policy.turns :])) if policy.turns else []
+    return wanted[: max(room, 0)]
 
 
 def _marked_message(message: Any, control: dict[str, str]) -> Any:
