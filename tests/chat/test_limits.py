@@ -1,0 +1,215 @@
+"""Spending limits: a call past a limit is refused before any I/O, journaled, and resumes once
+the limit is raised; the output limit caps max_tokens."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from loom_nb import BudgetExceededError, Chat, Journal, Limits, tool
+from loom_nb.content import LlmResponse, Usage
+from loom_nb.errors import ConfigurationError
+from loom_nb.providers import AnthropicProvider, OpenAIProvider, ScriptedProvider
+
+KEY = "k" * 24
+
+
+def answer(text: str, tokens_in: int = 1000, tokens_out: int = 100) -> dict[str, Any]:
+    return {
+        "id": "msg",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
+    }
+
+
+class Wire:
+    """An Anthropic endpoint over MockTransport that records every body it receives."""
+
+    def __init__(self, *bodies: dict[str, Any]) -> None:
+        self.bodies = list(bodies)
+        self.sent: list[dict[str, Any]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(json.loads(request.content))
+        return httpx.Response(200, json=self.bodies.pop(0))
+
+    def provider(self) -> AnthropicProvider:
+        client = httpx.AsyncClient(transport=httpx.MockTransport(self))
+        return AnthropicProvider("claude-sonnet-4-5", api_key=KEY, http_client=client)
+
+
+def journal(tmp_path: Path) -> Journal:
+    return Journal(str(tmp_path / "j.sqlite"))
+
+
+def failures(j: Journal, execution_id: str) -> list[dict[str, Any]]:
+    return [
+        json.loads(e.payload["error"])
+        if isinstance(e.payload.get("error"), str)
+        else e.payload["error"]
+        for e in j.events(execution_id)
+        if e.kind == "step_failed"
+    ]
+
+
+async def test_a_call_past_the_cost_limit_is_refused_before_any_io_and_journaled(
+    tmp_path: Path,
+) -> None:
+    """Once the chat's cost reaches max_cost the next call is refused: the transport is not
+    called, the error names the limit and what was spent, and the journal records the refusal."""
+    wire = Wire(answer("one"), answer("two"))
+    j = journal(tmp_path)
+    chat = Chat(wire.provider(), journal=j, id="cost", limits=Limits(max_cost="0.004"))
+    await chat("first")  # 1000 in + 100 out on claude-sonnet-4-5: $0.0045
+    assert chat.cost == Decimal("0.0045")
+    with pytest.raises(BudgetExceededError) as info:
+        await chat("second")
+    assert len(wire.sent) == 1  # nothing went out
+    error = info.value
+    assert (error.code, error.limit, error.scope) == ("budget_exceeded", "max_cost", "chat")
+    assert "$0.0045" in error.message
+    assert "raise the limit" in error.message
+    assert [f["code"] for f in failures(j, "cost")] == ["budget_exceeded"]
+    assert len(chat.history) == 2  # the refused turn changed nothing
+
+    chat.limits = Limits(max_cost=1)
+    reply = await chat("second")
+    assert reply.content == "two"
+    assert len(wire.sent) == 2
+
+
+async def test_output_limit_caps_max_tokens_then_refuses(tmp_path: Path) -> None:
+    """max_output_tokens caps each call's max_tokens to what is left; at zero left it refuses."""
+    wire = Wire(answer("a", tokens_out=700), answer("b", tokens_out=300))
+    chat = Chat(
+        wire.provider(), journal=journal(tmp_path), id="out", limits=Limits(max_output_tokens=1000)
+    )
+    await chat("one")
+    await chat("two")
+    assert [body["max_tokens"] for body in wire.sent] == [1000, 300]
+    with pytest.raises(BudgetExceededError) as info:
+        await chat("three")
+    assert info.value.limit == "max_output_tokens"
+    assert info.value.spent == 1000
+    assert len(wire.sent) == 2
+
+
+async def test_max_tokens_is_not_raised_by_the_cap(tmp_path: Path) -> None:
+    """A cap larger than the call's own max_tokens leaves it alone (the provider default 4096)."""
+    wire = Wire(answer("a"))
+    chat = Chat(
+        wire.provider(), journal=journal(tmp_path), id="cap", limits=Limits(max_output_tokens=10**6)
+    )
+    await chat("one")
+    assert wire.sent[0]["max_tokens"] == 4096
+
+
+async def test_a_run_halts_at_its_request_limit_and_resumes_where_it_stopped(
+    tmp_path: Path,
+) -> None:
+    """chat.run(limits=Limits(max_requests=2)): two model calls, the third refused (journaled);
+    the run is a halted turn whose spend counts; chat.run(limits=...) resumes it, serving the
+    first two calls from the journal and making only the third."""
+
+    @tool
+    def step(n: int) -> str:
+        """Take a step."""
+        return f"did {n}"
+
+    calls = [{"tool_calls": [{"id": f"c{i}", "name": "step", "input": {"n": i}}]} for i in range(2)]
+    turns: list[Any] = [
+        *[
+            LlmResponse.model_validate(
+                {**_response(c), "usage": {"input_tokens": 10, "output_tokens": 5}}
+            )
+            for c in calls
+        ],
+        LlmResponse(content="done", usage=Usage(input_tokens=10, output_tokens=5)),
+    ]
+    provider = ScriptedProvider(turns)
+    j = journal(tmp_path)
+    chat = Chat(provider, tools=[step], journal=j, id="runs")
+    with pytest.raises(BudgetExceededError) as info:
+        await chat.run("go", limits=Limits(max_requests=2))
+    assert (info.value.limit, info.value.scope, info.value.spent) == ("max_requests", "run", 2)
+    assert provider.remaining == 1
+    assert chat.turns[-1].status == "halted"
+    assert chat.usage == Usage(input_tokens=20, output_tokens=10)
+    assert "halted by a spending limit" in chat.header()
+    run_id = chat.turns[-1].run_id or ""
+    assert [f["code"] for f in failures(j, run_id)] == ["budget_exceeded"]
+
+    result = await chat.run(limits=Limits(max_requests=5))
+    assert result.status == "completed"
+    assert result.text == "done"
+    assert provider.remaining == 0  # only the refused call was made
+    assert [t.status for t in chat.turns] == ["completed"]
+    assert chat.usage == Usage(input_tokens=30, output_tokens=15)
+
+
+def _response(turn: dict[str, Any]) -> dict[str, Any]:
+    return {"content": "", "tool_calls": turn["tool_calls"], "stop_reason": "tool_use"}
+
+
+async def test_chat_limits_count_earlier_turns_and_runs(tmp_path: Path) -> None:
+    """The chat's limits count every turn so far, a run's model calls included."""
+    provider = ScriptedProvider(
+        [
+            LlmResponse(content=str(i), usage=Usage(input_tokens=400, output_tokens=1))
+            for i in range(3)
+        ]
+    )
+    chat = Chat(
+        provider, journal=journal(tmp_path), id="tokens", limits=Limits(max_input_tokens=800)
+    )
+    await chat("a")
+    await chat.run("b")
+    with pytest.raises(BudgetExceededError) as info:
+        await chat("c")
+    assert (info.value.limit, info.value.spent) == ("max_input_tokens", 800)
+    assert provider.remaining == 1
+
+
+async def test_max_cost_on_an_unpriced_model_is_refused_up_front(tmp_path: Path) -> None:
+    """A cost limit cannot be kept without a price: refused before the first call (cost_unknown)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:  # pragma: no cover - never called
+        raise AssertionError("no request may be sent")
+
+    local = OpenAIProvider(
+        "llama3",
+        api_key=KEY,
+        base_url="http://localhost:11434/v1",
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+    )
+    chat = Chat(local, journal=journal(tmp_path), id="unpriced", limits=Limits(max_cost=1))
+    with pytest.raises(BudgetExceededError) as info:
+        await chat("hi")
+    assert info.value.code == "cost_unknown"
+
+
+def test_limits_are_checked() -> None:
+    """Negative, non-numeric or boolean limits are ConfigurationError invalid_limit; a wrong
+    limits argument is refused by Chat."""
+    for bad in (
+        {"max_cost": -1},
+        {"max_cost": "lots"},
+        {"max_requests": True},
+        {"max_output_tokens": 1.5},
+    ):
+        with pytest.raises(ConfigurationError) as info:
+            Limits(**bad)
+        assert info.value.code == "invalid_limit"
+    assert Limits(max_cost=0.5).max_cost == Decimal("0.5")
+    assert repr(Limits(max_requests=3)) == "Limits(max_requests=3)"
+    with pytest.raises(ConfigurationError):
+        Chat(ScriptedProvider([]), limits={"max_cost": 1})  # type: ignore[arg-type]
