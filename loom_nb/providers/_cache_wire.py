@@ -78,9 +78,12 @@ def anthropic_cache_breakpoints(
 
 def _placed(body: Mapping[str, Any]) -> list[Any]:
     """The tool and system blocks already carrying a marker."""
-    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
-    system = body.get("system") if isinstance(body.get("system"), list) else []
-    return [b for b in [*tools, *system] if isinstance(b, Mapping) and "cache_control" in b]
+    blocks: list[Any] = []
+    for key in ("tools", "system"):
+        value = body.get(key)
+        if isinstance(value, list):
+            blocks.extend(value)
+    return [b for b in blocks if isinstance(b, Mapping) and "cache_control" in b]
 
 
 def _message_targets(messages: list[Any], policy: PromptCache, room: int) -> list[int]:
