@@ -152,6 +152,13 @@ class Usage(_Model):
                 del data["cache_write_tokens"]
         return data
 
+    def __repr_args__(self) -> Any:
+        """The fields ``repr`` shows: the cache counts only when not 0 (as the JSON leaves them)."""
+        for name, value in super().__repr_args__():
+            if name in ("cache_read_tokens", "cache_write_tokens") and not value:
+                continue
+            yield name, value
+
     def __add__(self, other: Usage) -> Usage:
         """The field-by-field sum of two usages."""
         if not isinstance(other, Usage):
