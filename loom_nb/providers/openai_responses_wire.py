@@ -4,8 +4,9 @@ Pure functions, no HTTP (ADR 0120 decisions 2, 7, 8). The Responses API takes a 
 input items rather than role-tagged messages with nested tool calls, so:
 
 - ``system`` goes in ``instructions``; a user message becomes ``{"role": "user", "content": ...}``
-  (a string passes through unchanged; parts become ``input_text`` / ``input_image`` (data URL) /
-  ``input_file`` (``file_data`` data URL and a file name)). The Responses API takes no audio
+  (a string passes through unchanged; parts become ``input_text`` / ``input_image`` (data URL,
+  ``detail: "auto"``, which the API requires there) / ``input_file`` (``file_data`` data URL and a
+  file name)). The Responses API takes no audio
   input, so an audio part is refused (``UnsupportedModalityError``), never dropped.
 - each ``tool_result`` becomes a ``function_call_output`` item paired with its call by
   ``call_id``; its media rides inside the output (a list of ``input_*`` items, untrusted media
@@ -199,12 +200,24 @@ def _user_items(message: Message, where: str, fencer: MediaFencer) -> list[dict[
                 {"type": "input_text", "text": plain_text(part.text, vendor=VENDOR, where=at)}
             )
         elif isinstance(part, ImagePart | AudioPart | FilePart):
-            own.extend(_fenced_media(part, at, fencer))
+            own.extend(_with_detail(_fenced_media(part, at, fencer)))
         else:
             raise misplaced_in_user_turn(at)
     if own:
         outputs.append({"role": "user", "content": own})
     return outputs
+
+
+IMAGE_DETAIL = "auto"
+"""The ``detail`` of an image in a user message: the API requires it there (the SDK's
+``ResponseInputImageParam``), while inside a ``function_call_output`` it is optional and omitted."""
+
+
+def _with_detail(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for block in blocks:
+        if block.get("type") == "input_image":
+            block["detail"] = IMAGE_DETAIL
+    return blocks
 
 
 def _function_call_output(part: ToolResultPart, where: str, fencer: MediaFencer) -> dict[str, Any]:
