@@ -53,7 +53,7 @@ from loom_nb.content import (
     ToolUsePart,
     Usage,
 )
-from loom_nb.errors import ProviderError, UnsupportedModalityError
+from loom_nb.errors import ContentValidationError, ProviderError, UnsupportedModalityError
 from loom_nb.providers._base import LlmStreamChunk, ToolDelta
 from loom_nb.providers._settings_wire import is_openai_reasoning_model
 from loom_nb.providers._wire_util import (
@@ -140,7 +140,7 @@ def _assistant_items(message: Message, where: str) -> list[dict[str, Any]]:
         elif isinstance(part, ToolUsePart):
             calls.append(_function_call(part, at))
         elif isinstance(part, ReasoningPart):
-            item = _reasoning_item(part)
+            item = _reasoning_item(part, at)
             if item is not None:
                 reasoning.append(item)
         else:
@@ -168,16 +168,22 @@ def _function_call(part: ToolUsePart, at: str) -> dict[str, Any]:
     return item
 
 
-def _reasoning_item(part: ReasoningPart) -> dict[str, Any] | None:
+def _reasoning_item(part: ReasoningPart, where: str) -> dict[str, Any] | None:
     """The reasoning input item for a part this API wrote; None for another vendor's reasoning."""
     meta = part.provider_data or {}
     if meta.get("vendor") != "openai" or meta.get("api") != REASONING_API:
         return None  # a signature or payload from elsewhere means nothing here
-    summary = meta.get("summary")
-    texts = summary if isinstance(summary, list) else ([part.text] if part.text else [])
+    summary = meta.get("summary", [part.text] if part.text else [])
+    if not (isinstance(summary, list) and all(type(t) is str for t in summary)):
+        raise ContentValidationError(
+            f"{where}.provider_data.summary: not a list of strings, as the Responses API wrote "
+            "it; the reasoning part was changed since the model sent it. Keep it as "
+            "assistant_message_of built it, or drop the part.",
+            field=f"{where}.provider_data",
+        )
     item: dict[str, Any] = {
         "type": "reasoning",
-        "summary": [{"type": "summary_text", "text": str(t)} for t in texts],
+        "summary": [{"type": "summary_text", "text": t} for t in summary],
     }
     if meta.get("id"):
         item["id"] = meta["id"]
