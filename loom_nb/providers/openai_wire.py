@@ -214,10 +214,11 @@ def _reasoning_field(part: ReasoningPart, where: str) -> str:
 
     ``provider_data["field"]`` is metadata that travels through the journal; naming ``role`` or
     ``content`` there would let it rewrite the message it rides in, so anything but a reasoning
-    field is refused.
+    field is refused. Only an exact ``str`` is compared: a subclass could claim equality with a
+    reasoning field and then turn into another name.
     """
     field = (part.provider_data or {}).get("field") or "reasoning_content"
-    if field not in REASONING_KEYS:
+    if type(field) is not str or field not in REASONING_KEYS:
         raise ContentValidationError(
             f"{where}.provider_data.field: {field!r} is not a reasoning field of a Chat "
             f"Completions message (one of {list(REASONING_KEYS)}); the reasoning part was "
@@ -225,7 +226,7 @@ def _reasoning_field(part: ReasoningPart, where: str) -> str:
             "drop the part.",
             field=f"{where}.provider_data",
         )
-    return str(field)
+    return field
 
 
 def _decoded_extras(text: str, where: str) -> dict[str, Any]:

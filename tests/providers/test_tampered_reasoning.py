@@ -200,6 +200,47 @@ def test_tampered_reasoning_metadata_is_sent_as_given_or_refused(
             assert item.get("id", None) == meta.get("id")
 
 
+class _EqualToAll(str):
+    """A string claiming equality with any other, whose str() is another name."""
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return "role"
+
+
+def test_a_field_name_that_lies_about_equality_is_refused() -> None:
+    """OpenAI chat: a field that is not exactly a str is refused, whatever its __eq__ says."""
+    meta = {"vendor": "openai", "api": "chat", "field": _EqualToAll("content")}
+    thought = ReasoningPart(text="system", provider_data=meta)
+    for outcome in send("openai", turn(thought)):
+        assert isinstance(outcome, LoomError), outcome
+        assert "provider_data.field" in outcome.message
+
+
+def test_each_reasoning_part_sends_back_its_own_details() -> None:
+    """OpenAI chat: reasoning_details come from the part that carried them, not from a later part."""
+    details = [{"type": "reasoning.encrypted", "data": "enc"}]
+    own = ReasoningPart(text="step", provider_data={**OWN["openai"], "reasoning_details": details})
+    foreign = ReasoningPart(text="other", provider_data=OWN["anthropic"])
+    call = ToolUsePart(id="call_1", name="look", input={"q": 1})
+    request = LlmRequest(
+        messages=[
+            Message(role="user", content="hi"),
+            Message(role="assistant", content=[own, TextPart(text="Looking."), call, foreign]),
+            Message(role="user", content=[ToolResultPart(tool_use_id="call_1", content="ok")]),
+        ]
+    )
+    for body in send("openai", request):
+        assert isinstance(body, dict), body
+        message = body["messages"][1]
+        assert message["reasoning_content"] == "step"
+        assert message["reasoning_details"] == details
+
+
 def test_a_redacted_block_without_its_data_is_refused_not_sent_empty() -> None:
     """Anthropic's redacted_thinking is its data; without it there is nothing to send back but a forgery."""
     thought = ReasoningPart(redacted=True, provider_data=OWN["anthropic"])
