@@ -261,14 +261,14 @@ def test_the_tool_result_probe_keeps_the_guard_incremental() -> None:
     request = LlmRequest(messages=transcript)
     guard_request(request)
     list(iter_media(request))
-    before_guard = dict(guard._GUARDED)
-    before_media = _walk._MEDIA_CACHE
+    before_guard = {params: list(kept.entries) for params, kept in guard._GUARDED.items()}
+    before_media = list(_walk._MEDIA_CACHE.entries)
     result = ToolResultPart(tool_use_id="c9", content="ok")
     assert _unsendable("c9", "tick", result, Capabilities(), MAX_INLINE_BYTES) is None
-    assert before_guard == guard._GUARDED
-    assert _walk._MEDIA_CACHE is before_media
-    entry = guard._GUARDED[(MAX_INLINE_BYTES, guard.MAX_INLINE_TOTAL_BYTES)]
-    assert entry.seen.prefix_of([*transcript, *turn(3)])
+    assert before_guard == {params: list(kept.entries) for params, kept in guard._GUARDED.items()}
+    assert _walk._MEDIA_CACHE.entries == before_media
+    seen = guard._GUARDED[(MAX_INLINE_BYTES, guard.MAX_INLINE_TOTAL_BYTES)].entries[0][0]
+    assert seen.prefix_of([*transcript, *turn(3)])
 
 
 def untrusted_turn(i: int) -> list[Message]:
