@@ -27,7 +27,7 @@ This package imports only the core and ``loom_nb.content``: never httpx, ipywidg
 
 from __future__ import annotations
 
-from loom_nb.guard._checked import guarded_already, handing_over, supported_already
+from loom_nb.guard._checked import handing_over
 from loom_nb.guard._checks import (
     MAX_TOOL_INPUT_DEPTH,
     b64_decoded_size,
@@ -45,7 +45,13 @@ from loom_nb.guard._fence import (
     open_fence,
     request_tail,
 )
-from loom_nb.guard._request import caches_kept, check_tool_input, guard_request
+from loom_nb.guard._request import (
+    caches_kept,
+    check_tool_input,
+    guard_request,
+    guarded_already,
+    supported_already,
+)
 from loom_nb.guard._walk import (
     EMPTY_JSON_SEEN,
     EMPTY_SEEN,

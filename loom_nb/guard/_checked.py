@@ -5,8 +5,10 @@ media (ADR 0120 decisions 6, 7); the shipped providers run both again on what th
 for callers who skipped them. When the effect hands the provider the very request it checked
 (nothing fenced, nothing resolved), that second pass can only repeat the first: the guard's caps
 there are looser and the capabilities the same object. ``handing_over`` says so for the duration
-of the provider call, and the two checks return at once for that request object, as long as it
-still has the messages it was checked with (a request changed in between is checked in full).
+of the provider call; ``handed`` gives the caps and capabilities of that request object, and the
+guard's ``guarded_already`` / ``supported_already`` (in ``_request``) return at once for it as long
+as its messages are still the very objects the guard walked, unchanged (the guard's own ``Seen``,
+compared by identity and exact bytes only: nothing is decided by a value's ``__eq__``).
 """
 
 from __future__ import annotations
@@ -16,19 +18,35 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["guarded_already", "handing_over", "supported_already"]
-
-_Checked = tuple[Any, int, int, Any, int, int]
-_HANDED: ContextVar[_Checked | None] = ContextVar("loom_nb_checked_request", default=None)
+__all__ = ["Mark", "handed", "handing_over"]
 
 
-def _shape(request: Any) -> tuple[int, int]:
-    """The number of messages and the length of the last one's content (a cheap change check)."""
-    messages = request.messages
-    if not isinstance(messages, list) or not messages:
-        return (-1, -1) if not isinstance(messages, list) else (0, 0)
-    content = getattr(messages[-1], "content", None)
-    return len(messages), len(content) if isinstance(content, (list, str)) else -1
+class Mark:
+    """What ``handing_over`` says about one request object while the provider call runs."""
+
+    __slots__ = (
+        "capabilities",
+        "max_inline_bytes",
+        "max_inline_total_bytes",
+        "request",
+        "verified",
+    )
+
+    def __init__(
+        self, request: Any, max_inline_bytes: int, max_inline_total_bytes: int, capabilities: Any
+    ) -> None:
+        self.request = request
+        self.max_inline_bytes = max_inline_bytes
+        self.max_inline_total_bytes = max_inline_total_bytes
+        self.capabilities = capabilities
+        self.verified: tuple[list[Any], int] | None = None
+        """The message list found unchanged since guarded by the first check of this call, and
+        its length then (the provider's capability check and guard run one right after the
+        other, with no code of anyone else's in between: the second only confirms it is the same
+        list, as long)."""
+
+
+_HANDED: ContextVar[Mark | None] = ContextVar("loom_nb_checked_request", default=None)
 
 
 @contextmanager
@@ -37,31 +55,16 @@ def handing_over(
 ) -> Iterator[None]:
     """While the provider call runs: ``request`` passed the guard under these caps and the
     capability check against ``capabilities`` (the object itself)."""
-    token = _HANDED.set(
-        (request, max_inline_bytes, max_inline_total_bytes, capabilities, *_shape(request))
-    )
+    token = _HANDED.set(Mark(request, max_inline_bytes, max_inline_total_bytes, capabilities))
     try:
         yield
     finally:
         _HANDED.reset(token)
 
 
-def _handed(request: Any) -> _Checked | None:
-    handed = _HANDED.get()
-    if handed is None or handed[0] is not request or _shape(request) != handed[4:]:
+def handed(request: Any) -> Mark | None:
+    """The mark ``request`` (this very object) was handed over with, or None."""
+    mark = _HANDED.get()
+    if mark is None or mark.request is not request:
         return None
-    return handed
-
-
-def guarded_already(request: Any, max_inline_bytes: int, max_inline_total_bytes: int) -> bool:
-    """Whether ``request`` is the one handed over, guarded unchanged under caps at most these."""
-    handed = _handed(request)
-    return (
-        handed is not None and handed[1] <= max_inline_bytes and handed[2] <= max_inline_total_bytes
-    )
-
-
-def supported_already(request: Any, capabilities: Any) -> bool:
-    """Whether ``request`` is the one handed over, checked against this capabilities object."""
-    handed = _handed(request)
-    return handed is not None and handed[3] is capabilities
+    return mark

@@ -48,7 +48,7 @@ from loom_nb.content import (
     LlmRequest,
     parse_request,
 )
-from loom_nb.guard._checked import guarded_already
+from loom_nb.guard._checked import Mark, handed
 from loom_nb.guard._checks import (
     check_json_value,
     refuse,
@@ -56,13 +56,19 @@ from loom_nb.guard._checks import (
 from loom_nb.guard._message_walk import MessageWalk
 from loom_nb.guard._part_checks import check_tools
 from loom_nb.guard._rewrite import Fences
-from loom_nb.guard._walk import EMPTY_JSON_SEEN, Seen, media_cache_kept
+from loom_nb.guard._walk import EMPTY_JSON_SEEN, Lineages, media_cache_kept
 from loom_nb.limits import (
     MAX_INLINE_BYTES,
     MAX_INLINE_TOTAL_BYTES,
 )
 
-__all__ = ["caches_kept", "check_tool_input", "guard_request"]
+__all__ = [
+    "caches_kept",
+    "check_tool_input",
+    "guard_request",
+    "guarded_already",
+    "supported_already",
+]
 
 
 def check_tool_input(value: Any, *, where: str = "input") -> None:
@@ -97,60 +103,99 @@ def guard_request(
     messages = req.messages
     if not isinstance(messages, list):
         raise refuse("bad_request", "messages", "messages is not a list", "Pass a list of Message.")
-    params = (max_inline_bytes, max_inline_total_bytes)
+    lineages = _GUARDED.setdefault((max_inline_bytes, max_inline_total_bytes), Lineages())
     start, dirty, seen, fences = 0, [], EMPTY_JSON_SEEN, None
-    last = _GUARDED.pop(params, None)
-    if last is not None and last.seen.prefix_of(messages):
-        # An already-guarded prefix is not walked again: the walk resumes from the state it
-        # ended in (issue 15: a turn costs what it added). The prefix must be the same messages
-        # with the same parts (``Seen``: a part list changed in place is walked again). The
-        # entry was taken out first, so a refusal below leaves no half-extended state behind.
-        walk, start, dirty, seen, fences = (
-            last.walk,
-            len(last.seen),
-            last.dirty,
-            last.seen,
-            last.fences,
-        )
+    last = lineages.take(messages)
+    if last is not None:
+        # An already-guarded prefix of this very transcript is not walked again: the walk
+        # resumes from the state it ended in (issue 15: a turn costs what it added). The prefix
+        # must be the same message objects with the same parts (``Seen``: nothing is compared by
+        # value, and a part list changed in place is walked again). The entry was taken out
+        # first, so a refusal below leaves no half-extended state behind.
+        seen, guarded = last
+        walk, start, dirty, fences = guarded.walk, len(seen), guarded.dirty, guarded.fences
     dirty += [mi for mi in range(start, len(messages)) if walk.check_message(mi, messages[mi])]
     if walk.unanswered is not None:
         raise walk.unanswered
     fences = fences if fences is not None else Fences()
-    _GUARDED[params] = _Guarded(seen.grown(messages, start), walk, dirty, fences)
+    lineages.put(seen.grown(messages, start), _Guarded(walk, dirty, fences))
     if not dirty:
         return req
     return req.model_copy(update={"messages": fences.rebuilt(req, messages, dirty, walk)})
 
 
 class _Guarded:
-    """A request the guard passed: its messages and the walk's state after the last one."""
+    """The walk's state after the last message of a request the guard passed."""
 
-    __slots__ = ("dirty", "fences", "seen", "walk")
+    __slots__ = ("dirty", "fences", "walk")
 
-    def __init__(self, seen: Seen, walk: MessageWalk, dirty: list[int], fences: Fences) -> None:
-        self.seen = seen
+    def __init__(self, walk: MessageWalk, dirty: list[int], fences: Fences) -> None:
         self.walk = walk
         self.dirty = dirty
         self.fences = fences
 
 
-_GUARDED: dict[tuple[int, int], _Guarded] = {}
-"""The last request passed per cap setting (the effect and the provider guard with different caps)."""
+_GUARDED: dict[tuple[int, int], Lineages[_Guarded]] = {}
+"""Per cap setting (the effect and the provider guard with different caps), the last requests
+passed, one entry per transcript (``Lineages``)."""
+
+
+def _walked_unchanged(request: Any, mark: Mark) -> bool:
+    """Whether the guard's last walk under the mark's caps was of exactly ``request``'s messages
+    (the same objects, their part lists and JSON unchanged since)."""
+    messages = getattr(request, "messages", None)
+    if not isinstance(messages, list):
+        return False
+    verified = mark.verified
+    if verified is not None:
+        return verified[0] is messages and verified[1] == len(messages)
+    lineages = _GUARDED.get((mark.max_inline_bytes, mark.max_inline_total_bytes))
+    for seen, _ in lineages.entries if lineages is not None else ():
+        if len(seen) == len(messages) and seen.prefix_of(messages):
+            mark.verified = (messages, len(messages))
+            return True
+    return False
+
+
+def guarded_already(request: Any, max_inline_bytes: int, max_inline_total_bytes: int) -> bool:
+    """Whether ``request`` is the one handed over (``handing_over``), guarded unchanged under caps
+    at most these."""
+    mark = handed(request)
+    if (
+        mark is None
+        or mark.max_inline_bytes > max_inline_bytes
+        or mark.max_inline_total_bytes > max_inline_total_bytes
+    ):
+        return False
+    return _walked_unchanged(request, mark)
+
+
+def supported_already(request: Any, capabilities: Any) -> bool:
+    """Whether ``request`` is the one handed over, unchanged since guarded, and was checked
+    against this very capabilities object."""
+    mark = handed(request)
+    return (
+        mark is not None and mark.capabilities is capabilities and _walked_unchanged(request, mark)
+    )
 
 
 @contextmanager
 def caches_kept() -> Iterator[None]:
     """Run a one-off guard or media walk without it taking the place of the last transcript's.
 
-    The guard and ``iter_media`` keep the last request they walked so the next turn walks only
-    what it added (issue 15). A probe (the agent's check that a tool result could be sent) must
-    not evict that entry, or the next turn would walk its whole transcript again: inside this
-    block both caches are used as usual, and on leaving it they are put back as they were.
+    The guard and ``iter_media`` keep the last requests they walked, one per transcript, so the
+    next turn walks only what it added (issue 15). A probe (the agent's check that a tool result
+    could be sent) must not evict those entries, or the next turn would walk its whole
+    transcript again: inside this block both caches are used as usual, and on leaving it they
+    are put back as they were.
     """
-    guarded = dict(_GUARDED)
+    saved = {params: list(lineages.entries) for params, lineages in _GUARDED.items()}
     with media_cache_kept():
         try:
             yield
         finally:
-            _GUARDED.clear()
-            _GUARDED.update(guarded)
+            for params in list(_GUARDED):
+                if params in saved:
+                    _GUARDED[params].entries[:] = saved[params]
+                else:
+                    del _GUARDED[params]

@@ -9,9 +9,12 @@ messages quote verbatim.
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain
+from operator import is_
 from typing import Any, Generic, TypeVar
 
 from loom_nb.content import (
@@ -29,6 +32,8 @@ from loom_nb.content import (
 __all__ = [
     "EMPTY_JSON_SEEN",
     "EMPTY_SEEN",
+    "LINEAGES",
+    "Lineages",
     "MediaLocation",
     "PrefixFold",
     "Seen",
@@ -98,58 +103,27 @@ def _media_of(mi: int, message: object) -> list[MediaLocation]:
 T = TypeVar("T")
 
 
-class _Never:
-    """Stands in a snapshot for a part list that cannot be trusted to compare honestly (a list
-    subclass): two instances never compare equal, so a message holding one is never shared."""
+_SNAPSHOT_BYTES = 1 << 20
+"""The most bytes the snapshot of one part's JSON may take; a bigger value never matches, so its
+message is walked again on every request (the guard caps tool inputs anyway)."""
+
+
+def _dumps(value: Any) -> bytes:
+    """``value``'s ``marshal`` bytes (format 2: no back-references, so the same value always gives
+    the same bytes); ``ValueError`` for anything but exact built-in types."""
+    return marshal.dumps(value, 2)
+
+
+class _NeverSame:
+    """Stands for a value that matches no snapshot: it cannot be marshalled, and a fresh one is
+    never the same object as another."""
 
     __slots__ = ()
 
-    def __eq__(self, other: object) -> bool:
-        return False
 
-    __hash__ = object.__hash__
-
-
-_SNAPSHOT_NODES = 10_000
-"""The most containers and values a snapshot of one part's JSON copies; a bigger (or cyclic) value
-gets a ``_Never``, so its message is walked again on every request (the guard refuses it anyway)."""
-
-
-def _snapshot(value: dict[str, Any]) -> Any:
-    """A copy of ``value``'s containers (dicts and lists, at any depth) sharing its leaves.
-
-    Compared with ``==`` against the live value it shows any change made in place since, however
-    deep: a live container is never the same object as its copy, so it is compared by value, while
-    the shared leaves compare by identity first. A dict or list subclass (its ``==`` could lie) or
-    more than ``_SNAPSHOT_NODES`` nodes (or a cycle) gives a ``_Never``.
-    """
-    top: dict[str, Any] = {}
-    work: list[tuple[Any, Any]] = [(value, top)]
-    nodes = 0
-    while work:
-        source, target = work.pop()
-        items = source.items() if type(source) is dict else enumerate(source)
-        for key, item in items:
-            nodes += 1
-            if nodes > _SNAPSHOT_NODES:
-                return _Never()
-            kind = type(item)
-            if kind is dict or kind is list:
-                copy: Any = {} if kind is dict else []
-                work.append((item, copy))
-                item = copy
-            elif isinstance(item, (dict, list)):
-                return _Never()
-            if type(target) is dict:
-                target[key] = item
-            else:
-                target.append(item)
-    return top
-
-
-def _json_fields(part: object, lists: list[Any], copies: list[Any]) -> None:
+def _json_fields(part: object, state: _Lists) -> None:
     """Add the mutable JSON of a part that the guard checks and a request sends (a tool call's
-    ``input`` and ``provider_data``, a reasoning part's ``provider_data``) with their snapshots."""
+    ``input`` and ``provider_data``, a reasoning part's ``provider_data``) with its snapshot."""
     if isinstance(part, ToolUsePart):
         fields: tuple[object, ...] = (part.input, part.provider_data)
     elif isinstance(part, ReasoningPart):
@@ -157,40 +131,124 @@ def _json_fields(part: object, lists: list[Any], copies: list[Any]) -> None:
     else:
         return
     for value in fields:
-        if type(value) is dict:
-            lists.append(value)
-            copies.append(_snapshot(value))
-        elif isinstance(value, dict):
-            lists.append(_Never())
-            copies.append(_Never())
+        if value is None:
+            continue
+        try:
+            mark: bytes | None = _dumps(value)
+        except ValueError:  # a subclass, an Untrusted mark, a cycle or a depth past marshal's
+            mark = None
+        if mark is None or len(mark) > _SNAPSHOT_BYTES:
+            value, mark = _NeverSame(), None
+        state.values.append(value)
+        state.marks.append(mark)
 
 
-def _part_lists(message: object, json: bool) -> tuple[list[Any], list[Any]]:
-    """The mutable part lists of ``message`` (its content, each tool result's content) and copies.
+class _Lists:
+    """The mutable state of walked messages: their part lists, with the parts each held, and the
+    JSON values they carry, with the ``marshal`` bytes of each, so a change made in place since is
+    seen without asking any value's ``__eq__``."""
 
-    With ``json``, a tool call's input and a reasoning part's provider_data (mutable dicts too)
-    come with a snapshot of their containers (``_snapshot``). Anything that is not a plain list (or dict)
-    gets a pair of ``_Never`` stand-ins, so it never matches.
-    """
+    __slots__ = ("flat", "lens", "lists", "mark", "marks", "values")
+
+    def __init__(self) -> None:
+        self.lists: list[list[Any]] = []
+        """Every part list, in order (a message's content, then its tool results' contents)."""
+        self.lens: list[int] = []
+        """``lens[i]``: how many parts ``lists[i]`` held when its message was walked."""
+        self.flat: list[Any] = []
+        """The parts of every list when walked, one after the other (they also keep the parts
+        alive, so an identity compare cannot meet a recycled id)."""
+        self.values: list[Any] = []
+        """Every tracked JSON value (tool inputs, provider_data), in order."""
+        self.marks: list[bytes | None] = []
+        """``marks[i]``: the bytes of ``values[i]`` when its message was walked (None: never matches)."""
+        self.mark: bytes | None = b""
+        """The bytes of all of ``values`` (None when one never matches)."""
+
+    def add_list(self, parts: list[Any] | None) -> None:
+        """Track ``parts`` (None: a list that must never match)."""
+        if parts is None:
+            self.lists.append([_NeverSame()])
+            self.lens.append(1)
+            self.flat.append(_NeverSame())
+        else:
+            self.lists.append(parts)
+            self.lens.append(len(parts))
+            self.flat += parts
+
+    def sliced(self, ends: tuple[int, int, int]) -> _Lists:
+        """A copy of the state of the first messages, up to ``ends``."""
+        lists_end, flat_end, values_end = ends
+        state = _Lists()
+        state.lists, state.lens = self.lists[:lists_end], self.lens[:lists_end]
+        state.flat = self.flat[:flat_end]
+        state.values, state.marks = self.values[:values_end], self.marks[:values_end]
+        state.seal()
+        return state
+
+    def prefix_unchanged(self, ends: tuple[int, int, int]) -> bool:
+        """``unchanged`` for the first messages only, up to ``ends`` (value by value)."""
+        lists_end, flat_end, values_end = ends
+        lists = self.lists[:lists_end]
+        if list(map(len, lists)) != self.lens[:lists_end]:
+            return False
+        if not all(map(is_, chain.from_iterable(lists), self.flat[:flat_end])):
+            return False
+        marks = self.marks[:values_end]
+        if None in marks:
+            return False
+        try:
+            return list(map(_dumps, self.values[:values_end])) == marks
+        except ValueError:
+            return False
+
+    def seal(self) -> None:
+        """Take the bytes of all of ``values``, after values were added (the caller has just
+        found the earlier ones unchanged)."""
+        if None in self.marks:
+            self.mark = None
+        else:
+            self.mark = _dumps(self.values)
+
+    def unchanged(self) -> bool:
+        """Whether every list still holds the very parts it held and every value the same bytes.
+
+        Identity compares and byte compares only, in C: no ``__eq__`` of anything a caller built
+        is ever asked (a value's ``__eq__`` is its own code, and could say anything)."""
+        if list(map(len, self.lists)) != self.lens:
+            return False
+        if not all(map(is_, chain.from_iterable(self.lists), self.flat)):
+            return False
+        if not self.values:
+            return True
+        if self.mark is None:
+            return False
+        try:
+            return _dumps(self.values) == self.mark
+        except ValueError:  # something not plain JSON was put in since
+            return False
+
+
+def _add_message(message: object, json: bool, into: _Lists) -> None:
+    """Add the part lists of ``message`` (its content, each tool result's content) and, with
+    ``json``, the JSON its tool calls and reasoning parts carry. Anything that is not a plain
+    list gets a list that never matches, so its message is never taken as unchanged."""
     content = getattr(message, "content", None) if isinstance(message, Message) else None
     if content is None or isinstance(content, str):
-        return [], []
+        return
     if type(content) is not list:
-        return [_Never()], [_Never()]
-    lists: list[Any] = [content]
-    copies: list[Any] = [list(content)]
+        into.add_list(None)
+        return
+    into.add_list(content)
     for part in content:
         if isinstance(part, ToolResultPart):
             inner = part.content
             if type(inner) is list:
-                lists.append(inner)
-                copies.append(list(inner))
+                into.add_list(inner)
             elif isinstance(inner, list):
-                lists.append(_Never())
-                copies.append(_Never())
+                into.add_list(None)
         elif json and isinstance(part, (ToolUsePart, ReasoningPart)):
-            _json_fields(part, lists, copies)
-    return lists, copies
+            _json_fields(part, into)
 
 
 class Seen:
@@ -198,42 +256,44 @@ class Seen:
 
     Messages and parts are frozen, but a message's ``content`` (and a tool result's) is a list
     that can be changed in place after it was walked (``msg.content.append(...)``). So a prefix
-    counts as already walked only when (a) the new transcript starts with the same message
-    objects (or equal ones) and (b) every part list of those messages still holds exactly the
-    parts it held then. Both are list compares in C, identity first: O(parts) per turn, no
-    re-walk. A message that is equal but not the same object is compared by value against the
-    walked one, which (b) shows unchanged; the walked object stays the reference.
+    counts as already walked only when (a) the new transcript starts with the very message
+    objects walked and (b) every part list of those messages still holds the very parts it held
+    then. Both are identity compares in C: O(parts) per turn, no re-walk.
+
+    Nothing a caller built is ever compared by value (issue 30 item 3): a value's ``__eq__`` is
+    its own code, and a ``str`` subclass whose ``__eq__`` always says True would make any
+    message "equal" to a walked one. A message that is equal but not the same object is walked
+    again.
 
     ``json``: also track the JSON a part carries in mutable dicts (a tool call's input, a
     reasoning part's provider_data), for the consumers that read it (the guard checks it, the
-    journal records it); ``EMPTY_JSON_SEEN`` starts such a Seen. The media walk and the folds
-    over tool ids and inline sizes do not read it, so they skip those compares.
+    journal records it); ``EMPTY_JSON_SEEN`` starts such a Seen. Its snapshot is the value's
+    ``marshal`` bytes, which exist only for exact built-in types, compared as bytes. The media
+    walk and the folds over tool ids and inline sizes do not read it, so they skip that compare.
     """
 
-    __slots__ = ("copies", "ends", "json", "lists", "messages")
+    __slots__ = ("ends", "json", "messages", "state")
 
     def __init__(self, json: bool = False) -> None:
         self.json = json
         """Whether tool inputs and reasoning provider_data are tracked (see the class doc)."""
         self.messages: list[Any] = []
-        self.lists: list[Any] = []
-        """Every part list of ``messages``, in order."""
-        self.copies: list[Any] = []
-        """``copies[i]``: what ``lists[i]`` held when its message was walked."""
-        self.ends: list[int] = []
-        """``ends[m]``: the end of message m's lists in ``lists``."""
+        self.state = _Lists()
+        """The part lists and JSON values of ``messages``, with their snapshots."""
+        self.ends: list[tuple[int, int, int]] = []
+        """``ends[m]``: where message m's lists, parts and JSON values end in ``state``."""
 
     def __len__(self) -> int:
         return len(self.messages)
 
     def unchanged(self) -> bool:
-        """Whether no part list of the walked messages changed since they were walked."""
-        return self.lists == self.copies
+        """Whether no part list or tracked JSON of the walked messages changed since they were walked."""
+        return self.state.unchanged()
 
     def prefix_of(self, new: Sequence[Any]) -> bool:
-        """Whether ``new`` starts with every message walked here, all of them unchanged."""
+        """Whether ``new`` starts with every message walked here (the same objects), all unchanged."""
         k = len(self.messages)
-        return 0 < k <= len(new) and new[:k] == self.messages and self.lists == self.copies
+        return 0 < k <= len(new) and all(map(is_, new, self.messages)) and self.state.unchanged()
 
     def common(self, new: Sequence[Any]) -> int:
         """How many leading messages of ``new`` are the same objects as here, and unchanged."""
@@ -242,10 +302,7 @@ class Seen:
         keep = 0
         while keep < limit and new[keep] is old[keep]:
             keep += 1
-        while keep > 0:
-            end = self.ends[keep - 1]
-            if self.lists[:end] == self.copies[:end]:
-                break
+        while keep > 0 and not self.state.prefix_unchanged(self.ends[keep - 1]):
             keep -= 1
         return keep
 
@@ -260,18 +317,16 @@ class Seen:
         else:
             seen = Seen(self.json)
             if keep:
-                end = self.ends[keep - 1]
-                seen.messages, seen.lists = self.messages[:keep], self.lists[:end]
-                seen.copies, seen.ends = self.copies[:end], self.ends[:keep]
-        messages, lists, copies, ends = seen.messages, seen.lists, seen.copies, seen.ends
-        json = self.json
+                seen.messages, seen.ends = self.messages[:keep], self.ends[:keep]
+                seen.state = self.state.sliced(self.ends[keep - 1])
+        messages, ends, state, json = seen.messages, seen.ends, seen.state, self.json
         for index in range(keep, len(new)):
             message = new[index]
-            more, snapshot = _part_lists(message, json)
             messages.append(message)
-            lists += more
-            copies += snapshot
-            ends.append(len(lists))
+            _add_message(message, json, state)
+            ends.append((len(state.lists), len(state.flat), len(state.values)))
+        if json and len(new) > keep:
+            state.seal()
         return seen
 
 
@@ -282,48 +337,83 @@ EMPTY_JSON_SEEN = Seen(json=True)
 _EMPTIES = (EMPTY_SEEN, EMPTY_JSON_SEEN)
 
 
+LINEAGES = 8
+"""How many transcripts each walk cache keeps an entry for (the ones walked most recently)."""
+
+
+class Lineages(Generic[T]):
+    """A walk cache's entries, one per transcript (a request lineage), the most recent first.
+
+    One entry per process would serve one conversation at a time: two chats in a notebook, the
+    branches of a map or a fallback's providers would evict each other at every turn, and the
+    entry would be offered to whatever request came next (issue 30 item 3). Here each entry is
+    found again only by a request that starts with the very message objects it walked, their
+    part lists unchanged (``Seen.prefix_of``), so one conversation's walk is never taken for
+    another's; the ``size`` used most recently are kept (each holds its transcript alive).
+    """
+
+    __slots__ = ("entries", "size")
+
+    def __init__(self, size: int = LINEAGES) -> None:
+        self.entries: list[tuple[Seen, T]] = []
+        self.size = size
+
+    def take(self, messages: Sequence[Any]) -> tuple[Seen, T] | None:
+        """Remove and return the entry whose messages ``messages`` extends, if any."""
+        for index, entry in enumerate(self.entries):
+            if entry[0].prefix_of(messages):
+                del self.entries[index]
+                return entry
+        return None
+
+    def put(self, seen: Seen, state: T) -> None:
+        """Keep ``state`` for the transcript ``seen`` walked, as the most recent entry."""
+        self.entries.insert(0, (seen, state))
+        del self.entries[self.size :]
+
+    @contextmanager
+    def kept(self) -> Iterator[None]:
+        """Put the entries back as they were after the block (a one-off walk must not evict them)."""
+        saved = list(self.entries)
+        try:
+            yield
+        finally:
+            self.entries[:] = saved
+
+
 class PrefixFold(Generic[T]):
     """A fold over a transcript that walks only the messages added since the previous call.
 
     ``fold(messages)`` returns the state after ``step(state, message)`` for every message;
-    when ``messages`` starts with the previous call's messages (the same objects, their part
-    lists unchanged, see ``Seen``), only the rest is folded into the previous state, else it
-    starts again from ``start()``. The returned state must be treated as read-only, and as
-    valid until the next call (it is extended in place: copying it would cost the transcript).
+    when ``messages`` starts with the messages of an earlier call (the same objects, their part
+    lists unchanged, see ``Seen``), only the rest is folded into that call's state, else it
+    starts again from ``start()``. An entry is kept per transcript (``Lineages``). The returned
+    state must be treated as read-only, and as valid until the next call on the same transcript
+    (it is extended in place: copying it would cost the transcript).
     """
 
     def __init__(self, start: Callable[[], T], step: Callable[[T, Any], None]) -> None:
         self._start = start
         self._step = step
-        self._last: tuple[Seen, T] | None = None
+        self._lineages: Lineages[T] = Lineages()
 
     def __call__(self, messages: Sequence[Any]) -> T:
         if not isinstance(messages, list):
             messages = list(messages)
-        last = self._last
-        if last is not None and last[0].prefix_of(messages):
+        last = self._lineages.take(messages)  # a step that raises leaves no half-folded state
+        if last is not None:
             seen, begin, state = last[0], len(last[0]), last[1]
         else:
             seen, begin, state = EMPTY_SEEN, 0, self._start()
-        self._last = None  # a step that raises leaves no half-folded state behind
         for index in range(begin, len(messages)):
             self._step(state, messages[index])
-        self._last = (seen.grown(messages, begin), state)
+        self._lineages.put(seen.grown(messages, begin), state)
         return state
 
 
-class _MediaCache:
-    """The last transcript walked and the media found in it, so a grown transcript is walked only
-    where it grew (issue 15: an agent turn must not cost the whole transcript again)."""
-
-    __slots__ = ("found", "seen")
-
-    def __init__(self) -> None:
-        self.seen = EMPTY_SEEN
-        self.found: list[MediaLocation] = []
-
-
-_MEDIA_CACHE = _MediaCache()
+_MEDIA_CACHE: Lineages[list[MediaLocation]] = Lineages()
+"""The media found in each transcript walked lately, so a grown transcript is walked only where
+it grew (issue 15: an agent turn must not cost the whole transcript again)."""
 
 
 def iter_media(request: LlmRequest) -> Iterator[MediaLocation]:
@@ -331,31 +421,26 @@ def iter_media(request: LlmRequest) -> Iterator[MediaLocation]:
 
     Walks whatever it is given without judging it: media in an assistant message is yielded too
     (the guard refuses it; a capability check must not skip it). Anything that is not a message
-    or a part is passed over, so a half-built request never raises here. Messages the previous
-    call already walked (the same objects, as a prefix, their part lists unchanged) are not walked
-    again.
+    or a part is passed over, so a half-built request never raises here. Messages an earlier
+    call on the same transcript already walked (the same objects, as a prefix, their part lists
+    unchanged) are not walked again.
     """
     messages: object = request.messages  # a model_construct'ed request may hold anything
     if not isinstance(messages, list):
         return
-    cache = _MEDIA_CACHE
-    if cache.seen.prefix_of(messages):
-        start, found = len(cache.seen), list(cache.found)
+    last = _MEDIA_CACHE.take(messages)
+    if last is not None:
+        seen, start, found = last[0], len(last[0]), list(last[1])
     else:
-        start, found = 0, []
+        seen, start, found = EMPTY_SEEN, 0, []
     for mi in range(start, len(messages)):
         found.extend(_media_of(mi, messages[mi]))
-    fresh = _MediaCache()
-    fresh.seen, fresh.found = (cache.seen if start else EMPTY_SEEN).grown(messages, start), found
-    globals()["_MEDIA_CACHE"] = fresh
+    _MEDIA_CACHE.put(seen.grown(messages, start), found)
     yield from found
 
 
 @contextmanager
 def media_cache_kept() -> Iterator[None]:
-    """Put ``iter_media``'s last walked transcript back after the block (see ``caches_kept``)."""
-    kept = _MEDIA_CACHE
-    try:
+    """Put ``iter_media``'s entries back after the block (see ``caches_kept``)."""
+    with _MEDIA_CACHE.kept():
         yield
-    finally:
-        globals()["_MEDIA_CACHE"] = kept

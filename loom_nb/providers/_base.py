@@ -17,11 +17,11 @@ from pydantic import BaseModel, ConfigDict
 
 from loom_nb._strict import StrictModel
 from loom_nb.capabilities import Capabilities
-from loom_nb.content import LlmRequest, LlmResponse
+from loom_nb.content import LlmRequest, LlmResponse, canonical_json
 from loom_nb.errors import ConfigurationError, ProviderError
 from loom_nb.settings import ModelSettings
 
-__all__ = ["LlmProvider", "LlmStreamChunk", "ToolDelta", "collect_stream"]
+__all__ = ["LlmProvider", "LlmStreamChunk", "ToolDelta", "chunks_of", "collect_stream"]
 
 
 class ToolDelta(BaseModel):
@@ -168,3 +168,20 @@ async def collect_stream(
             code="stream_incomplete",
         )
     return response
+
+
+def chunks_of(response: LlmResponse) -> list[LlmStreamChunk]:
+    """A whole response as the chunks a stream of it would have yielded, ``done`` last."""
+    chunks = [LlmStreamChunk(kind="reasoning", text=p.text) for p in response.reasoning if p.text]
+    text = response.content  # raw-content: LlmResponse.content is str
+    if text:
+        chunks.append(LlmStreamChunk(kind="text", text=text))
+    for index, call in enumerate(response.tool_calls):
+        first = ToolDelta(index=index, id=call.id, name=call.name)
+        rest = ToolDelta(index=index, input_json=canonical_json(call.input))
+        chunks += [
+            LlmStreamChunk(kind="tool_delta", tool_delta=first),
+            LlmStreamChunk(kind="tool_delta", tool_delta=rest),
+        ]
+    chunks.append(LlmStreamChunk(kind="done", response=response))
+    return chunks

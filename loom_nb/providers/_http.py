@@ -30,6 +30,22 @@ Hardening (issue 14 item 6):
   that every keep-alive resets): a server trickling comments forever ends with
   ``ProviderError(code="stream_timeout")``, retried like a timeout.
 
+Bounds (issue 30 items 4, 5 and 8):
+
+- a non-streamed attempt has one too (``request_deadline``): a body trickled a byte at a time
+  resets the read timeout forever, so the attempt ends with ``code="request_timeout"``, retried;
+- a body, one SSE line and one SSE event hold at most ``max_response_bytes`` (decoded, so a gzip
+  bomb counts what it inflates to). Past it the read stops, what was read is dropped and the call
+  ends with ``code="response_too_large"``, not retried (the same request would get the same
+  answer). A declared ``content-length`` over the cap is refused before reading. An error body
+  is cut at the cap instead: its status still decides the retry;
+- a 2xx ``application/json`` answer to a streamed request (a gateway that does not stream) is
+  the response: parsed as a non-streamed one, yielded as chunks, never retried (it was answered,
+  and on a paid gateway paid for). An error body in SSE form (``data: {"error": ...}``) is read
+  by its first event (``sse_error_data``), so the server's message survives;
+- an error answered off the vendor's own host names that host (``speaker``): "the
+  OpenAI-compatible server at 127.0.0.1:4000 answered HTTP 400", never "OpenAI answered".
+
 Sleeping and jitter go through ``RetryPolicy``, so tests inject a recording ``sleep`` and never
 wait. Nothing here knows a vendor's wire shape; the pure mappers live in ``*_wire`` modules.
 """
@@ -48,10 +64,24 @@ from typing import Any
 
 import httpx
 
+from loom_nb.content import LlmResponse
 from loom_nb.errors import ConfigurationError, ProviderError
-from loom_nb.providers._base import LlmStreamChunk
+from loom_nb.providers._base import LlmStreamChunk, chunks_of
+from loom_nb.providers._read import (
+    MAX_RESPONSE_DEPTH,
+    SseEvent,
+    decode_json,
+    is_json,
+    iter_sse,
+    read_body,
+    read_whole,
+    sse_error_data,
+    with_body,
+)
 
 __all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_REQUEST_DEADLINE",
     "DEFAULT_STREAM_DEADLINE",
     "DEFAULT_TIMEOUT",
     "MAX_RESPONSE_DEPTH",
@@ -59,6 +89,7 @@ __all__ = [
     "RetryPolicy",
     "Secret",
     "SseEvent",
+    "check_limit",
     "decode_json",
     "encode_json",
     "error_code_for_status",
@@ -67,6 +98,8 @@ __all__ = [
     "redact_error",
     "resolve_api_key",
     "send_json",
+    "speaker",
+    "sse_error_data",
     "stream_json",
 ]
 
@@ -76,9 +109,20 @@ DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 DEFAULT_STREAM_DEADLINE = 1800.0
 """Longest one streamed attempt may take in total, in seconds (``stream_deadline=`` changes it)."""
 
-MAX_RESPONSE_DEPTH = 200
-"""Deepest nesting accepted in a vendor's JSON (the guard's tool-input cap; real answers nest a
-few levels, and deeper values could not be journaled)."""
+DEFAULT_REQUEST_DEADLINE = 1800.0
+"""Longest one non-streamed attempt may take in total, in seconds (``request_deadline=`` changes
+it): above the 600 s read timeout, so a model thinking for minutes before its first byte is fine."""
+
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""Most bytes one body, SSE line or SSE event may hold (``max_response_bytes=`` changes it); real
+answers are kilobytes, a long one with images a few megabytes."""
+
+VENDOR_HOSTS = {
+    "Anthropic": "api.anthropic.com",
+    "Gemini": "generativelanguage.googleapis.com",
+    "OpenAI": "api.openai.com",
+}
+"""Each vendor's own API host: an answer from any other host is named by that host (``speaker``)."""
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 """Statuses worth another attempt (429 rate limit, 5xx, Anthropic's 529 overloaded)."""
@@ -191,6 +235,48 @@ def _retry_after_seconds(response: httpx.Response) -> float | None:
     return when.timestamp() - time.time()
 
 
+def check_limit(name: str, value: object, *, integer: bool = False) -> None:
+    """Refuse a limit that is not a positive number (an int with ``integer``) or None.
+
+    The refusal is a ``ConfigurationError`` with code ``bad_<name>``, raised at construction.
+    """
+    if value is None:
+        return
+    whole = isinstance(value, int) or not integer
+    if isinstance(value, int | float) and not isinstance(value, bool) and whole and value > 0:
+        return
+    unit = "bytes" if integer else "seconds"
+    raise ConfigurationError(
+        f"{name} must be a positive {'whole ' if integer else ''}number of {unit} or None, not "
+        f"{value!r}.",
+        code=f"bad_{name}",
+    )
+
+
+def speaker(provider: str, url: httpx.URL | str | None) -> tuple[str, str | None]:
+    """Who answered at ``url``, for an error message, and the host when it is not the vendor's own.
+
+    On the vendor's own host (``VENDOR_HOSTS``) it is the vendor ("OpenAI"); anywhere else it is
+    "the OpenAI-compatible server at HOST:PORT", so an error from a gateway or a local server is
+    never blamed on the vendor.
+    """
+    if url is None:
+        return provider, None
+    parsed = httpx.URL(url) if isinstance(url, str) else url
+    host = parsed.host
+    if not host or VENDOR_HOSTS.get(provider.split(" ")[0]) == host:
+        return provider, None
+    where = f"{host}:{parsed.port}" if parsed.port is not None else host
+    return f"the {provider}-compatible server at {where}", where
+
+
+def _url_of(response: httpx.Response) -> httpx.URL | None:
+    try:
+        return response.request.url
+    except RuntimeError:  # a Response built by hand, with no request
+        return None
+
+
 def error_code_for_status(status: int) -> str:
     """The stable ``ProviderError.code`` for an HTTP status."""
     codes = {
@@ -225,9 +311,12 @@ def http_error(
     request_id = response.headers.get("request-id") or response.headers.get("x-request-id")
     if request_id:
         details.setdefault("request_id", request_id)
+    who, host = speaker(provider, _url_of(response))
+    if host is not None:
+        details.setdefault("host", host)
     hint = _remedy(status)
     return ProviderError(
-        f"{provider} answered HTTP {status}"
+        f"{who} answered HTTP {status}"
         + (f" ({error_type})" if error_type else "")
         + f": {message}. {hint}",
         code=error_code_for_status(status),
@@ -290,53 +379,6 @@ def redact_error(error: ProviderError, secrets: tuple[Secret | str | None, ...])
     return error
 
 
-def _depth_exceeds(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests deeper than ``limit`` (iterative: any depth is safe to check)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            if depth >= limit and node:
-                return True
-            stack.extend(
-                (child, depth + 1) for child in node.values() if isinstance(child, dict | list)
-            )
-        elif isinstance(node, list):
-            if depth >= limit and node:
-                return True
-            stack.extend((child, depth + 1) for child in node if isinstance(child, dict | list))
-    return False
-
-
-def decode_json(text: str | bytes, *, provider: str, what: str) -> Any:
-    """The JSON value of ``text`` (a body or an SSE event); too deep or not JSON is ``malformed_response``."""
-    try:
-        value = _json_decode(text if isinstance(text, str) else text.decode("utf-8"))
-    except RecursionError:
-        value = None
-        deep = True
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise ProviderError(
-            f"{provider} sent {what} that is not JSON ({type(exc).__name__}). Retry, or check "
-            "base_url.",
-            code="malformed_response",
-            provider=provider,
-        ) from None
-    else:
-        deep = _depth_exceeds(value, MAX_RESPONSE_DEPTH)
-    if deep:
-        raise ProviderError(
-            f"{provider} sent {what} nested deeper than {MAX_RESPONSE_DEPTH} levels; no real "
-            "answer does. Check base_url points at the vendor's API.",
-            code="malformed_response",
-            provider=provider,
-        )
-    return value
-
-
-_json_decode = json.JSONDecoder().decode
-
-
 def encode_json(body: Mapping[str, Any]) -> bytes:
     """The request body bytes: compact JSON, UTF-8 kept (the same body always gives the same bytes)."""
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -388,24 +430,35 @@ async def send_json(
     parse_error: ParseError,
     policy: RetryPolicy | None = None,
     http_timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
+    request_deadline: float | None = DEFAULT_REQUEST_DEADLINE,
+    max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> httpx.Response:
     """POST ``body`` as JSON and return the 2xx response, retrying what is worth retrying.
 
     Raises the ``ProviderError`` from ``parse_error`` for an error response that is not retried
     (or when retries run out), and ``provider_unreachable`` / ``provider_timeout`` for transport
-    failures after the last retry.
+    failures after the last retry. Each attempt ends after ``request_deadline`` seconds in total
+    (``request_timeout``, retried; None: no total deadline); a body over ``max_response_bytes``
+    is ``response_too_large`` (not retried; an error body is cut there instead).
     """
     policy = policy or RetryPolicy()
+    who = speaker(provider, url)[0]
     retry = 0
     while True:
         request = _build(client, url, headers, body, http_timeout)
         response: httpx.Response | None = None
         try:
-            response = await client.send(request)
+            response = await read_whole(
+                client, request, who=who, deadline=request_deadline, limit=max_response_bytes
+            )
         except httpx.HTTPError as exc:
             error = _transport_error(exc, provider, url)
             if retry >= policy.max_retries:
                 raise error from exc
+        except ProviderError as exc:
+            exc.provider = exc.provider or provider
+            if not exc.retryable or retry >= policy.max_retries:
+                raise
         else:
             if response.is_success:
                 return response
@@ -416,49 +469,11 @@ async def send_json(
         retry += 1
 
 
-@dataclass(frozen=True)
-class SseEvent:
-    """One server-sent event: its ``event:`` name (None when unnamed) and its joined ``data:`` lines."""
-
-    event: str | None
-    data: str
-    id: str | None = None
-
-
-async def iter_sse(response: httpx.Response) -> AsyncIterator[SseEvent]:
-    """Parse a ``text/event-stream`` body into events (WHATWG rules).
-
-    Lines may end in ``\\n``, ``\\r\\n`` or ``\\r``; ``data:`` lines of one event are joined with
-    ``\\n``; lines starting with ``:`` are comments; one space after the colon is dropped; an
-    event is dispatched at a blank line and a trailing event without one is discarded. httpx has
-    already undone any ``Content-Encoding: gzip``.
-    """
-    name: str | None = None
-    event_id: str | None = None
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if not line:
-            if data:
-                yield SseEvent(name, "\n".join(data), event_id)
-            name, data = None, []
-            continue
-        if line.startswith(":"):
-            continue
-        key, sep, value = line.partition(":")
-        if sep and value.startswith(" "):
-            value = value[1:]
-        if key == "data":
-            data.append(value)
-        elif key == "event":
-            name = value or None
-        elif key == "id":
-            event_id = value
-
-
 StreamDecoder = Callable[[AsyncIterator[SseEvent]], AsyncIterator[LlmStreamChunk]]
+WholeParser = Callable[[bytes, int], LlmResponse]
 
 
-async def _before(step: Awaitable[Any], deadline: float | None, provider: str) -> Any:
+async def _before(step: Awaitable[Any], deadline: float | None, who: str) -> Any:
     """Await ``step``, but not past ``deadline`` (loop time): then ``stream_timeout``."""
     if deadline is None:
         return await step
@@ -468,11 +483,10 @@ async def _before(step: Awaitable[Any], deadline: float | None, provider: str) -
             return await step
     except TimeoutError:
         raise ProviderError(
-            f"the {provider} stream did not finish within its total deadline (the server kept "
+            f"the stream from {who} did not finish within its total deadline (the server kept "
             "the connection open without completing the answer). Retry, or pass a larger "
             "stream_deadline= to the provider.",
             code="stream_timeout",
-            provider=provider,
             retryable=True,
         ) from None
 
@@ -489,6 +503,8 @@ async def stream_json(
     policy: RetryPolicy | None = None,
     http_timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
     stream_deadline: float | None = DEFAULT_STREAM_DEADLINE,
+    max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
+    parse_whole: WholeParser | None = None,
 ) -> AsyncIterator[LlmStreamChunk]:
     """POST ``body`` and yield the chunks ``decode`` makes of the SSE response, with retries.
 
@@ -496,9 +512,14 @@ async def stream_json(
     itself reports (``retryable`` decides whether to try again). A retry after some chunks were
     yielded is announced with a ``reset`` chunk. Nothing is retried once ``done`` was yielded.
     Each attempt ends after ``stream_deadline`` seconds in total (None: no total deadline) with
-    ``ProviderError(code="stream_timeout")``, however the server keeps the connection alive.
+    ``ProviderError(code="stream_timeout")``, however the server keeps the connection alive. No
+    SSE line or event may exceed ``max_response_bytes`` (``response_too_large``).
+
+    A 2xx ``application/json`` answer is the whole response (a server that does not stream):
+    ``parse_whole(body, status)`` reads it and its chunks are yielded; it is never retried.
     """
     policy = policy or RetryPolicy()
+    who = speaker(provider, url)[0]
     retry = 0
     loop = asyncio.get_running_loop()
     while True:
@@ -507,15 +528,28 @@ async def stream_json(
         deadline = None if stream_deadline is None else loop.time() + stream_deadline
         try:
             request = _build(client, url, headers, body, http_timeout)
-            response = await _before(client.send(request, stream=True), deadline, provider)
+            response = await _before(client.send(request, stream=True), deadline, who)
             try:
                 if not response.is_success:
-                    await _before(response.aread(), deadline, provider)
-                    raise parse_error(response)
-                chunks = decode(iter_sse(response)).__aiter__()
+                    read = read_body(response, limit=max_response_bytes, who=who, cut=True)
+                    raw = await _before(read, deadline, who)
+                    raise parse_error(with_body(response, raw))
+                if parse_whole is not None and is_json(response.headers.get("content-type")):
+                    read = read_body(response, limit=max_response_bytes, who=who)
+                    raw = await _before(read, deadline, who)
+                    try:
+                        whole = parse_whole(raw, response.status_code)
+                    except ProviderError as exc:
+                        exc.retryable = False  # answered (and paid for): never sent again
+                        raise
+                    for chunk in chunks_of(whole):
+                        yield chunk
+                    return
+                events = iter_sse(response, limit=max_response_bytes, who=who)
+                chunks = decode(events).__aiter__()
                 while True:
                     try:
-                        chunk = await _before(chunks.__anext__(), deadline, provider)
+                        chunk = await _before(chunks.__anext__(), deadline, who)
                     except StopAsyncIteration:
                         break
                     yield chunk
@@ -525,10 +559,9 @@ async def stream_json(
             finally:
                 await response.aclose()
             raise ProviderError(
-                f"the {provider} stream ended before its final event; the connection may have "
+                f"the stream from {who} ended before its final event; the connection may have "
                 "dropped. Retry the call.",
                 code="stream_incomplete",
-                provider=provider,
                 retryable=True,
             )
         except httpx.HTTPError as exc:
@@ -536,6 +569,7 @@ async def stream_json(
             if retry >= policy.max_retries:
                 raise error from exc
         except ProviderError as exc:
+            exc.provider = exc.provider or provider
             if not exc.retryable or retry >= policy.max_retries:
                 raise
         if emitted:

@@ -20,8 +20,8 @@ or borrows an ``httpx.AsyncClient``, declares its capabilities, and on every cal
 
 ``HttpProvider`` holds that once, construction included: every vendor takes the same keywords
 (``api_key`` or the vendor's environment variable, ``base_url``, ``capabilities``, ``http_client``,
-``settings``, ``extra_body``, retries, timeouts, ``stream_deadline``; ``HttpOptions``) and refuses
-them the same way. A subclass supplies the vendor name, its key variables, the URLs, the headers,
+``settings``, ``extra_body``, retries, timeouts, ``stream_deadline``, ``request_deadline``,
+``max_response_bytes``; ``HttpOptions``) and refuses them the same way. A subclass supplies the vendor name, its key variables, the URLs, the headers,
 the body mapping, the response and error parsers and the stream decoder; a vendor with keywords of
 its own (Anthropic's ``max_tokens``) takes them beside ``**options: Unpack[HttpOptions]``.
 """
@@ -44,15 +44,20 @@ from loom_nb.guard import guard_request
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_REQUEST_DEADLINE,
     DEFAULT_STREAM_DEADLINE,
     DEFAULT_TIMEOUT,
     RetryPolicy,
     Secret,
     SseEvent,
+    check_limit,
     decode_json,
     redact_error,
     resolve_api_key,
     send_json,
+    speaker,
+    sse_error_data,
     stream_json,
 )
 from loom_nb.providers._settings_wire import merge_body
@@ -63,12 +68,20 @@ __all__ = ["HttpOptions", "HttpProvider", "checked_extra_body", "error_body"]
 
 
 def error_body(response: httpx.Response) -> Any:
-    """The decoded JSON of an error response, or None when it is not JSON."""
-    try:
-        body = response.content  # raw-content: httpx.Response.content is bytes
-        return decode_json(body, provider="the vendor", what="an error body")
-    except ProviderError:
-        return None
+    """The decoded JSON of an error response, or None when it is not JSON.
+
+    A body in SSE form (``data: {"error": ...}``, from a server answering a streamed request's
+    content type) gives the JSON of its first event.
+    """
+    body = response.content  # raw-content: httpx.Response.content is bytes
+    for text in (body, sse_error_data(body)):
+        if text is None:
+            continue
+        try:
+            return decode_json(text, provider="the vendor", what="an error body")
+        except ProviderError:
+            continue
+    return None
 
 
 def checked_extra_body(
@@ -101,6 +114,8 @@ class HttpOptions(TypedDict, total=False):
     timeout: httpx.Timeout | float | None
     retry_policy: RetryPolicy | None
     stream_deadline: float | None
+    request_deadline: float | None
+    max_response_bytes: int | None
 
 
 class HttpProvider(ABC):
@@ -177,6 +192,8 @@ class HttpProvider(ABC):
         timeout: httpx.Timeout | float | None = DEFAULT_TIMEOUT,
         retry_policy: RetryPolicy | None = None,
         stream_deadline: float | None = DEFAULT_STREAM_DEADLINE,
+        request_deadline: float | None = DEFAULT_REQUEST_DEADLINE,
+        max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         """Resolve the key, check ``extra_body``, build the URLs, then own or borrow the client.
 
@@ -184,6 +201,9 @@ class HttpProvider(ABC):
         construction never leaves an unclosed client behind.
         """
         model = self._model_id(model)
+        check_limit("stream_deadline", stream_deadline)
+        check_limit("request_deadline", request_deadline)
+        check_limit("max_response_bytes", max_response_bytes, integer=True)
         self._key = self._api_key(api_key, base_url)
         extra = checked_extra_body(extra_body, self._RESERVED, hint=self._EXTRA_BODY_HINT)
         self._url, self._stream_url = self._endpoints(model, base_url)
@@ -200,15 +220,9 @@ class HttpProvider(ABC):
         self._client = http_client if http_client is not None else httpx.AsyncClient()
         self._policy = retry_policy or RetryPolicy(max_retries=max_retries)
         self._timeout = timeout
-        if stream_deadline is not None and not (
-            isinstance(stream_deadline, int | float) and stream_deadline > 0
-        ):
-            raise ConfigurationError(
-                f"stream_deadline must be a positive number of seconds or None, not "
-                f"{stream_deadline!r}.",
-                code="bad_stream_deadline",
-            )
         self._stream_deadline = stream_deadline
+        self._request_deadline = request_deadline
+        self._max_response_bytes = max_response_bytes
 
     # -- construction hooks ---------------------------------------------------------------------
 
@@ -359,29 +373,37 @@ class HttpProvider(ABC):
                 parse_error=self._parse_error,
                 policy=self._policy,
                 http_timeout=self._timeout,
+                request_deadline=self._request_deadline,
+                max_response_bytes=self._max_response_bytes,
             )
-            try:
-                raw = response.content  # raw-content: httpx.Response.content is bytes
-                data = decode_json(raw, provider=self._VENDOR, what="a body")
-            except ProviderError as exc:
-                if "not JSON" not in exc.message:
-                    raise  # nested too deep: the message says so
-                raise ProviderError(
-                    f"{self._VENDOR} answered HTTP {response.status_code} with a body that is not "
-                    f"JSON. {self._NOT_JSON_REMEDY}",
-                    code="malformed_response",
-                    provider=self._VENDOR,
-                    status=response.status_code,
-                ) from None
-            if self._REQUIRES_OBJECT and not isinstance(data, dict):
-                raise ProviderError(
-                    f"{self._VENDOR} answered with JSON that is not an object. Check base_url.",
-                    code="malformed_response",
-                    provider=self._VENDOR,
-                )
-            return self._finish(self._parse_response(data), prepared, output_type)
+            raw = response.content  # raw-content: httpx.Response.content is bytes
+            return self._finish(self._whole(raw, response.status_code), prepared, output_type)
         except ProviderError as exc:
             raise redact_error(exc, self._secrets()) from exc.__cause__
+
+    def _whole(self, raw: bytes, status: int) -> LlmResponse:
+        """The response of a whole 2xx JSON body (a ``complete`` call's, or a server's that
+        answered a streamed call in one piece)."""
+        who = speaker(self._VENDOR, self._url)[0]
+        try:
+            data = decode_json(raw, provider=who, what="a body")
+        except ProviderError as exc:
+            if "not JSON" not in exc.message:
+                raise  # nested too deep: the message says so
+            raise ProviderError(
+                f"{who} answered HTTP {status} with a body that is not JSON. "
+                f"{self._NOT_JSON_REMEDY}",
+                code="malformed_response",
+                provider=self._VENDOR,
+                status=status,
+            ) from None
+        if self._REQUIRES_OBJECT and not isinstance(data, dict):
+            raise ProviderError(
+                f"{who} answered with JSON that is not an object. Check base_url.",
+                code="malformed_response",
+                provider=self._VENDOR,
+            )
+        return self._parse_response(data)
 
     def _secrets(self) -> tuple[Secret | str | None, ...]:
         """The credentials vendor text must never echo back to the caller (the API key)."""
@@ -422,6 +444,8 @@ class HttpProvider(ABC):
                 policy=self._policy,
                 http_timeout=self._timeout,
                 stream_deadline=self._stream_deadline,
+                max_response_bytes=self._max_response_bytes,
+                parse_whole=self._whole,
             ):
                 if chunk.kind == "done" and chunk.response is not None:
                     finished = self._finish(chunk.response, prepared, output_type)

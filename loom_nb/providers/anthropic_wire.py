@@ -142,7 +142,7 @@ def _message(message: Message, where: str, fencer: MediaFencer) -> dict[str, Any
         elif isinstance(part, ToolResultPart):
             first.append(_tool_result(part, at, fencer))
         elif isinstance(part, ReasoningPart):
-            thinking = _thinking_block(part)
+            thinking = _thinking_block(part, at)
             if thinking is not None:
                 first.append(thinking)
         else:
@@ -150,12 +150,19 @@ def _message(message: Message, where: str, fencer: MediaFencer) -> dict[str, Any
     return {"role": message.role, "content": first + blocks + last}
 
 
-def _thinking_block(part: ReasoningPart) -> dict[str, Any] | None:
+def _thinking_block(part: ReasoningPart, where: str) -> dict[str, Any] | None:
     """The block Anthropic sent for this part, rebuilt unchanged; None for another vendor's reasoning."""
     if (part.provider_data or {}).get("vendor") != REASONING_VENDOR:
         return None
     if part.redacted:
-        return {"type": "redacted_thinking", "data": part.data or ""}
+        if not isinstance(part.data, str) or not part.data:
+            raise ContentValidationError(
+                f"{where}: a redacted thinking part without its data; Anthropic's "
+                "redacted_thinking block is that encrypted data, and an empty one would be a "
+                "forgery. Keep the part as assistant_message_of built it, or drop it.",
+                field=f"{where}.data",
+            )
+        return {"type": "redacted_thinking", "data": part.data}
     block: dict[str, Any] = {"type": "thinking", "thinking": part.text}
     if part.signature is not None:
         block["signature"] = part.signature

@@ -100,7 +100,9 @@ class OpenAIProvider(OpenAIEndpointProvider):
     Hardening shared by every provider: a key the server echoes is redacted (``***``) from the
     ``ProviderError``; JSON nested deeper than 200 levels is ``malformed_response``; one streamed
     attempt ends after ``stream_deadline`` seconds in total (``stream_timeout``; None: no
-    deadline). Invalid tool-argument JSON, streamed or not, is refused at once as
+    deadline), a non-streamed one after ``request_deadline`` (``request_timeout``); a body, an SSE
+    line or an SSE event over ``max_response_bytes`` is ``response_too_large``. Invalid
+    tool-argument JSON, streamed or not, is refused at once as
     ``ProviderError(code="invalid_tool_arguments", retryable=False)``, never retried silently.
     """
 

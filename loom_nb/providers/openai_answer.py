@@ -29,6 +29,7 @@ from loom_nb.providers._wire_util import (
 __all__ = [
     "REASONING_API",
     "REASONING_DETAILS",
+    "REASONING_KEYS",
     "TOOL_CALL_FIELDS",
     "OpenAIStreamAssembler",
     "openai_error",
@@ -89,7 +90,7 @@ def openai_usage(usage: Mapping[str, Any] | None) -> Usage:
 _KEPT_TOP = ("id", "object", "created", "system_fingerprint", "service_tier")
 _MODELED_TOP = {*_KEPT_TOP, "model", "choices", "usage"}
 _MODELED_MESSAGE = {"role", "content", "tool_calls", "refusal", "annotations"}
-_REASONING_KEYS = ("reasoning_content", "reasoning")
+REASONING_KEYS = ("reasoning_content", "reasoning")
 """Thinking text compatible servers return beside the content: DeepSeek and vLLM say
 ``reasoning_content``; OpenRouter, Groq and Ollama say ``reasoning``."""
 REASONING_DETAILS = "reasoning_details"
@@ -134,7 +135,7 @@ def _unknown(fields: Mapping[str, Any], known: set[str] | frozenset[str]) -> dic
 def _reasoning_parts(message: Mapping[str, Any]) -> list[ReasoningPart]:
     """The message's thinking as one part, remembering the field it came in (it goes back there)."""
     details = message.get(REASONING_DETAILS)
-    for key in _REASONING_KEYS:
+    for key in REASONING_KEYS:
         text = message.get(key)
         if isinstance(text, str) and (text or details):
             meta: dict[str, Any] = {"vendor": "openai", "api": REASONING_API, "field": key}
@@ -200,7 +201,7 @@ def _response(body: Mapping[str, Any]) -> LlmResponse:
     leftovers = (
         (
             "message_fields",
-            _unknown(message, {*_MODELED_MESSAGE, *_REASONING_KEYS, REASONING_DETAILS}),
+            _unknown(message, {*_MODELED_MESSAGE, *REASONING_KEYS, REASONING_DETAILS}),
         ),
         ("choice_fields", _unknown(choice, _MODELED_CHOICE)),
         ("response_fields", _unknown(body, _MODELED_TOP | {"error"})),
@@ -272,7 +273,7 @@ class _PendingCall:
         self.extras: dict[str, Any] = {}
 
 
-_MODELED_DELTA = {"role", "content", "tool_calls", "refusal", *_REASONING_KEYS, REASONING_DETAILS}
+_MODELED_DELTA = {"role", "content", "tool_calls", "refusal", *REASONING_KEYS, REASONING_DETAILS}
 _MODELED_FRAGMENT = {"index", "id", "type", "function"}
 
 
@@ -326,7 +327,7 @@ class OpenAIStreamAssembler:
                 chunks.append(LlmStreamChunk(kind="text", text=delta["content"]))
             if delta.get("refusal"):
                 self._refusal.append(delta["refusal"])
-            for key in _REASONING_KEYS:
+            for key in REASONING_KEYS:
                 piece = delta.get(key)
                 if isinstance(piece, str):
                     self._reasoning_field = self._reasoning_field or key

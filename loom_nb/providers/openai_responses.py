@@ -45,7 +45,9 @@ class OpenAIResponsesProvider(OpenAIEndpointProvider):
     setting. ``output_type=`` uses ``text.format`` json_schema. ``http_client`` injects an
     ``httpx.AsyncClient``; otherwise the provider owns one, closed by ``aclose()``. A streamed
     attempt ends after ``stream_deadline`` seconds in total (``stream_timeout``; None: no
-    deadline), however often the server sends keep-alives.
+    deadline), however often the server sends keep-alives; a non-streamed one after
+    ``request_deadline`` (``request_timeout``). A body, an SSE line or an SSE event over
+    ``max_response_bytes`` is ``response_too_large``.
     """
 
     _CAPABILITIES_KEY = "openai-responses"

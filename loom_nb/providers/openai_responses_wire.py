@@ -4,8 +4,9 @@ Pure functions, no HTTP (ADR 0120 decisions 2, 7, 8). The Responses API takes a 
 input items rather than role-tagged messages with nested tool calls, so:
 
 - ``system`` goes in ``instructions``; a user message becomes ``{"role": "user", "content": ...}``
-  (a string passes through unchanged; parts become ``input_text`` / ``input_image`` (data URL) /
-  ``input_file`` (``file_data`` data URL and a file name)). The Responses API takes no audio
+  (a string passes through unchanged; parts become ``input_text`` / ``input_image`` (data URL,
+  ``detail: "auto"``, which the API requires there) / ``input_file`` (``file_data`` data URL and a
+  file name)). The Responses API takes no audio
   input, so an audio part is refused (``UnsupportedModalityError``), never dropped.
 - each ``tool_result`` becomes a ``function_call_output`` item paired with its call by
   ``call_id``; its media rides inside the output (a list of ``input_*`` items, untrusted media
@@ -52,7 +53,7 @@ from loom_nb.content import (
     ToolUsePart,
     Usage,
 )
-from loom_nb.errors import ProviderError, UnsupportedModalityError
+from loom_nb.errors import ContentValidationError, ProviderError, UnsupportedModalityError
 from loom_nb.providers._base import LlmStreamChunk, ToolDelta
 from loom_nb.providers._settings_wire import is_openai_reasoning_model
 from loom_nb.providers._wire_util import (
@@ -139,7 +140,7 @@ def _assistant_items(message: Message, where: str) -> list[dict[str, Any]]:
         elif isinstance(part, ToolUsePart):
             calls.append(_function_call(part, at))
         elif isinstance(part, ReasoningPart):
-            item = _reasoning_item(part)
+            item = _reasoning_item(part, at)
             if item is not None:
                 reasoning.append(item)
         else:
@@ -167,16 +168,22 @@ def _function_call(part: ToolUsePart, at: str) -> dict[str, Any]:
     return item
 
 
-def _reasoning_item(part: ReasoningPart) -> dict[str, Any] | None:
+def _reasoning_item(part: ReasoningPart, where: str) -> dict[str, Any] | None:
     """The reasoning input item for a part this API wrote; None for another vendor's reasoning."""
     meta = part.provider_data or {}
     if meta.get("vendor") != "openai" or meta.get("api") != REASONING_API:
         return None  # a signature or payload from elsewhere means nothing here
-    summary = meta.get("summary")
-    texts = summary if isinstance(summary, list) else ([part.text] if part.text else [])
+    summary = meta.get("summary", [part.text] if part.text else [])
+    if not (isinstance(summary, list) and all(type(t) is str for t in summary)):
+        raise ContentValidationError(
+            f"{where}.provider_data.summary: not a list of strings, as the Responses API wrote "
+            "it; the reasoning part was changed since the model sent it. Keep it as "
+            "assistant_message_of built it, or drop the part.",
+            field=f"{where}.provider_data",
+        )
     item: dict[str, Any] = {
         "type": "reasoning",
-        "summary": [{"type": "summary_text", "text": str(t)} for t in texts],
+        "summary": [{"type": "summary_text", "text": t} for t in summary],
     }
     if meta.get("id"):
         item["id"] = meta["id"]
@@ -199,12 +206,24 @@ def _user_items(message: Message, where: str, fencer: MediaFencer) -> list[dict[
                 {"type": "input_text", "text": plain_text(part.text, vendor=VENDOR, where=at)}
             )
         elif isinstance(part, ImagePart | AudioPart | FilePart):
-            own.extend(_fenced_media(part, at, fencer))
+            own.extend(_with_detail(_fenced_media(part, at, fencer)))
         else:
             raise misplaced_in_user_turn(at)
     if own:
         outputs.append({"role": "user", "content": own})
     return outputs
+
+
+IMAGE_DETAIL = "auto"
+"""The ``detail`` of an image in a user message: the API requires it there (the SDK's
+``ResponseInputImageParam``), while inside a ``function_call_output`` it is optional and omitted."""
+
+
+def _with_detail(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for block in blocks:
+        if block.get("type") == "input_image":
+            block["detail"] = IMAGE_DETAIL
+    return blocks
 
 
 def _function_call_output(part: ToolResultPart, where: str, fencer: MediaFencer) -> dict[str, Any]:

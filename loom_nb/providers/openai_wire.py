@@ -52,7 +52,12 @@ from loom_nb.providers._wire_util import (
     plain_text,
     wire_media_type,
 )
-from loom_nb.providers.openai_answer import REASONING_API, REASONING_DETAILS, TOOL_CALL_FIELDS
+from loom_nb.providers.openai_answer import (
+    REASONING_API,
+    REASONING_DETAILS,
+    REASONING_KEYS,
+    TOOL_CALL_FIELDS,
+)
 from loom_nb.taint import Untrusted
 
 __all__ = [
@@ -153,7 +158,7 @@ def _assistant_message(message: Message, index: int) -> dict[str, Any]:
         return {"role": "assistant", "content": message.content}
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
-    reasoning: list[ReasoningPart] = []
+    reasoning: list[tuple[int, ReasoningPart]] = []
     for j, part in enumerate(message.content):
         kind = type(part)
         if kind is TextPart:
@@ -181,7 +186,7 @@ def _assistant_message(message: Message, index: int) -> dict[str, Any]:
             assert isinstance(part, ReasoningPart)
             meta = part.provider_data or {}
             if meta.get("vendor") == "openai" and meta.get("api") == REASONING_API:
-                reasoning.append(part)
+                reasoning.append((j, part))
         else:
             raise misplaced_in_assistant_turn(part, _loc(index, j))
     content: Any
@@ -196,12 +201,32 @@ def _assistant_message(message: Message, index: int) -> dict[str, Any]:
         out["tool_calls"] = calls
         # DeepSeek (thinking mode) and OpenRouter refuse a tool-calling turn without the
         # reasoning that led to it; on a turn without calls the servers ignore or refuse it.
-        for part in reasoning:
-            meta = part.provider_data or {}
-            out[str(meta.get("field") or "reasoning_content")] = part.text
-            if meta.get(REASONING_DETAILS) is not None:
-                out[REASONING_DETAILS] = meta[REASONING_DETAILS]
+        for k, part in reasoning:
+            out[_reasoning_field(part, _loc(index, k))] = part.text
+            details = (part.provider_data or {}).get(REASONING_DETAILS)
+            if details is not None:
+                out[REASONING_DETAILS] = details
     return out
+
+
+def _reasoning_field(part: ReasoningPart, where: str) -> str:
+    """The message field this part's reasoning goes back in: one a server wrote it in, no other.
+
+    ``provider_data["field"]`` is metadata that travels through the journal; naming ``role`` or
+    ``content`` there would let it rewrite the message it rides in, so anything but a reasoning
+    field is refused. Only an exact ``str`` is compared: a subclass could claim equality with a
+    reasoning field and then turn into another name.
+    """
+    field = (part.provider_data or {}).get("field") or "reasoning_content"
+    if type(field) is not str or field not in REASONING_KEYS:
+        raise ContentValidationError(
+            f"{where}.provider_data.field: {field!r} is not a reasoning field of a Chat "
+            f"Completions message (one of {list(REASONING_KEYS)}); the reasoning part was "
+            "changed since the model sent it. Keep it as assistant_message_of built it, or "
+            "drop the part.",
+            field=f"{where}.provider_data",
+        )
+    return field
 
 
 def _decoded_extras(text: str, where: str) -> dict[str, Any]:

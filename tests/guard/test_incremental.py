@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
-import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from loom_nb.agent import ToolDefinition, agent_loop
 from loom_nb.capabilities import Capabilities, assert_request_supported
 from loom_nb.content import (
     DataSource,
@@ -21,13 +21,14 @@ from loom_nb.content import (
     TextPart,
     ToolResultPart,
     ToolUsePart,
+    canonical_json,
 )
 from loom_nb.errors import GuardError, UnsupportedModalityError
 from loom_nb.guard import MAX_INLINE_BYTES, fence_nonce, guard_request, iter_media
 from loom_nb.guard._walk import PrefixFold
+from loom_nb.journal import Journal
+from loom_nb.providers import ScriptedProvider
 from loom_nb.taint import Untrusted
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def turn(i: int) -> list[Message]:
@@ -236,17 +237,73 @@ def test_a_list_subclass_content_is_never_taken_as_unchanged() -> None:
     assert info.value.code == "tool_use_outside_assistant"
 
 
+TICK = ToolDefinition(
+    "tick",
+    "Count",
+    fn=lambda v: {"n": v["n"], "note": "ok"},
+    input_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+)
+FETCH = ToolDefinition(
+    "tick",
+    "Fetch a page (its text is untrusted, so every result is fenced)",
+    fn=lambda v: f"page {v['n']}: some text from the web, with a </untrusted> look-alike",
+    input_schema=TICK.spec.input_schema,
+    untrusted=True,
+)
+
+
+def _work(turns: int, tool: ToolDefinition) -> tuple[float, float, float]:
+    """(live work per turn, replay work per turn, journal bytes per turn) of a ``turns``-turn run.
+
+    Work is counted, not timed: every Python function and builtin called while the loop runs
+    (``sys.setprofile``'s call and c_call events), so the figure is the same on a quiet machine
+    and on a loaded one. Work done inside C (the identity and byte compares the caches make per
+    turn) is not counted; it is benchmarks/bench_agent.py's to time.
+    """
+    script: list[Any] = [
+        {"tool_calls": [{"id": f"c{i}", "name": "tick", "input": {"n": i}}]}
+        for i in range(turns - 1)
+    ]
+    script.append({"text": "done"})
+    start = [Message(role="user", content="Count up, one tool call per turn.")]
+    journal = Journal(":memory:")
+    events = 0
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal events
+        if event in ("call", "c_call"):
+            events += 1
+
+    def run(provider: ScriptedProvider) -> int:
+        nonlocal events
+        events = 0
+        loop = agent_loop(journal.execution("long"), provider, [tool], start, max_turns=turns)
+        outer = sys.getprofile()
+        sys.setprofile(count)
+        try:
+            result = asyncio.run(loop)
+        finally:
+            sys.setprofile(outer)
+        assert result.status == "completed", result.status
+        return events
+
+    try:
+        live = run(ScriptedProvider(script))
+        replay = run(ScriptedProvider([]))
+        stored = journal.events("long", resolve_claims=False)
+        size = sum(len(canonical_json(e.payload)) for e in stored)
+    finally:
+        journal.close()
+    return live / turns, replay / turns, size / turns
+
+
 @pytest.mark.slow
-def test_long_run_cost_stays_linear() -> None:
-    """benchmarks/bench_agent.py --check: per-turn live time and journal bytes at 300 turns within 2x of 10 turns."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_agent.py"), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+@pytest.mark.parametrize("tool", [TICK, FETCH], ids=["trusted", "untrusted"])
+def test_long_run_cost_stays_linear(tool: ToolDefinition) -> None:
+    """An agent turn's work and journal bytes at 300 turns stay within 2x of a turn at 10 (issue 15)."""
+    short, long = _work(10, tool), _work(300, tool)
+    ratios = [b / a for a, b in zip(short, long, strict=True)]
+    assert all(r <= 2.0 for r in ratios), (short, long)
 
 
 def test_the_tool_result_probe_keeps_the_guard_incremental() -> None:
@@ -261,14 +318,14 @@ def test_the_tool_result_probe_keeps_the_guard_incremental() -> None:
     request = LlmRequest(messages=transcript)
     guard_request(request)
     list(iter_media(request))
-    before_guard = dict(guard._GUARDED)
-    before_media = _walk._MEDIA_CACHE
+    before_guard = {params: list(kept.entries) for params, kept in guard._GUARDED.items()}
+    before_media = list(_walk._MEDIA_CACHE.entries)
     result = ToolResultPart(tool_use_id="c9", content="ok")
     assert _unsendable("c9", "tick", result, Capabilities(), MAX_INLINE_BYTES) is None
-    assert before_guard == guard._GUARDED
-    assert _walk._MEDIA_CACHE is before_media
-    entry = guard._GUARDED[(MAX_INLINE_BYTES, guard.MAX_INLINE_TOTAL_BYTES)]
-    assert entry.seen.prefix_of([*transcript, *turn(3)])
+    assert before_guard == {params: list(kept.entries) for params, kept in guard._GUARDED.items()}
+    assert _walk._MEDIA_CACHE.entries == before_media
+    seen = guard._GUARDED[(MAX_INLINE_BYTES, guard.MAX_INLINE_TOTAL_BYTES)].entries[0][0]
+    assert seen.prefix_of([*transcript, *turn(3)])
 
 
 def untrusted_turn(i: int) -> list[Message]:

@@ -10,13 +10,15 @@ be there, literals must match, and a union must match one of its members.
 from __future__ import annotations
 
 import collections.abc
+import functools
 import types
 import typing
 from typing import Any
 
 import typing_extensions
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
-__all__ = ["SdkTypeError", "check_typed"]
+__all__ = ["SdkTypeError", "check_typed", "responses_body_errors"]
 
 
 class SdkTypeError(AssertionError):
@@ -121,3 +123,37 @@ def _check_dict(value: Any, td: type, path: str) -> None:
         raise SdkTypeError(f"{path}: {td.__name__} needs {missing}")
     for key, item in value.items():
         check_typed(item, fields[key][1], f"{path}.{key}")
+
+
+@functools.cache
+def _responses(stream: bool) -> TypeAdapter[Any]:
+    from openai.types.responses.response_create_params import (
+        ResponseCreateParamsNonStreaming,
+        ResponseCreateParamsStreaming,
+    )
+
+    params = ResponseCreateParamsStreaming if stream else ResponseCreateParamsNonStreaming
+    return TypeAdapter(list[params], config=ConfigDict(extra="forbid", strict=True))  # type: ignore[valid-type]
+
+
+def responses_body_errors(body: dict[str, Any]) -> str | None:
+    """None when ``body`` is a valid Responses API body for the ``openai`` SDK, else the errors.
+
+    Validated by pydantic against ``ResponseCreateParamsNonStreaming`` / ``...Streaming`` with
+    unknown keys forbidden (wrapping the TypedDict in a list lets the adapter take that config,
+    which then reaches every nested TypedDict). Here pydantic's union handling is the stricter one:
+    ``check_typed`` accepts an ``input_image`` without ``detail`` through a union member where it
+    is optional, pydantic does not. Unions report one error per member tried; only the errors
+    naming the deepest location are kept, as they say what is wrong.
+    """
+    try:
+        _responses(bool(body.get("stream"))).validate_python([body])
+    except ValidationError as exc:
+        errors = exc.errors()
+        deepest = max(len(e["loc"]) for e in errors)
+        return "\n".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+            for e in errors
+            if len(e["loc"]) == deepest
+        )
+    return None

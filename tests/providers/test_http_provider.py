@@ -7,7 +7,12 @@ import inspect
 import pytest
 
 from loom_nb.errors import ConfigurationError
-from loom_nb.providers._http import DEFAULT_STREAM_DEADLINE, DEFAULT_TIMEOUT
+from loom_nb.providers._http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_REQUEST_DEADLINE,
+    DEFAULT_STREAM_DEADLINE,
+    DEFAULT_TIMEOUT,
+)
 from loom_nb.providers._http_provider import HttpOptions, HttpProvider
 from loom_nb.providers.anthropic import AnthropicProvider
 from loom_nb.providers.gemini import GeminiProvider
@@ -25,6 +30,8 @@ SHARED = {
     "timeout": DEFAULT_TIMEOUT,
     "retry_policy": None,
     "stream_deadline": DEFAULT_STREAM_DEADLINE,
+    "request_deadline": DEFAULT_REQUEST_DEADLINE,
+    "max_response_bytes": DEFAULT_MAX_RESPONSE_BYTES,
 }
 OWN: dict[type[HttpProvider], dict[str, object]] = {
     AnthropicProvider: {"max_tokens": 4096},

@@ -43,6 +43,7 @@ from loom_nb.providers import (
 from loom_nb.providers._http import RetryPolicy
 from loom_nb.settings import ModelSettings
 from tests.providers.recordings import ReplayTransport, load_recording
+from tests.providers.sdk_types import responses_body_errors
 
 EXTRA = Path(__file__).resolve().parent.parent / "fixtures" / "provider-traffic-extra"
 FOLDER = EXTRA / "openai-responses"
@@ -193,7 +194,9 @@ async def test_recording_replays_through_the_provider(name: str) -> None:
 
 
 def assert_sent_matches_recorded(sent: dict[str, Any], recorded: dict[str, Any]) -> None:
-    """Our body carries what the recorded one did, in loom_nb's conventions (instructions, store false)."""
+    """Our body carries what the recorded one did, in loom_nb's conventions (instructions, store
+    false), and is valid for the openai SDK's request types."""
+    assert responses_body_errors(sent) is None, responses_body_errors(sent)
     assert sent["model"] == recorded["model"]
     assert sent["store"] is False
     assert bool(sent.get("stream")) == bool(recorded.get("stream"))
@@ -306,7 +309,7 @@ def test_media_parts_map_to_input_items() -> None:
     body = provider().wire_body(LlmRequest(messages=[Message(role="user", content=parts)]))
     assert body["input"][0]["content"] == [
         {"type": "input_text", "text": "look"},
-        {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}"},
+        {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}", "detail": "auto"},
         {
             "type": "input_file",
             "filename": "a.pdf",
