@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "GuardError": "loom_nb.errors",
     "JournalError": "loom_nb.errors",
     "LoomError": "loom_nb.errors",
+    "MCPToolsChangedError": "loom_nb.errors",
     "MediaError": "loom_nb.errors",
     "OversizedInlinePartError": "loom_nb.errors",
     "ProviderError": "loom_nb.errors",
@@ -107,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     # agent
     "AgentResult": "loom_nb.agent",
     "Compaction": "loom_nb.agent",
+    "MCPToolset": "loom_nb.agent",
     "ToolDefinition": "loom_nb.agent",
     "agent_loop": "loom_nb.agent",
     "media_result": "loom_nb.agent",
@@ -213,6 +215,7 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real definitions
         GuardError,
         JournalError,
         LoomError,
+        MCPToolsChangedError,
         MediaError,
         OversizedInlinePartError,
         ProviderError,

@@ -45,7 +45,7 @@ from pydantic import BaseModel
 
 from loom_nb.agent import ToolDefinition
 from loom_nb.agent._decorator import tool as make_tool
-from loom_nb.agent._tools import menu_of
+from loom_nb.agent._tools import Toolset, menu_of
 from loom_nb.chat._attach import user_message
 from loom_nb.chat._cost import Totals, format_cost, price_of
 from loom_nb.chat._records import (
@@ -67,7 +67,7 @@ from loom_nb.chat._records import (
     undone,
 )
 from loom_nb.chat._runs import ChatRuns
-from loom_nb.chat._views import LiveViews, TurnStats
+from loom_nb.chat._views import LiveViews, TurnStats, tool_names
 from loom_nb.content import (
     LlmRequest,
     LlmResponse,
@@ -95,12 +95,13 @@ class Chat(ChatRuns):
     """A conversation over ``provider``: ``reply = await chat(text, *attachments)``.
 
     ``system`` is the system prompt, ``tools`` the ``ToolDefinition``s (or plain typed functions,
-    made tools with ``@tool``) that ``chat.run`` lets the model call. ``store`` holds media over
-    the inline cap (default: ``.loom/store``, opened only when needed); ``journal`` records
-    every turn (default: ``.loom/journal.sqlite``). ``id`` names the chat's execution: re-running
-    the same code with the same id replays the recorded turns. ``settings`` are the model
-    settings sent with every request. ``stream=True`` streams each reply (``on_text`` sees the
-    deltas; with no callback they are printed, so a cell shows them live).
+    made tools with ``@tool``, or toolsets such as ``MCPToolset``) that ``chat.run`` lets the
+    model call. ``store`` holds media over the inline cap (default: ``.loom/store``, opened only
+    when needed); ``journal`` records every turn (default: ``.loom/journal.sqlite``). ``id``
+    names the chat's execution: re-running the same code with the same id replays the recorded
+    turns. ``settings`` are the model settings sent with every request. ``stream=True`` streams
+    each reply (``on_text`` sees the deltas; with no callback they are printed, so a cell shows
+    them live).
     """
 
     def __init__(
@@ -108,7 +109,7 @@ class Chat(ChatRuns):
         provider: LlmProvider,
         *,
         system: str | Untrusted | None = None,
-        tools: Sequence[ToolDefinition | Callable[..., Any]] = (),
+        tools: Sequence[ToolDefinition | Toolset | Callable[..., Any]] = (),
         store: ContentStore | None = None,
         journal: Journal | str | None = None,
         settings: ModelSettings | Mapping[str, Any] | None = None,
@@ -120,7 +121,14 @@ class Chat(ChatRuns):
         check_arguments(provider, system, tools, store, journal, id, tenant, on_text)
         self._provider = provider
         self._system = system
-        self._tools = [t if isinstance(t, ToolDefinition) else make_tool(t) for t in tools]
+        # Toolsets (MCP servers) are listed by each run, as a journaled step; plain turns, which
+        # run no tools, do not start them and show the model only the function tools.
+        self._toolsets: list[Toolset] = [t for t in tools if isinstance(t, Toolset)]
+        self._tools = [
+            t if isinstance(t, ToolDefinition) else make_tool(t)
+            for t in tools
+            if not isinstance(t, Toolset)
+        ]
         self._menu: list[ToolSpec] = menu_of(self._tools)[0]
         self._store = store
         self._journal_arg = journal
@@ -166,8 +174,13 @@ class Chat(ChatRuns):
 
     @property
     def tools(self) -> list[ToolDefinition]:
-        """The tools ``chat.run`` lets the model call."""
+        """The function tools ``chat.run`` lets the model call (toolsets: ``chat.toolsets``)."""
         return list(self._tools)
+
+    @property
+    def toolsets(self) -> list[Toolset]:
+        """The toolsets (MCP servers) whose tools ``chat.run`` lists and lets the model call."""
+        return list(self._toolsets)
 
     @property
     def settings(self) -> ModelSettings | None:
@@ -368,7 +381,7 @@ class Chat(ChatRuns):
         child = Chat(
             self._provider,
             system=self._system,
-            tools=self._tools,
+            tools=[*self._tools, *self._toolsets],
             store=self._store,
             journal=self.journal,
             settings=self._settings,
@@ -528,7 +541,7 @@ class Chat(ChatRuns):
             "principal": self._principal,
             "plain": repr(self),
             "system": self._system,
-            "tools": [t.name for t in self._tools],
+            "tools": tool_names(self._tools, self._toolsets),
             "approvals": self.approvals(),
             "stats": self._stats.of(self._turns, len(self._history)),
             "on_decision": self._on_view_decision if self._parked is not None else None,
@@ -552,7 +565,7 @@ class Chat(ChatRuns):
             transcript = Transcript(
                 list(self._history if messages is None else messages),
                 self._system,
-                [t.name for t in self._tools],
+                tool_names(self._tools, self._toolsets),
                 approvals=self.approvals(),
                 stats=self._stats.of(self._turns, len(self._history)),
             )
