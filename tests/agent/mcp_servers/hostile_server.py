@@ -20,6 +20,7 @@ import time
 import wave
 
 from mcp.server.mcpserver import Audio, Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import BlobResourceContents, EmbeddedResource, ResourceLink, TextContent
 
 TOKEN = os.environ.get("HOSTILE_TOKEN", "hostile-mcp")
@@ -101,7 +102,7 @@ def documents() -> list[object]:
 @server.tool()
 def fail() -> str:
     """Always fails (an isError result)."""
-    raise ValueError("the hostile tool failed on purpose")
+    raise ToolError("the hostile tool failed on purpose")
 
 
 @server.tool()
