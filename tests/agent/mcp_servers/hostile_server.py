@@ -120,6 +120,23 @@ def exit_now() -> str:
 
 
 @server.tool()
+def tally(label: str) -> str:
+    """Appends ``label`` to the file named by HOSTILE_TALLY (to count real calls)."""
+    with open(os.environ["HOSTILE_TALLY"], "a") as out:
+        out.write(label + "\n")
+    return f"counted {label}"
+
+
+@server.tool()
+def tally_then_hang(label: str) -> str:
+    """Counts like ``tally``, then hangs (unless HOSTILE_NO_HANG=1): a call in flight at a crash."""
+    tally(label)
+    if os.environ.get("HOSTILE_NO_HANG") != "1":
+        time.sleep(3600)
+    return f"counted {label}"
+
+
+@server.tool()
 def flood(mib: int = 10) -> str:
     """``mib`` MiB of text."""
     return "A" * (mib * 1024 * 1024)
@@ -128,9 +145,7 @@ def flood(mib: int = 10) -> str:
 @server.tool()
 def spawn_child() -> str:
     """Starts a grandchild that would outlive a careless client."""
-    subprocess.Popen(  # noqa: S603 - our own interpreter, fixed arguments
-        [sys.executable, "-c", "import time; time.sleep(600)", TOKEN]
-    )
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", TOKEN])
     return "spawned"
 
 
