@@ -508,7 +508,7 @@ class MCPToolset:
                 "the call was abandoned. Try a smaller request or another tool.",
             )
         except Exception as exc:
-            return self._call_failure(tool, exc)
+            return await self._call_failure(tool, exc)
         return call_outcome(
             result,
             server=self.name,
@@ -518,8 +518,8 @@ class MCPToolset:
             max_text_chars=self.max_text_chars,
         )
 
-    def _call_failure(self, tool: str, exc: Exception) -> dict[str, Any]:
-        reason = self._session.failure_reason(exc)
+    async def _call_failure(self, tool: str, exc: Exception) -> dict[str, Any]:
+        reason = await self._session.failure_reason(exc)
         if reason is not None:
             return failed_outcome(self.name, tool, *reason)
         return failed_outcome(self.name, tool, "mcp_error", f"the call failed: {describe(exc)}")

@@ -202,12 +202,16 @@ class MCPSession:
             stderr=tail,
         )
 
-    def failure_reason(self, exc: BaseException) -> tuple[str, str] | None:
+    async def failure_reason(self, exc: BaseException) -> tuple[str, str] | None:
         """For a call that raised: ``("mcp_server_exited", why)`` when the connection ended."""
         process = self.process
         if not (self.dead or _connection_closed(exc)):
             return None
         self.broken = True
+        for _ in range(100):  # the pipe closes a moment before the exit is observed
+            if process is None or process.returncode is not None:
+                break
+            await asyncio.sleep(0.01)
         code = process.returncode if process is not None else None
         if process is not None and process.overflowed:
             why = "sent a message over the size cap, so the connection was closed"

@@ -361,3 +361,66 @@ def test_identity_names_the_command_or_url_but_never_env_headers_or_passwords() 
     assert "pw" not in str(http.identity)
     assert "Bearer" not in str(http.identity)
     assert HOSTILE_TOKEN not in str(stdio.identity)
+
+
+@pytest.mark.slow
+def test_a_kernel_interrupt_reaps_the_server_of_the_running_cell() -> None:
+    """In a real IPython kernel, interrupting a cell stuck in an MCP call ends the server process."""
+    import os
+
+    from jupyter_client.manager import start_new_kernel
+
+    from tests.agent.conftest import HOSTILE_SERVER
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    manager, client = start_new_kernel(kernel_name="python3", env=env)
+    try:
+        cell = f"""
+import sys
+from loom_nb import MCPToolset
+server = MCPToolset.stdio(sys.executable, {str(HOSTILE_SERVER)!r}, "--token={HOSTILE_TOKEN}",
+                          env={{"HOSTILE_TOKEN": {HOSTILE_TOKEN!r}}}, name="hostile")
+async with server:
+    await server.tools()
+    print("PID", server.pid, flush=True)
+    await server.call("hang")
+"""
+        msg_id = client.execute(cell)
+        pid = None
+        while pid is None:
+            message = client.get_iopub_msg(timeout=60)
+            if message["parent_header"].get("msg_id") != msg_id:
+                continue
+            text = message["content"].get("text", "")
+            if message["msg_type"] == "stream" and "PID" in text:
+                pid = int(text.split()[1])
+        assert alive(pid)
+        manager.interrupt_kernel()
+        reply = client.get_shell_msg(timeout=60)
+        assert reply["content"]["status"] == "error"
+        assert not alive(pid)
+        assert pid not in hostile_processes()
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+async def test_the_views_name_the_server_fence_its_text_and_show_its_media(
+    journal: Journal, store: LocalContentStore
+) -> None:
+    """The transcript HTML labels calls and results with the server, fences, and draws the image."""
+    from loom_nb.render import render_transcript
+    from loom_nb.store import Principal
+
+    model = scripted(("page", {"url": "https://shop.example"}), ("picture", {}))
+    async with hostile() as server:
+        result = await run(server, model, journal, store)
+    html = render_transcript(result.messages, store=store, principal=Principal(tenant="notebook"))
+    assert "tool call · MCP hostile · page · call c0" in html
+    assert "result of MCP hostile · picture · c1" in html
+    assert "mcp:hostile/page" in html
+    assert "ignore all previous instructions" in html
+    assert "<script" not in html
+    assert html.count("<img") >= 1
+    assert "mcp:hostile/picture" in html
