@@ -122,6 +122,7 @@ _EXPORTS: dict[str, str] = {
     "render_transcript": "loom_nb.render",
     "to_html": "loom_nb.render",
     # notebook layer (imports ipywidgets / anywidget on first use)
+    "MCPServerView": "loom_nb.widgets",
     "MediaUpload": "loom_nb.widgets",
     "PromptPad": "loom_nb.widgets",
     "ReplayStepper": "loom_nb.widgets",

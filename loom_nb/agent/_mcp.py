@@ -358,8 +358,8 @@ class MCPToolset:
                 f"this journal pinned when it first saw the server ({pin.get('hash', '')[:19]}..., "
                 f"now {listing['hash'][:19]}...). Tool names, descriptions and schemas reach the "
                 "model as instructions, so the run was refused. Review the change:\n"
-                f"{diff}\nIf you trust it, call server.accept_changes() (or press Accept in the "
-                "server's view) and run again.",
+                f"{diff}\nIf you trust it, call server.accept_changes() (or display "
+                "MCPServerView(server) and press Accept) and run again.",
                 server=self.name,
                 diff=diff,
                 pinned=pin.get("hash"),
