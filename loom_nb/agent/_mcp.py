@@ -121,6 +121,7 @@ class MCPToolset:
             startup_timeout=float(startup_timeout),
         )
         self._starting: asyncio.Lock | None = None
+        self._starting_loop: asyncio.AbstractEventLoop | None = None
         self._fresh_listing: dict[str, Any] | None = None
         self._pending: tuple[Journal, dict[str, Any]] | None = None
         self._checked: set[tuple[int, str]] = set()  # (id(journal), hash) verified this process
@@ -285,9 +286,11 @@ class MCPToolset:
 
     async def _connected(self, journal: Journal | None) -> Any:
         """The connected client, starting (or restarting) the server and checking its pin."""
-        if self._starting is None:
-            self._starting = asyncio.Lock()
+        loop = asyncio.get_running_loop()
+        if self._starting is None or self._starting_loop is not loop:
+            self._starting, self._starting_loop = asyncio.Lock(), loop
         session = self._session
+        session.leave_foreign_loop()
         async with self._starting:
             if session.client is not None and session.dead:
                 await session.close()

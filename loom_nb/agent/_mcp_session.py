@@ -59,6 +59,7 @@ class MCPSession:
         self._errlog: IO[bytes] | None = None
         self.broken = False
         self.starts = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def dead(self) -> bool:
@@ -77,7 +78,9 @@ class MCPSession:
                 "MCPToolset needs the MCP SDK: pip install 'loom_nb[mcp]'.",
                 code="mcp_not_installed",
             ) from exc
+        self.leave_foreign_loop()
         loop = asyncio.get_running_loop()
+        self._loop = loop
         ready: asyncio.Future[Any] = loop.create_future()
         stop = asyncio.Event()
         self.broken = False
@@ -103,6 +106,7 @@ class MCPSession:
 
     async def close(self) -> None:
         """Disconnect and wait until a stdio process is reaped (a no-op when not started)."""
+        self.leave_foreign_loop()
         runner, stop, ready = self._runner, self._stop, self._ready
         self.client = None
         self._runner = self._stop = self._ready = None
@@ -122,6 +126,27 @@ class MCPSession:
                 break
         if cancelled:
             raise asyncio.CancelledError
+
+    def leave_foreign_loop(self) -> None:
+        """Drop a connection made in another event loop (now closed, or not this one's to await).
+
+        Its task cannot be awaited from here, so a stdio process of it is killed outright.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if self._loop is None or self._loop is loop:
+            return
+        process = self.process
+        if process is not None and process.returncode is None:
+            from loom_nb.agent._mcp_stdio import kill_group
+
+            kill_group(process.pid)
+        self.client = None
+        self._runner = self._stop = self._ready = None
+        self._loop = None
+        self.broken = True
 
     async def _run(self, client_type: Any, ready: asyncio.Future[Any], stop: asyncio.Event) -> None:
         """The connection's own task: connect, hand the client over, wait for ``stop``, leave."""

@@ -30,7 +30,7 @@ import mcp_types
 from anyio.abc import Process
 from mcp.shared.message import SessionMessage
 
-__all__ = ["MAX_MESSAGE_BYTES", "StdioProcess", "stdio_transport"]
+__all__ = ["MAX_MESSAGE_BYTES", "StdioProcess", "kill_group", "stdio_transport"]
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """The largest single message a server may send; a longer line ends the connection."""
@@ -41,6 +41,12 @@ _LIVE_GROUPS: set[int] = set()
 def _kill_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
         os.killpg(pgid, sig)
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL a server's process group now (its connection's event loop is gone)."""
+    _kill_group(pgid, signal.SIGKILL)
+    _LIVE_GROUPS.discard(pgid)
 
 
 @atexit.register

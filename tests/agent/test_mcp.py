@@ -424,3 +424,20 @@ async def test_the_views_name_the_server_fence_its_text_and_show_its_media(
     assert "<script" not in html
     assert html.count("<img") >= 1
     assert "mcp:hostile/picture" in html
+
+
+def test_a_toolset_used_from_two_event_loops_restarts_and_leaves_no_process() -> None:
+    """A connection made in a finished event loop is dropped (its process killed), not reused."""
+    server = hostile()
+
+    async def listing() -> int:
+        return len(await server.tools())
+
+    assert asyncio.run(listing()) > 5
+    first = server._session.process
+    assert first is not None
+    assert asyncio.run(listing()) > 5  # a new loop: the old connection is left, a new one made
+    assert server.starts == 2
+    assert first.returncode is not None or not alive(first.pid)
+    asyncio.run(server.aclose())
+    assert server.pid is None
