@@ -441,3 +441,41 @@ def test_a_toolset_used_from_two_event_loops_restarts_and_leaves_no_process() ->
     assert first.returncode is not None or not alive(first.pid)
     asyncio.run(server.aclose())
     assert server.pid is None
+
+
+async def test_agent_loop_takes_a_toolset_and_a_clash_of_names_needs_a_prefix(
+    journal: Journal, store: LocalContentStore
+) -> None:
+    """agent_loop lists a toolset itself (media kept in the resolver's store); a server tool named
+    like a function tool is refused until the toolset gets a prefix."""
+    from loom_nb import ConfigurationError, agent_loop, tool
+    from loom_nb.store import StoreResolver
+
+    @tool
+    def echo(text: str) -> str:
+        """The user's own echo."""
+        return text
+
+    async with hostile() as server:
+        with pytest.raises(ConfigurationError) as clash:
+            await agent_loop(
+                journal.execution("clash"),
+                scripted(("echo", {"text": "x"})),
+                [server, echo],
+                [{"role": "user", "content": "go"}],
+            )
+        assert clash.value.code == "invalid_tool_definition"
+    async with hostile(prefix="h_") as server:
+        model = scripted(("h_picture", {}), ("echo", {"text": "mine"}))
+        result = await agent_loop(
+            journal.execution("prefixed"),
+            model,
+            [server, echo],
+            [{"role": "user", "content": "go"}],
+            resolver=StoreResolver(store),
+        )
+    picture, mine = result.messages[2].content
+    assert picture.content[0].origin == "mcp:hostile/picture"
+    assert store.has(picture.content[0].source.ref.address)
+    assert "mine" in str(mine.content)
+    assert "h_echo" in {t.name for t in model.requests[0].tools}
