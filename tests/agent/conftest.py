@@ -135,7 +135,7 @@ def hostile_http() -> Iterator[str]:
     finally:
         process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=3)  # a tool still sleeping in a worker thread holds it longer
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

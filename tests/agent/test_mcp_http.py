@@ -40,7 +40,7 @@ async def test_a_chat_runs_an_http_server_s_tools_fenced(
                 "tool_calls": [
                     {"id": "p", "name": "page", "input": {"url": "https://shop.example"}},
                     {"id": "i", "name": "picture", "input": {}},
-                    {"id": "h", "name": "hang", "input": {"seconds": 30}},
+                    {"id": "h", "name": "hang", "input": {"seconds": 5}},
                 ]
             },
             {"text": "done"},
