@@ -34,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "GuardError": "loom_nb.errors",
     "JournalError": "loom_nb.errors",
     "LoomError": "loom_nb.errors",
+    "MCPToolsChangedError": "loom_nb.errors",
     "MediaError": "loom_nb.errors",
     "OversizedInlinePartError": "loom_nb.errors",
     "ProviderError": "loom_nb.errors",
@@ -111,6 +112,7 @@ _EXPORTS: dict[str, str] = {
     # agent
     "AgentResult": "loom_nb.agent",
     "Compaction": "loom_nb.agent",
+    "MCPToolset": "loom_nb.agent",
     "ToolDefinition": "loom_nb.agent",
     "agent_loop": "loom_nb.agent",
     "media_result": "loom_nb.agent",
@@ -124,6 +126,7 @@ _EXPORTS: dict[str, str] = {
     "render_transcript": "loom_nb.render",
     "to_html": "loom_nb.render",
     # notebook layer (imports ipywidgets / anywidget on first use)
+    "MCPServerView": "loom_nb.widgets",
     "MediaUpload": "loom_nb.widgets",
     "PromptPad": "loom_nb.widgets",
     "ReplayStepper": "loom_nb.widgets",
@@ -218,6 +221,7 @@ if TYPE_CHECKING:  # let type checkers and IDEs see the real definitions
         GuardError,
         JournalError,
         LoomError,
+        MCPToolsChangedError,
         MediaError,
         OversizedInlinePartError,
         ProviderError,

@@ -27,7 +27,8 @@ ride in ``details``.
     │   ├── ExecutionBusyError        another live writer holds the execution (issue 15)
     │   ├── ReplayDivergenceError     replay met another step id, or a step's input changed
     │   └── StepOutputError           a step produced a value the journal cannot hold
-    └── AgentError                    the agent loop was driven wrongly (e.g. resumed without a decision)
+    ├── AgentError                    the agent loop was driven wrongly (e.g. resumed without a decision)
+    └── MCPToolsChangedError          an MCP server offers tool definitions other than the pinned ones
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "GuardError",
     "JournalError",
     "LoomError",
+    "MCPToolsChangedError",
     "MediaError",
     "OversizedInlinePartError",
     "ProviderError",
@@ -265,3 +267,16 @@ class AgentError(LoomError):
     """The agent loop was asked to do something it cannot (e.g. resume without a decision)."""
 
     default_code = "agent_error"
+
+
+class MCPToolsChangedError(LoomError):
+    """An MCP server offers tool definitions that differ from the ones its journal pinned.
+
+    Code ``mcp_tools_changed``. Tool names, descriptions and schemas reach the model as
+    instructions, so a server that changes them after it was first trusted (a "rug pull") refuses
+    the run until the change is accepted (``server.accept_changes()``). ``details`` carries
+    ``server``, ``diff`` (readable text), ``added`` / ``removed`` / ``changed`` (tool names) and
+    the ``pinned`` and ``offered`` hashes.
+    """
+
+    default_code = "mcp_tools_changed"

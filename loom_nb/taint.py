@@ -21,10 +21,33 @@ from pydantic import ConfigDict, model_serializer, model_validator
 
 from loom_nb._strict import StrictModel
 
-__all__ = ["UNTRUSTED_MARKER", "Untrusted", "contains_untrusted", "mark_untrusted_values"]
+__all__ = [
+    "MINTED_MEDIA_ORIGIN_PREFIX",
+    "UNTRUSTED_MARKER",
+    "Untrusted",
+    "contains_untrusted",
+    "is_minted_media_origin",
+    "mark_untrusted_values",
+]
 
 UNTRUSTED_MARKER = "__loomUntrusted"
 """Key of the JSON object an ``Untrusted`` value serializes to."""
+
+
+MINTED_MEDIA_ORIGIN_PREFIX = "mcp:"
+"""Origin prefix of untrusted media whose ref loom_nb minted itself from the party's own bytes.
+
+ADR 0120 decision 7 refuses an untrusted media part that names a stored ref: an untrusted party
+must not choose which blob enters the prompt. An MCP server does not choose one: it sends bytes,
+the toolset stores them and names the blob by their hash (issue 28), so the server chose the bytes
+and never an address. Such a part, inside a tool result with an ``mcp:<server>/<tool>`` origin,
+may travel by ref like trusted media and is fenced like any untrusted media.
+"""
+
+
+def is_minted_media_origin(origin: object) -> bool:
+    """Whether untrusted media with this origin may name a ref loom_nb minted (inside a tool result)."""
+    return isinstance(origin, str) and origin.startswith(MINTED_MEDIA_ORIGIN_PREFIX)
 
 
 class Untrusted(StrictModel):

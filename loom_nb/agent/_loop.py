@@ -35,7 +35,7 @@ from loom_nb.agent._results import (
     jsonable_outcome,
 )
 from loom_nb.agent._screen import screen_response, screened_result
-from loom_nb.agent._tools import ToolDefinition, menu_of
+from loom_nb.agent._tools import ToolDefinition, Toolset, lend_tools, menu_of
 from loom_nb.content import (
     LlmRequest,
     LlmResponse,
@@ -142,7 +142,7 @@ class _Plan:
 async def agent_loop(
     execution: Execution,
     provider: LlmProvider,
-    tools: Sequence[ToolDefinition],
+    tools: Sequence[ToolDefinition | Toolset],
     messages: Sequence[Message | dict[str, Any]],
     *,
     system: str | Untrusted | None = None,
@@ -161,12 +161,14 @@ async def agent_loop(
     cache: CacheSetting | None = None,
     cache_key: str | None = None,
 ) -> AgentResult:
-    """Run the model with tools until it answers without calling any, parks, or hits ``max_turns``.
+    r"""Run the model with tools until it answers without calling any, parks, or hits ``max_turns``.
 
     The loop owns ``execution`` from its first position: every step it journals is named
     ``#turn:<t>:model`` / ``:compact`` / ``:approval:<id>`` / ``:tool:<id>``, and a recorded
     execution is replayed from the top (completed steps served from the log, nothing re-run).
 
+    ``tools`` are ``ToolDefinition``\ s and toolsets (``MCPToolset``): a toolset is listed as a
+    journaled step before the first turn (``#mcp:<server>:tools``), so a replay never starts it.
     ``approve`` decides calls to tools with ``requires_approval``: a callable of the call digest
     (sync or async) or a mapping of call id → decision (``True`` / ``False`` /
     ``{"approved": bool, "reason": str}``). With no decision the execution parks before the
@@ -188,7 +190,7 @@ async def agent_loop(
             f"max_turns must be an int >= 1, got {max_turns!r}.", code="invalid_argument"
         )
     _check_arguments(execution, tools, messages, compaction, system)
-    menu, table = menu_of(tools)
+    menu, table = menu_of([t for t in tools if not isinstance(t, Toolset)])
     transcript = _messages(messages)
     effect = create_llm_effect(
         provider,
@@ -207,6 +209,10 @@ async def agent_loop(
     # after a failed turn, or a replay) starts again from the top, served from the log.
     execution.rewind()
     await _resume_if_decided(execution, approve)
+    if any(isinstance(t, Toolset) for t in tools):
+        # Toolsets (MCP servers) are listed as journaled steps before the first turn: a replay
+        # gets the same menu from the log without starting them.
+        menu, table = menu_of(await lend_tools(execution, tools, resolver))
     log: list[ToolCallRecord] = []
     compacted: list[int] = []
     response: LlmResponse | None = None
@@ -519,6 +525,8 @@ def _tool_step(tool: ToolDefinition, value: Any) -> Callable[[Any], Awaitable[di
     async def step(_input: Any) -> dict[str, Any]:
         try:
             output = await tool.call(value)
+        except tool.refusals:  # e.g. an MCP server whose menu changed: the run is refused
+            raise
         except Exception as exc:  # a tool's failure is feedback for the model, not a crash
             return failure_outcome(type(exc).__name__, str(exc))
         return jsonable_outcome(output)

@@ -180,6 +180,9 @@ def build_result(
     max_inline_total_bytes: int = MAX_INLINE_TOTAL_BYTES,
 ) -> tuple[ToolResultPart, int]:
     """The result part for a journaled tool outcome, and the inline bytes it adds to the transcript."""
+    own = tool.result_part(call_id, outcome, capabilities=capabilities)
+    if own is not None:  # a tool with its own rules (MCP): media by ref, so no inline bytes
+        return own, inline_bytes_of([Message(role="user", content=[own])])
     declared = f"tool:{tool.name}" if tool.untrusted else None
     if not isinstance(outcome, dict) or not ({"ok"} == set(outcome) or {"error"} == set(outcome)):
         return error_result(

@@ -12,15 +12,19 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import jsonschema  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_serializer
 
-from loom_nb.content import ResultPart, ToolSpec, content_error
+from loom_nb.content import ResultPart, ToolResultPart, ToolSpec, content_error
 from loom_nb.errors import ConfigurationError
 
-__all__ = ["MEDIA_RESULT_MARKER", "MediaResult", "ToolDefinition", "media_result"]
+if TYPE_CHECKING:
+    from loom_nb.capabilities import Capabilities
+    from loom_nb.journal import Execution
+
+__all__ = ["MEDIA_RESULT_MARKER", "MediaResult", "ToolDefinition", "Toolset", "media_result"]
 
 MEDIA_RESULT_MARKER = "__loomMediaResult"
 """Key of the JSON object a ``MediaResult`` serializes to (the form the tool step journals)."""
@@ -80,6 +84,10 @@ class ToolDefinition:
     """
 
     _fields: ClassVar[tuple[str, ...]] = ("name", "returns_media", "untrusted", "requires_approval")
+
+    refusals: ClassVar[tuple[type[BaseException], ...]] = ()
+    """Exceptions of ``fn`` that refuse the run instead of becoming an error result the model sees
+    (an MCP server whose tool definitions changed, or that cannot be started)."""
 
     def __init__(
         self,
@@ -167,6 +175,17 @@ class ToolDefinition:
         ]
         return None, "; ".join(problems)
 
+    def result_part(
+        self, call_id: str, outcome: Any, *, capabilities: Capabilities
+    ) -> ToolResultPart | None:
+        """This tool's own result part for a journaled outcome, or None for the standard one.
+
+        The standard result is the ``{"tool", "result"}`` text envelope (or a ``media_result``);
+        a tool with rules of its own (an MCP tool: marked text, media by ref) builds it here,
+        from the journaled outcome only, so a replay builds the same part.
+        """
+        return None
+
     async def call(self, value: Any) -> Any:
         """Run ``fn`` on a validated input, awaiting it when it is async."""
         result = self.fn(value)
@@ -189,6 +208,36 @@ def _check_schema(name: str, schema: Any) -> None:
             f"tool {name!r}: input_schema is not valid JSON Schema: {exc.message}.",
             code="invalid_tool_definition",
         ) from exc
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """Something that lends a run tools it lists at run time (``MCPToolset``).
+
+    ``agent_loop`` and ``Chat`` accept one wherever they accept a ``ToolDefinition``; the loop
+    asks it for its tools once per run, before the first model turn. The listing must be a
+    journaled step of ``execution``, so a replay gets the same menu without the tools' source.
+    """
+
+    async def tools_for(self, execution: Execution, *, store: Any = None) -> list[ToolDefinition]:
+        """The tools for a run on ``execution``; ``store`` keeps media results (may be None)."""
+        ...
+
+
+async def lend_tools(
+    execution: Execution,
+    tools: Sequence[ToolDefinition | Toolset],
+    resolver: object,
+) -> list[ToolDefinition]:
+    """The run's tools with each toolset replaced by the tools it lends (in order)."""
+    store = getattr(resolver, "store", None)
+    out: list[ToolDefinition] = []
+    for item in tools:
+        if isinstance(item, Toolset):
+            out.extend(await item.tools_for(execution, store=store))
+        else:
+            out.append(item)
+    return out
 
 
 def menu_of(tools: Sequence[ToolDefinition]) -> tuple[list[ToolSpec], dict[str, ToolDefinition]]:

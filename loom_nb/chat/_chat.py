@@ -45,10 +45,11 @@ from pydantic import BaseModel
 
 from loom_nb.agent import ToolDefinition
 from loom_nb.agent._decorator import tool as make_tool
-from loom_nb.agent._tools import menu_of
+from loom_nb.agent._tools import Toolset, menu_of
 from loom_nb.chat._attach import user_message
-from loom_nb.chat._cost import Totals, format_cost, price_of
-from loom_nb.chat._money import check_limits, make_budget, tokens_text
+from loom_nb.chat._cost import Totals, price_of
+from loom_nb.chat._display import ChatDisplay
+from loom_nb.chat._money import check_limits, make_budget
 from loom_nb.chat._records import (
     DEFAULT_HOME,
     ChatTurn,
@@ -67,7 +68,6 @@ from loom_nb.chat._records import (
     undo_entry,
     undone,
 )
-from loom_nb.chat._runs import ChatRuns
 from loom_nb.chat._views import LiveViews, TurnStats
 from loom_nb.content import (
     LlmRequest,
@@ -93,20 +93,21 @@ __all__ = ["Chat", "ChatTurn"]
 _log = logging.getLogger(__name__)
 
 
-class Chat(ChatRuns):
+class Chat(ChatDisplay):
     """A conversation over ``provider``: ``reply = await chat(text, *attachments)``.
 
     ``system`` is the system prompt, ``tools`` the ``ToolDefinition``s (or plain typed functions,
-    made tools with ``@tool``) that ``chat.run`` lets the model call. ``store`` holds media over
-    the inline cap (default: ``.loom/store``, opened only when needed); ``journal`` records
-    every turn (default: ``.loom/journal.sqlite``). ``id`` names the chat's execution: re-running
-    the same code with the same id replays the recorded turns. ``settings`` are the model
-    settings sent with every request. ``stream=True`` streams each reply (``on_text`` sees the
-    deltas; with no callback they are printed, so a cell shows them live). ``limits`` (a
-    ``Limits``) bounds what the whole chat may spend: a model call that would start with a limit
-    reached is refused with ``BudgetExceededError`` before any I/O (journaled); raise
-    ``chat.limits`` and call again. Prompt caching is ``"auto"`` unless ``settings.cache`` says
-    otherwise (Anthropic breakpoints, OpenAI's cache key set to the chat's id).
+    made tools with ``@tool``, or toolsets such as ``MCPToolset``) that ``chat.run`` lets the
+    model call. ``store`` holds media over the inline cap (default: ``.loom/store``, opened only
+    when needed); ``journal`` records every turn (default: ``.loom/journal.sqlite``). ``id``
+    names the chat's execution: re-running the same code with the same id replays the recorded
+    turns. ``settings`` are the model settings sent with every request. ``stream=True`` streams
+    each reply (``on_text`` sees the deltas; with no callback they are printed, so a cell shows
+    them live). ``limits`` (a ``Limits``) bounds what the whole chat may spend: a model call that
+    would start with a limit reached is refused with ``BudgetExceededError`` before any I/O
+    (journaled); raise ``chat.limits`` and call again. Prompt caching is ``"auto"`` unless
+    ``settings.cache`` says otherwise (Anthropic breakpoints, OpenAI's cache key set to the
+    chat's id).
     """
 
     def __init__(
@@ -114,7 +115,7 @@ class Chat(ChatRuns):
         provider: LlmProvider,
         *,
         system: str | Untrusted | None = None,
-        tools: Sequence[ToolDefinition | Callable[..., Any]] = (),
+        tools: Sequence[ToolDefinition | Toolset | Callable[..., Any]] = (),
         store: ContentStore | None = None,
         journal: Journal | str | None = None,
         settings: ModelSettings | Mapping[str, Any] | None = None,
@@ -128,7 +129,14 @@ class Chat(ChatRuns):
         self._limits = check_limits(limits, "Chat()")
         self._provider = provider
         self._system = system
-        self._tools = [t if isinstance(t, ToolDefinition) else make_tool(t) for t in tools]
+        # Toolsets (MCP servers) are listed by each run, as a journaled step; plain turns, which
+        # run no tools, do not start them and show the model only the function tools.
+        self._toolsets: list[Toolset] = [t for t in tools if isinstance(t, Toolset)]
+        self._tools = [
+            t if isinstance(t, ToolDefinition) else make_tool(t)
+            for t in tools
+            if not isinstance(t, Toolset)
+        ]
         self._menu: list[ToolSpec] = menu_of(self._tools)[0]
         self._store = store
         self._journal_arg = journal
@@ -176,8 +184,13 @@ class Chat(ChatRuns):
 
     @property
     def tools(self) -> list[ToolDefinition]:
-        """The tools ``chat.run`` lets the model call."""
+        """The function tools ``chat.run`` lets the model call (toolsets: ``chat.toolsets``)."""
         return list(self._tools)
+
+    @property
+    def toolsets(self) -> list[Toolset]:
+        """The toolsets (MCP servers) whose tools ``chat.run`` lists and lets the model call."""
+        return list(self._toolsets)
 
     @property
     def settings(self) -> ModelSettings | None:
@@ -393,7 +406,7 @@ class Chat(ChatRuns):
         child = Chat(
             self._provider,
             system=self._system,
-            tools=self._tools,
+            tools=[*self._tools, *self._toolsets],
             store=self._store,
             journal=self.journal,
             settings=self._settings,
@@ -518,82 +531,3 @@ class Chat(ChatRuns):
         with contextlib.suppress(Skipped):
             await effect(execution, item.step_id, item.request)
         self._positions.append(item)
-
-    # -- display ---------------------------------------------------------------------------------
-
-    def header(self) -> str:
-        """The one-line summary the views show: id, turns, tokens and cost."""
-        count = len(self._turns)
-        usage = self.usage
-        parts = [
-            f"chat {self.id}",
-            f"{count} turn{'s' if count != 1 else ''}",
-            tokens_text(usage),
-            format_cost(self.cost),
-        ]
-        if self._halted is not None:
-            parts.append("halted by a spending limit: raise it and chat.run() to resume")
-        stopped = [t.index for t in self._turns if t.status == "stopped"]
-        if stopped:
-            parts.append("stopped: turn " + ", ".join(str(i) for i in stopped))
-        if self._parked is not None:
-            waiting = ", ".join(d["id"] for d in self.pending_approvals)
-            parts.append(f"awaiting approval: {waiting}")
-        return " · ".join(parts)
-
-    def __repr__(self) -> str:
-        return f"Chat({self.header()})"
-
-    def _display_arguments(self) -> dict[str, Any]:
-        """What the notebook layer shows for this chat (``transcript_bundle``'s arguments).
-
-        ``on_view`` hands the chat each live view made, which it keeps (weakly) and updates.
-        """
-        return {
-            "messages": self._history,
-            "header": self.header(),
-            "store": self._store,
-            "principal": self._principal,
-            "plain": repr(self),
-            "system": self._system,
-            "tools": [t.name for t in self._tools],
-            "approvals": self.approvals(),
-            "stats": self._stats.of(self._turns, len(self._history)),
-            "on_decision": self._on_view_decision if self._parked is not None else None,
-            "on_view": self._attach_view,
-        }
-
-    def _attach_view(self, view: Any) -> None:
-        """Keep a displayed view (weakly) so the chat updates it as turns land."""
-        if self._views is None:
-            self._views = LiveViews()
-        self._views.add(view)
-
-    def _refresh_views(self, messages: list[Message] | None = None) -> None:
-        """Show the chat's state now in every displayed view (``messages``: the turn in flight)."""
-        views = self._views.live() if self._views else []
-        if not views:
-            return
-        from loom_nb.render._source import Transcript
-
-        try:  # the state comes partly from the journal: a failure to read it must not fail a turn
-            transcript = Transcript(
-                list(self._history if messages is None else messages),
-                self._system,
-                [t.name for t in self._tools],
-                approvals=self.approvals(),
-                stats=self._stats.of(self._turns, len(self._history)),
-            )
-            header = self.header() + (" · replying" if self.busy else "")
-        except Exception:
-            _log.exception("Chat: the displayed views could not be updated")
-            return
-        assert self._views is not None
-        self._views.follow(
-            views,
-            transcript,
-            header,
-            on_decision=self._on_view_decision if self._parked is not None else None,
-            on_stop=self.stop if self._stoppable and self._caller is not None else None,
-            live_text=self.live_text,
-        )

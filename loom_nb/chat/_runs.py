@@ -1,7 +1,7 @@
 """``chat.run``: the agent loop in a chat, its parking for approvals, and the decisions.
 
 ``chat.run`` drives ``agent_loop`` in its own execution ``<id>/run-<n>`` (the loop owns an
-execution from position 0) on the chat's provider, tools, store and journal. A call to a tool that
+execution from position 0) on the chat's provider, tools (toolsets included), store and journal. A call to a tool that
 ``requires_approval`` with no decision parks the run; ``chat.approve`` / ``chat.decide`` (or the
 view's Approve / Decline) give decisions, checked here, and resume it, in this kernel or, after a
 restart, by re-running the cells. What was decided is read back from the journal
@@ -23,7 +23,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from loom_nb.agent import AgentResult, ToolDefinition, agent_loop
+from loom_nb.agent import AgentResult, ToolDefinition, Toolset, agent_loop
 from loom_nb.chat._attach import user_message
 from loom_nb.chat._cost import run_usage
 from loom_nb.chat._money import check_limits, make_budget
@@ -53,6 +53,7 @@ class ChatRuns:
         _provider: LlmProvider
         _system: str | Untrusted | None
         _tools: list[ToolDefinition]
+        _toolsets: list[Toolset]
         _store: ContentStore | None
         _principal: Principal
         _stream: bool
@@ -213,15 +214,16 @@ class ChatRuns:
             self._provider, self._limits, self._turns[:index], self.journal, self._run_limits
         )
         try:
+            keeps_media = self._store is not None or bool(self._toolsets)  # MCP media is stored
             result = await agent_loop(
                 execution,
                 self._provider,
-                self._tools,
+                [*self._tools, *self._toolsets],
                 messages,
                 system=self._system,
                 max_turns=max_turns,
                 approve=approve,
-                resolver=StoreResolver(self._store) if self._store is not None else None,
+                resolver=StoreResolver(self.store) if keeps_media else None,
                 on_text=self._delta(sink) if streaming else None,
                 stream=streaming,
                 budget=budget,

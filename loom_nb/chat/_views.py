@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from loom_nb.chat._records import ChatTurn
 from loom_nb.render._source import Transcript, money_stats
 
-__all__ = ["LiveViews", "TurnStats"]
+__all__ = ["LiveViews", "TurnStats", "tool_names"]
 
 _log = logging.getLogger("loom_nb.chat._chat")  # the chat's own logger: its warnings name it
 
@@ -137,3 +137,10 @@ class TurnStats:
                     whole = False
         self._memo = (turns, length, out, whole)
         return out
+
+
+def tool_names(tools: Iterable[Any], toolsets: Iterable[Any]) -> list[str]:
+    """The tools the views list: function tools, then each toolset as ``<server> (MCP)``."""
+    names = [t.name for t in tools]
+    names.extend(f"{getattr(t, 'name', type(t).__name__)} (MCP)" for t in toolsets)
+    return names

@@ -35,7 +35,7 @@ from loom_nb.guard._part_checks import (
     check_text_value,
 )
 from loom_nb.guard._walk import part_path
-from loom_nb.taint import Untrusted
+from loom_nb.taint import Untrusted, is_minted_media_origin
 
 _MEDIA = (ImagePart, AudioPart, FilePart)
 _MODALITY = {ImagePart: "image", AudioPart: "audio"}
@@ -241,7 +241,7 @@ class MessageWalk:
         source = part.source
         if type(source) is RefSource:
             check_ref(source.ref, where)
-            if origin is not None:
+            if origin is not None and not (ri is not None and is_minted_media_origin(origin)):
                 raise refuse(
                     "untrusted_media_ref",
                     where,

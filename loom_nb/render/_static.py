@@ -173,9 +173,15 @@ def _tool_use(view: View) -> str:
             link = f' · <a href="#loom-result-{number}" style="{STYLE["link"]}">its result</a>'
     return (
         f'<div class="loom-tool-use"{ident} style="{STYLE["tool"]}">'
-        f'<div style="{STYLE["tool_label"]}">tool call · {esc(view["name"])} · call {esc(view["id"])}{link}</div>'
+        f'<div style="{STYLE["tool_label"]}">tool call · {_server(view)}{esc(view["name"])} · call {esc(view["id"])}{link}</div>'
         f'<pre style="{STYLE["code"]}">{esc(view["input"])}{esc(cut)}</pre>{_approval(view)}</div>'
     )
+
+
+def _server(view: View) -> str:
+    """``MCP <server> · `` for a call or result of an MCP server's tool, else ""."""
+    server = view.get("server")
+    return f"MCP {esc(server)} · " if isinstance(server, str) and server else ""
 
 
 def approval_text(approval: Any) -> str:
@@ -243,7 +249,7 @@ def _tool_result(view: View) -> str:
     error = bool(view.get("is_error"))
     name = view.get("tool_name")
     call_id = str(view["tool_use_id"])
-    head = f"result of {esc(name)} · " if name else "result of call "
+    head = f"result of {_server(view)}{esc(name)} · " if name else "result of call "
     label = head + esc(call_id)
     ident = ""
     anchors = _ANCHORS.get()

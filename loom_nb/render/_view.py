@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,8 @@ class RenderContext:
     """Largest blob a live view streams to the browser on demand (its budget per part)."""
     tool_names: dict[str, str] = field(default_factory=dict)
     """tool_use id -> tool name, so a result can name the call it answers."""
+    tool_servers: dict[str, str] = field(default_factory=dict)
+    """tool_use id -> MCP server, read from its result's ``mcp:<server>/<tool>`` origin."""
     media: dict[str, ImagePart | AudioPart | FilePart] = field(default_factory=dict)
     """view key -> media part, for the widget's on-demand full-size requests."""
     _cache: dict[tuple[str, str, str], View] = field(default_factory=dict)
@@ -103,6 +106,28 @@ class RenderContext:
             for part in message.content:
                 if isinstance(part, ToolUsePart):
                     self.tool_names[_plain(part.id)] = _plain(part.name)
+                elif isinstance(part, ToolResultPart):
+                    server = mcp_server_of(part)
+                    if server is not None:
+                        self.tool_servers[part.tool_use_id] = server
+
+
+def mcp_server_of(part: ToolResultPart) -> str | None:
+    """The MCP server a result came from, when its mark says so (``mcp:<server>/<tool>``)."""
+    origins = [part.origin]
+    if isinstance(part.content, Untrusted):
+        origins.append(part.content.origin)
+    elif isinstance(part.content, list):
+        origins.extend(getattr(sub, "origin", None) for sub in part.content)
+    for origin in origins:
+        found = _MCP_ORIGIN.match(origin) if isinstance(origin, str) else None
+        if found is not None:
+            return found.group(1)
+    return None
+
+
+_MCP_ORIGIN = re.compile(r"mcp:([A-Za-z0-9_.-]{1,64})/[^/]")
+"""An origin an ``MCPToolset`` sets: ``mcp:<server>/<tool>`` with a server name it accepts."""
 
 
 def plain_text(value: str | Untrusted) -> str:
@@ -196,6 +221,9 @@ def _tool_use_view(part: ToolUsePart, ctx: RenderContext) -> View:
         "input": pretty[: ctx.max_text_chars],
         "omitted": omitted,
     }
+    server = ctx.tool_servers.get(view["id"])
+    if server is not None:
+        view["server"] = server
     marks = [v.origin for v in (part.id, part.name, part.input) if isinstance(v, Untrusted)]
     if marks or contains_untrusted(part.input) is not False:
         origin = marks[0] if marks else "values inside the call's input"
@@ -219,13 +247,17 @@ def _tool_result_view(part: ToolResultPart, ctx: RenderContext, key: str) -> Vie
     items = scan_fences(tokens, lambda text: text_view(text, ctx))
     if part.origin:
         items = [fence_view(part.origin, items)]
-    return {
+    view: View = {
         "kind": "tool_result",
         "tool_use_id": part.tool_use_id,
         "tool_name": ctx.tool_names.get(part.tool_use_id),
         "is_error": part.is_error,
         "items": items,
     }
+    server = ctx.tool_servers.get(part.tool_use_id) or mcp_server_of(part)
+    if server is not None:
+        view["server"] = server
+    return view
 
 
 def _media_view(part: ImagePart | AudioPart | FilePart, ctx: RenderContext, key: str) -> View:

@@ -18,7 +18,8 @@ act on); a ref the application put in a message raises ``UnresolvedContentError`
 for that content; continuing without it answers a different question). A ref is never dropped:
 with no resolver, or with no ``execution_id`` to attribute the read to, the call is refused. A
 media part marked untrusted (its own ``origin`` or its tool_result's) may not name a ref
-(decision 7), so it fails without the resolver being asked.
+(decision 7), so it fails without the resolver being asked; media an MCP toolset stored from a
+server's bytes is the exception (``taint.is_minted_media_origin``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from loom_nb.content import (
 from loom_nb.errors import ConfigurationError, LoomError, UnresolvedContentError
 from loom_nb.guard import iter_media
 from loom_nb.store._resolve import ContentResolver, ResolveContext
+from loom_nb.taint import is_minted_media_origin
 
 __all__ = ["MAX_CONCURRENT_FETCHES", "resolve_request_content"]
 
@@ -78,7 +80,11 @@ def _sites(request: LlmRequest) -> Iterator[_Site]:
     for found in iter_media(request):
         source = found.part.source
         if isinstance(source, RefSource):
-            untrusted = found.untrusted_origin is not None
+            origin = found.untrusted_origin
+            # MCP media names a ref loom_nb minted from the server's bytes (taint.py): resolvable.
+            untrusted = origin is not None and not (
+                found.item_index is not None and is_minted_media_origin(origin)
+            )
             yield _Site(
                 found.message_index, found.part_index, found.item_index, source.ref, untrusted
             )

@@ -10,13 +10,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
+    "MCPServerView": "loom_nb.widgets._mcp",
     "MediaUpload": "loom_nb.widgets._upload",
     "PromptPad": "loom_nb.widgets._promptpad",
     "ReplayStepper": "loom_nb.widgets._stepper",
     "TranscriptView": "loom_nb.widgets._transcript",
 }
 
-__all__ = ["MediaUpload", "PromptPad", "ReplayStepper", "TranscriptView"]
+__all__ = ["MCPServerView", "MediaUpload", "PromptPad", "ReplayStepper", "TranscriptView"]
 
 
 def __getattr__(name: str) -> Any:
@@ -33,6 +34,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from loom_nb.widgets._mcp import MCPServerView
     from loom_nb.widgets._promptpad import PromptPad
     from loom_nb.widgets._stepper import ReplayStepper
     from loom_nb.widgets._transcript import TranscriptView

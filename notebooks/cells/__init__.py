@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cells import agent_tools, multimodal, replay, tour
+from cells import agent_tools, mcp_tools, multimodal, replay, tour
 from cells.common import Cells
 
 NOTEBOOKS: dict[str, Cells] = {
@@ -10,5 +10,6 @@ NOTEBOOKS: dict[str, Cells] = {
     "02-multimodal": multimodal.CELLS,
     "03-agent-tools": agent_tools.CELLS,
     "04-replay": replay.CELLS,
+    "05-mcp": mcp_tools.CELLS,
 }
 """Notebook name (the ``.ipynb`` file's stem) -> its cells, in build order."""

@@ -154,7 +154,7 @@ class TranscriptDom extends MediaDom {
   toolUse(view) {
     const card = h("div", "loom-tool-use");
     card.loomId = String(view.id);
-    card.append(h("div", "loom-tool-label", "tool call · " + view.name + " · call " + view.id),
+    card.append(h("div", "loom-tool-label", "tool call · " + (view.server ? "MCP " + view.server + " · " : "") + view.name + " · call " + view.id),
       h("pre", "loom-code", view.input + (view.omitted ? " … " + view.omitted + " more characters" : "")));
     if (view.approval && typeof view.approval === "object") card.appendChild(this.approval(view));
     this.link(card);
@@ -196,7 +196,7 @@ class TranscriptDom extends MediaDom {
   toolResult(view) {
     const card = h("div", "loom-tool-result" + (view.is_error ? " loom-is-error" : ""));
     card.loomId = String(view.tool_use_id);
-    card.appendChild(h("div", "loom-tool-label", (view.tool_name ? "result of " + view.tool_name + " · " : "result of call ") + view.tool_use_id));
+    card.appendChild(h("div", "loom-tool-label", (view.tool_name ? "result of " + (view.server ? "MCP " + view.server + " · " : "") + view.tool_name + " · " : "result of call ") + view.tool_use_id));
     if (view.is_error) card.appendChild(h("div", "loom-error", "error: the tool failed or the call was refused"));
     for (const item of view.items || []) card.appendChild(this.item(item));
     this.link(card);
