@@ -1,0 +1,370 @@
+"""Chats that outlive the kernel: resume from the journal, a second process, seeds, restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from loom_nb import (
+    AnthropicProvider,
+    Chat,
+    ConfigurationError,
+    ContentValidationError,
+    Journal,
+    Message,
+    ReplayDivergenceError,
+    ScriptedProvider,
+    agent_loop,
+    chats,
+    tool,
+)
+from loom_nb.chat._cost import price_for
+from loom_nb.render import transcript_of
+from tests.conftest import JournalBackend
+
+WORKER = Path(__file__).with_name("resume_worker.py")
+ANTHROPIC = {"api_url": None, "model": "claude-sonnet-4-5", "provider": "AnthropicProvider"}
+
+
+@tool(requires_approval=True)
+def send_email(to: str, body: str) -> str:
+    """Send an email.
+
+    Args:
+        to: The address.
+        body: The text.
+    """
+    return f"sent to {to}"
+
+
+def anthropic(*answers: dict[str, Any]) -> tuple[AnthropicProvider, list[httpx.Request]]:
+    """An AnthropicProvider whose API is a script (its price is known); the requests it sent."""
+    sent: list[httpx.Request] = []
+    queue = list(answers)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        answer = queue.pop(0)
+        content: list[dict[str, Any]] = []
+        if "text" in answer:
+            content.append({"type": "text", "text": answer["text"]})
+        content += [{"type": "tool_use", **call} for call in answer.get("tool_calls", [])]
+        return httpx.Response(
+            200,
+            json={
+                "id": f"msg_{len(sent)}",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": content,
+                "stop_reason": "tool_use" if answer.get("tool_calls") else "end_turn",
+                "stop_sequence": None,
+                "usage": answer["usage"],
+            },
+        )
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return AnthropicProvider("claude-sonnet-4-5", api_key="k", http_client=client), sent
+
+
+def _price(input_tokens: int, output_tokens: int) -> Decimal:
+    from loom_nb import LlmResponse, Usage
+
+    usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+    price = price_for({**ANTHROPIC, "vendor": "anthropic"}, LlmResponse(usage=usage))
+    assert price is not None
+    assert price > 0
+    return price
+
+
+def _steps(journal: Journal, execution_id: str) -> list[str]:
+    return [
+        e.step_id or ""
+        for e in journal.events(execution_id)
+        if e.kind in ("step_completed", "step_failed")
+    ]
+
+
+async def test_resume_brings_back_the_chat_and_goes_on_live(
+    journal_backend: JournalBackend,
+) -> None:
+    """History, turns, usage, cost and a parked approval come back with no model call; both go on."""
+    first, first_sent = anthropic(
+        {"text": "Hi.", "usage": {"input_tokens": 100, "output_tokens": 20}},
+        {
+            "tool_calls": [{"id": "c1", "name": "send_email", "input": {"to": "bo", "body": "x"}}],
+            "usage": {"input_tokens": 200, "output_tokens": 30},
+        },
+    )
+    kernel = journal_backend.open("j")
+    chat = Chat(first, tools=[send_email], journal=kernel, id="q3", system="Be brief.")
+    await chat("hello")
+    assert (await chat.run("email bo")).status == "parked"
+    assert len(first_sent) == 2
+    kernel.close()  # the kernel is gone
+
+    second, sent = anthropic(
+        {"text": "Sent.", "usage": {"input_tokens": 300, "output_tokens": 10}},
+        {"text": "Bye.", "usage": {"input_tokens": 50, "output_tokens": 5}},
+    )
+    again = journal_backend.open("j")
+    resumed = Chat.resume("q3", second, journal=again, tools=[send_email])
+    assert sent == []  # nothing was asked of the model
+    assert [m.model_dump() for m in resumed.history] == [m.model_dump() for m in chat.history]
+    assert [(t.kind, t.status, t.position) for t in resumed.turns] == [
+        ("chat", "completed", 0),
+        ("run", "parked", 1),
+    ]
+    assert resumed.usage == chat.usage
+    assert resumed.usage.input_tokens == 300
+    assert resumed.cost == chat.cost == _price(100, 20) + _price(200, 30)
+    assert [d["id"] for d in resumed.pending_approvals] == ["c1"]
+    assert resumed.system == "Be brief."  # as the chat's last turn was sent
+    assert "awaiting approval: c1" in resumed.header()
+
+    result = await resumed.approve(True)
+    assert (result.status, result.text) == ("completed", "Sent.")
+    assert result.tool_calls[0].status == "ok"
+    assert len(sent) == 1  # the approval went on live: one call
+    assert (await resumed("bye")).content == "Bye."
+    assert len(sent) == 2
+    assert [t.kind for t in resumed.turns] == ["chat", "run", "chat"]
+    assert resumed.turns[-1].position == 2  # live after the log's two positions
+    assert resumed.cost == _price(100, 20) + _price(200, 30) + _price(300, 10) + _price(50, 5)
+    assert _steps(again, "q3") == ["#chat:0:model", "#chat:1:run", "#chat:2:model"]
+
+
+async def test_resume_on_another_provider_records_which_answered_each_turn(
+    tmp_path: Path,
+) -> None:
+    """A resume on another provider journals the change; every turn keeps its provider and price."""
+    journal = Journal(tmp_path / "j.sqlite")
+    priced, _ = anthropic({"text": "A", "usage": {"input_tokens": 10, "output_tokens": 2}})
+    await Chat(priced, journal=journal, id="p")("one")
+    offline = ScriptedProvider([{"text": "B", "usage": {"input_tokens": 7, "output_tokens": 1}}])
+    moved = Chat.resume("p", offline, journal=journal)
+    assert (await moved("two")).content == "B"
+    assert _steps(journal, "p") == ["#chat:0:model", "#chat:1:provider", "#chat:2:model"]
+    later = Chat.resume("p", ScriptedProvider([]), journal=journal)
+    assert [(t.provider, t.model) for t in later.turns] == [
+        ("AnthropicProvider", "claude-sonnet-4-5"),
+        ("ScriptedProvider", "scripted"),
+    ]
+    assert later.turns[0].cost == _price(10, 2)
+    assert later.turns[1].cost is None  # a scripted model has no price
+    assert later.cost is None
+    assert _steps(journal, "p") == ["#chat:0:model", "#chat:1:provider", "#chat:2:model"]
+    mark = next(e for e in journal.events("p") if e.step_id == "#chat:1:provider" and e.payload)
+    assert mark.payload["output"]["provider"] == "ScriptedProvider"
+    started = journal.start_of("p") or {}
+    assert started["meta"]["chat"]["provider"] == "AnthropicProvider"
+
+
+def _worker(mode: str, journal: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(WORKER), mode, journal],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.slow
+def test_a_second_process_resumes_a_chat_the_first_one_finished(
+    journal_backend: JournalBackend,
+) -> None:
+    """Kernel two resumes kernel one's chat from the journal, decides its parked run, goes on (sync API)."""
+    target = journal_backend.url("shared")
+    assert _worker("record", target) == {"status": "parked", "calls": 2}
+    seen = _worker("resume", target)
+    assert seen["history"] == ["user", "assistant", "user", "assistant"]
+    assert seen["pending"] == ["c1"]
+    assert seen["usage"] == [31, 10]
+    assert seen["system"] == "Be brief."
+    assert seen["calls_after_resume"] == 0
+    assert (seen["status"], seen["text"], seen["reply"]) == ("completed", "Sent.", "Anything else?")
+    assert seen["calls"] == 2  # the approval's model call and the new message
+    assert seen["turns"] == 3
+    assert seen["loop_running"] is False  # a plain script: no event loop
+    journal = journal_backend.open("shared")
+    assert [c.id for c in chats(journal)] == ["kernel-chat"]
+    assert chats(journal)[0].turns == 3
+
+
+async def test_a_seeded_chat_journals_its_seed_and_replays_exactly(tmp_path: Path) -> None:
+    """history= starts the chat from given messages, journaled first; the same seed replays."""
+    journal = Journal(tmp_path / "j.sqlite")
+    seed: list[Any] = [
+        Message(role="user", content="My name is Ana."),
+        {"role": "assistant", "content": "Hello Ana."},
+    ]
+    provider = ScriptedProvider([{"text": "You are Ana."}])
+    chat = Chat(provider, journal=journal, id="seeded", history=seed)
+    assert [m.content for m in chat.history] == ["My name is Ana.", "Hello Ana."]
+    assert chat.turns == []
+    assert (await chat("Who am I?")).content == "You are Ana."
+    assert [m.content for m in provider.requests[0].messages] == [
+        "My name is Ana.",
+        "Hello Ana.",
+        "Who am I?",
+    ]
+    assert _steps(journal, "seeded") == ["#chat:0:seed", "#chat:1:model"]
+    assert chat.turns[0].start == 2
+    # Re-running the same cells: the seed and the turn are served; the provider is not called.
+    empty = ScriptedProvider([])
+    again = Chat(empty, journal=journal, id="seeded", history=seed)
+    assert (await again("Who am I?")).content == "You are Ana."
+    assert empty.requests == []
+    assert again.history == chat.history
+    # The transcript of the log and a resume show the seed too.
+    assert [m.content for m in transcript_of(journal.execution("seeded")).messages] == [
+        "My name is Ana.",
+        "Hello Ana.",
+        "Who am I?",
+        "You are Ana.",
+    ]
+    assert Chat.resume("seeded", empty, journal=journal).history == chat.history
+    # Another seed under the same id is a changed input, with both ways on named.
+    other = Chat(empty, journal=journal, id="seeded", history=[{"role": "user", "content": "Bo"}])
+    with pytest.raises(ReplayDivergenceError) as changed:
+        await other("Who am I?")
+    assert changed.value.code == "input_changed"
+    assert "Chat.resume('seeded', provider)" in changed.value.message
+    assert "restart=True" in changed.value.message
+
+
+def test_a_seed_is_checked_when_the_chat_is_made() -> None:
+    """A seed that is not messages is refused at once, naming the message and the remedy."""
+    provider = ScriptedProvider([])
+    with pytest.raises(ConfigurationError) as text:
+        Chat(provider, history="hi")  # type: ignore[arg-type]
+    assert text.value.code == "invalid_argument"
+    with pytest.raises(ConfigurationError) as system:
+        Chat(provider, history=[{"role": "system", "content": "Be brief."}])
+    assert "Chat(system=...)" in system.value.message
+    with pytest.raises(ContentValidationError) as role:
+        Chat(provider, history=[{"role": "user", "content": "a"}, {"role": "bot", "content": "b"}])
+    assert "history[1]" in role.value.message
+
+
+async def test_an_edited_turn_names_resume_and_restart(tmp_path: Path) -> None:
+    """Re-running a chat with another question refuses with input_changed naming both remedies."""
+    journal = Journal(tmp_path / "j.sqlite")
+    await Chat(ScriptedProvider([{"text": "4"}]), journal=journal, id="q3")("2 + 2?")
+    edited = Chat(ScriptedProvider([{"text": "6"}]), journal=journal, id="q3")
+    with pytest.raises(ReplayDivergenceError) as refused:
+        await edited("3 + 3?")
+    message = refused.value.message
+    assert refused.value.code == "input_changed"
+    assert "Chat.resume('q3', provider)" in message
+    assert "Chat(provider, id='q3', restart=True)" in message
+
+
+async def test_an_unknown_id_names_the_nearest_chats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id the journal lacks is unknown_chat with the closest ids; an agent run is not_a_chat."""
+    journal = Journal(tmp_path / "j.sqlite")
+    for chat_id in ("review-q3", "review-q4", "budget"):
+        await Chat(ScriptedProvider([{"text": "ok"}]), journal=journal, id=chat_id)("hi")
+    await agent_loop(
+        journal.execution("agent-1"),
+        ScriptedProvider([{"text": "done"}]),
+        [],
+        [{"role": "user", "content": "x"}],
+    )
+    with pytest.raises(ConfigurationError) as unknown:
+        Chat.resume("review-q5", ScriptedProvider([]), journal=journal)
+    assert unknown.value.code == "unknown_chat"
+    assert set(unknown.value.details["nearest"]) == {"review-q3", "review-q4"}
+    assert "'review-q3'" in unknown.value.message
+    assert "loom-nb chat ls" in unknown.value.message
+    with pytest.raises(ConfigurationError) as agent:
+        Chat.resume("agent-1", ScriptedProvider([]), journal=journal)
+    assert agent.value.code == "not_a_chat"
+    monkeypatch.chdir(tmp_path)  # no .loom/journal.sqlite here
+    with pytest.raises(ConfigurationError) as nowhere:
+        Chat.resume("review-q3", ScriptedProvider([]))
+    assert nowhere.value.code == "unknown_chat"
+    assert not (tmp_path / ".loom").exists()
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: The key.
+    """
+    return f"value of {key}"
+
+
+async def test_restart_archives_the_old_turns_and_starts_the_id_over(
+    journal_backend: JournalBackend,
+) -> None:
+    """restart=True copies the turns to an archived id (listed, resumable); the id starts empty."""
+    journal = journal_backend.open("j")
+    old = Chat(
+        ScriptedProvider(
+            [
+                {"text": "first"},
+                {"tool_calls": [{"id": "t1", "name": "lookup", "input": {"key": "a"}}]},
+                {"text": "looked up"},
+            ]
+        ),
+        tools=[lookup],
+        journal=journal,
+        id="q3",
+    )
+    await old("one")
+    await old.run("look a up")
+    assert old.turns[-1].run_id == "q3/run-0"
+    fresh_model = ScriptedProvider(
+        [
+            {"text": "fresh"},
+            {"tool_calls": [{"id": "t2", "name": "lookup", "input": {"key": "b"}}]},
+            {"text": "again"},
+        ]
+    )
+    fresh = Chat(fresh_model, tools=[lookup], journal=journal, id="q3", restart=True)
+    assert fresh.history == []
+    listed = {c.id: c for c in chats(journal)}
+    (archived,) = [i for i in listed if i.startswith("q3~archived-")]
+    assert listed["q3"].turns == 0
+    assert listed[archived].turns == 2
+    assert listed[archived].first_user_text == "one"
+    back = Chat.resume(archived, ScriptedProvider([]), journal=journal, tools=[lookup])
+    assert [m.model_dump() for m in back.history] == [m.model_dump() for m in old.history]
+    assert transcript_of(journal.execution("q3")).messages == []  # the old turns are superseded
+
+    assert (await fresh("two")).content == "fresh"
+    await fresh.run("look b up")
+    assert fresh.turns[-1].run_id == "q3/run-1"  # run-0 is the archived chat's
+    assert [
+        m.content for m in Chat.resume("q3", fresh_model, journal=journal, tools=[lookup]).history
+    ][:2] == [
+        "two",
+        "fresh",
+    ]
+    # Re-running the cells without restart replays the new start, restart step included.
+    empty = ScriptedProvider([])
+    rerun = Chat(empty, tools=[lookup], journal=journal, id="q3")
+    assert (await rerun("two")).content == "fresh"
+    assert (await rerun.run("look b up")).text == "again"
+    assert empty.requests == []
+    # Restarting an id that holds nothing but its restart archives nothing more.
+    Chat(empty, journal=journal, id="q3", restart=True)
+    Chat(empty, journal=journal, id="q3", restart=True)
+    assert len([c for c in chats(journal) if c.id.startswith("q3~archived-")]) == 2
