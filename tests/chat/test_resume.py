@@ -6,15 +6,12 @@ import json
 import os
 import subprocess
 import sys
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from loom_nb import (
-    AnthropicProvider,
     Chat,
     ConfigurationError,
     ContentValidationError,
@@ -26,12 +23,11 @@ from loom_nb import (
     chats,
     tool,
 )
-from loom_nb.chat._cost import price_for
 from loom_nb.render import transcript_of
+from tests.chat.priced import anthropic, price
 from tests.conftest import JournalBackend
 
 WORKER = Path(__file__).with_name("resume_worker.py")
-ANTHROPIC = {"api_url": None, "model": "claude-sonnet-4-5", "provider": "AnthropicProvider"}
 
 
 @tool(requires_approval=True)
@@ -43,46 +39,6 @@ def send_email(to: str, body: str) -> str:
         body: The text.
     """
     return f"sent to {to}"
-
-
-def anthropic(*answers: dict[str, Any]) -> tuple[AnthropicProvider, list[httpx.Request]]:
-    """An AnthropicProvider whose API is a script (its price is known); the requests it sent."""
-    sent: list[httpx.Request] = []
-    queue = list(answers)
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        sent.append(request)
-        answer = queue.pop(0)
-        content: list[dict[str, Any]] = []
-        if "text" in answer:
-            content.append({"type": "text", "text": answer["text"]})
-        content += [{"type": "tool_use", **call} for call in answer.get("tool_calls", [])]
-        return httpx.Response(
-            200,
-            json={
-                "id": f"msg_{len(sent)}",
-                "type": "message",
-                "role": "assistant",
-                "model": "claude-sonnet-4-5",
-                "content": content,
-                "stop_reason": "tool_use" if answer.get("tool_calls") else "end_turn",
-                "stop_sequence": None,
-                "usage": answer["usage"],
-            },
-        )
-
-    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    return AnthropicProvider("claude-sonnet-4-5", api_key="k", http_client=client), sent
-
-
-def _price(input_tokens: int, output_tokens: int) -> Decimal:
-    from loom_nb import LlmResponse, Usage
-
-    usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
-    price = price_for({**ANTHROPIC, "vendor": "anthropic"}, LlmResponse(usage=usage))
-    assert price is not None
-    assert price > 0
-    return price
 
 
 def _steps(journal: Journal, execution_id: str) -> list[str]:
@@ -125,7 +81,7 @@ async def test_resume_brings_back_the_chat_and_goes_on_live(
     ]
     assert resumed.usage == chat.usage
     assert resumed.usage.input_tokens == 300
-    assert resumed.cost == chat.cost == _price(100, 20) + _price(200, 30)
+    assert resumed.cost == chat.cost == price(100, 20) + price(200, 30)
     assert [d["id"] for d in resumed.pending_approvals] == ["c1"]
     assert resumed.system == "Be brief."  # as the chat's last turn was sent
     assert "awaiting approval: c1" in resumed.header()
@@ -138,7 +94,7 @@ async def test_resume_brings_back_the_chat_and_goes_on_live(
     assert len(sent) == 2
     assert [t.kind for t in resumed.turns] == ["chat", "run", "chat"]
     assert resumed.turns[-1].position == 2  # live after the log's two positions
-    assert resumed.cost == _price(100, 20) + _price(200, 30) + _price(300, 10) + _price(50, 5)
+    assert resumed.cost == price(100, 20) + price(200, 30) + price(300, 10) + price(50, 5)
     assert _steps(again, "q3") == ["#chat:0:model", "#chat:1:run", "#chat:2:model"]
 
 
@@ -158,7 +114,7 @@ async def test_resume_on_another_provider_records_which_answered_each_turn(
         ("AnthropicProvider", "claude-sonnet-4-5"),
         ("ScriptedProvider", "scripted"),
     ]
-    assert later.turns[0].cost == _price(10, 2)
+    assert later.turns[0].cost == price(10, 2)
     assert later.turns[1].cost is None  # a scripted model has no price
     assert later.cost is None
     assert _steps(journal, "p") == ["#chat:0:model", "#chat:1:provider", "#chat:2:model"]
