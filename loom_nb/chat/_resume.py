@@ -45,6 +45,16 @@ def resume_chat(chat: Chat, *, system_given: bool) -> Chat:
         raise unknown_chat(chat.journal, chat.id)
     if not log.is_chat:
         raise _not_a_chat(chat.id)
+    principal = log.start.get("principal")
+    recorded = principal.get("tenant") if isinstance(principal, dict) else None
+    if isinstance(recorded, str) and recorded != chat._principal.tenant:
+        raise ConfigurationError(
+            f"chat {chat.id!r} was recorded for tenant {recorded!r}, not "
+            f"{chat._principal.tenant!r}: resume it with tenant={recorded!r} (its media is "
+            "read as that tenant).",
+            code="principal_mismatch",
+            chat_id=chat.id,
+        )
     execution = chat._open()
     execution.seek(len(log.steps))
     identity = started_identity(chat.journal, log.start) or identity_of(chat.provider)

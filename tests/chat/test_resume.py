@@ -324,3 +324,42 @@ async def test_restart_archives_the_old_turns_and_starts_the_id_over(
     Chat(empty, journal=journal, id="q3", restart=True)
     Chat(empty, journal=journal, id="q3", restart=True)
     assert len([c for c in chats(journal) if c.id.startswith("q3~archived-")]) == 2
+
+
+async def test_a_resumed_chat_undoes_forks_and_keeps_its_tenant(tmp_path: Path) -> None:
+    """undo() and fork() work on a resumed chat as on the original; another tenant is refused."""
+    journal = Journal(tmp_path / "j.sqlite")
+    first = Chat(
+        ScriptedProvider([{"text": "1"}, {"text": "2"}]), journal=journal, id="u", tenant="ana"
+    )
+    await first("a")
+    await first("b")
+    with pytest.raises(ConfigurationError) as tenant:
+        Chat.resume("u", ScriptedProvider([]), journal=journal)
+    assert tenant.value.code == "principal_mismatch"
+    assert "tenant='ana'" in tenant.value.message
+    provider = ScriptedProvider([{"text": "3"}, {"text": "forked"}])
+    resumed = Chat.resume("u", provider, journal=journal, tenant="ana")
+    assert [m.content for m in resumed.undo()] == ["b", "2"]
+    assert (await resumed("c")).content == "3"
+    assert [m.content for m in provider.requests[-1].messages] == ["a", "1", "c"]
+    assert _steps(journal, "u") == [
+        "#chat:0:model",
+        "#chat:1:model",
+        "#chat:2:undo",
+        "#chat:3:model",
+    ]
+    child = resumed.fork(1)
+    assert [m.content for m in child.history] == ["a", "1"]
+    assert (await child("d")).content == "forked"
+    assert [m.content for m in provider.requests[-1].messages] == ["a", "1", "d"]
+    again = Chat.resume("u", ScriptedProvider([]), journal=journal, tenant="ana")
+    assert [m.content for m in again.history] == ["a", "1", "c", "3"]
+    assert [
+        m.content for m in Chat.resume(child.id, provider, journal=journal, tenant="ana").history
+    ] == [
+        "a",
+        "1",
+        "d",
+        "forked",
+    ]
