@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -24,6 +25,7 @@ from loom_nb import (
     tool,
 )
 from loom_nb.render import transcript_of
+from tests.chat.hanging import Hanging
 from tests.chat.priced import anthropic, price
 from tests.conftest import JournalBackend
 
@@ -363,3 +365,26 @@ async def test_a_resumed_chat_undoes_forks_and_keeps_its_tenant(tmp_path: Path) 
         "d",
         "forked",
     ]
+
+
+async def test_a_stopped_turn_comes_back_with_its_partial_text(tmp_path: Path) -> None:
+    """A turn stopped while streaming is resumed as it was: its partial text, marked stopped."""
+    journal = Journal(tmp_path / "j.sqlite")
+    provider = Hanging("Par", "tial")
+    chat = Chat(provider, journal=journal, id="st", stream=True)  # type: ignore[arg-type]
+    task = asyncio.ensure_future(chat("talk", on_text=lambda _d: None))
+    await provider.started.wait()
+    chat.stop()
+    await task
+    resumed = Chat.resume("st", ScriptedProvider([{"text": "next"}]), journal=journal)
+    assert [m.content for m in resumed.history] == ["talk", "Partial"]
+    assert [(t.status, t.position, t.cost) for t in resumed.turns] == [("stopped", 0, None)]
+    assert "stopped: turn 0" in resumed.header()
+    assert (await resumed("go on")).content == "next"
+    assert _steps(journal, "st") == [
+        "#chat:0:model",  # failed: stopped
+        "#chat:1:stop",
+        "#chat:2:provider",  # resumed on another provider than the one that streamed
+        "#chat:3:model",
+    ]
+    assert resumed.turns[-1].position == 3
