@@ -14,11 +14,13 @@ declared below for the type checker.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from loom_nb.chat._cost import identity_of
 from loom_nb.chat._log import Mark, started_identity
 from loom_nb.content import Message
+from loom_nb.errors import LoomError
 from loom_nb.journal import Execution, Journal
 
 if TYPE_CHECKING:
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from loom_nb.store import Principal
 
 __all__ = ["ChatMarks"]
+
+_log = logging.getLogger("loom_nb.chat._chat")  # the chat's own logger
 
 
 def _same(value: Any) -> Any:
@@ -124,7 +128,15 @@ class ChatMarks:
         return run_id, position
 
     async def _stop_step(self, execution: Execution, text: str) -> None:
-        """After a stopped turn (journaled as failed), journal its partial text for a resume."""
+        """After a stopped turn (journaled as failed), journal its partial text for a resume.
+
+        The stop itself has landed: a journal that refuses the step (another writer took the
+        chat meanwhile) costs the resume that text, never the turn, and is logged.
+        """
         step_id = f"#chat:{len(self._positions)}:stop"
-        await execution.execute(step_id, _same, {"text": text})
+        try:
+            await execution.execute(step_id, _same, {"text": text})
+        except LoomError:
+            _log.warning("Chat: a stopped turn's text could not be journaled", exc_info=True)
+            return
         self._positions.append(Mark(step_id, "stop"))

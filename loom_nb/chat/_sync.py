@@ -118,12 +118,13 @@ def _private_loop() -> asyncio.AbstractEventLoop:
 
 
 def run_blocking(
-    awaitable: Coroutine[Any, Any, T], *, on_interrupt: Callable[[], object] | None = None
+    awaitable: Coroutine[Any, Any, T], *, on_interrupt: Callable[[], bool] | None = None
 ) -> T:
     """Run ``awaitable`` to its end on the private loop and return its value (or raise its error).
 
-    A ``KeyboardInterrupt`` while waiting calls ``on_interrupt`` (the chat's ``stop``), waits for
-    the call to settle, and is raised again.
+    A ``KeyboardInterrupt`` while waiting calls ``on_interrupt`` (the chat's ``stop``: True when
+    it stopped a reply, which then settles with its partial text), or cancels the call, waits
+    for it to settle, and is raised again.
     """
     if threading.current_thread() is _thread:
         awaitable.close()
@@ -138,10 +139,8 @@ def run_blocking(
     try:
         return _wait(future)
     except KeyboardInterrupt:
-        if on_interrupt is not None:
-            on_interrupt()
-        else:
-            loop.call_soon_threadsafe(future.cancel)
+        if on_interrupt is None or not on_interrupt():
+            future.cancel()  # nothing to stop yet (or no stop): cancel the call itself
         with contextlib.suppress(BaseException):  # the interrupt is what the caller hears about
             _wait(future)
         raise

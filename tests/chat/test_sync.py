@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import gc
 import os
@@ -116,6 +117,25 @@ async def test_stop_works_on_a_sync_reply_from_another_thread() -> None:
     presser.join()
     assert stopped == [True]
     assert reply.content == "Partial"
+    assert chat.turns[-1].status == "stopped"
+    assert [m.content for m in chat.history] == ["talk", "Partial"]
+    assert not chat.busy
+
+
+def test_an_interrupt_stops_a_sync_reply_then_is_raised() -> None:
+    """Ctrl-C (the kernel's stop button) while a sync reply streams: the turn is stopped, kept, then raised."""
+    provider = Hanging("Par", "tial")
+    chat = Chat(provider, journal=Journal(), id="interrupted", stream=True)  # type: ignore[arg-type]
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 30
+        while chat.live_text != "Partial" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt).start()
+    with pytest.raises(KeyboardInterrupt):
+        chat.sync("talk", on_text=lambda _d: None)
     assert chat.turns[-1].status == "stopped"
     assert [m.content for m in chat.history] == ["talk", "Partial"]
     assert not chat.busy
