@@ -19,11 +19,12 @@ from typing import Any
 
 from loom_nb.chat._cost import run_usage
 from loom_nb.chat._log import ChatLog, Outline, RunHandler, Target, fold, started_identity, walk
-from loom_nb.chat._records import DEFAULT_HOME, ChatTurn, Parked, TurnStatus, settled
+from loom_nb.chat._records import DEFAULT_HOME, ChatTurn, Parked, TurnStatus, settled, shared_store
 from loom_nb.content import Message, Usage, text_of
 from loom_nb.errors import ConfigurationError
 from loom_nb.journal import ExecutionSummary, Journal
 from loom_nb.render._source import transcript_of
+from loom_nb.store import ContentStore
 
 __all__ = ["ChatSummary", "chat_ids", "chats", "outline"]
 
@@ -52,9 +53,15 @@ class ChatSummary:
     """Whether its last turn is a run parked for approvals."""
 
 
-def chats(journal: Journal | str | os.PathLike[str] | None = None) -> list[ChatSummary]:
-    """The saved conversations of ``journal`` (default ``.loom/journal.sqlite``), newest first."""
-    opened = _journal(journal)
+def chats(
+    journal: Journal | str | os.PathLike[str] | None = None, *, store: ContentStore | None = None
+) -> list[ChatSummary]:
+    """The saved conversations of ``journal`` (default ``.loom/journal.sqlite``), newest first.
+
+    A journal given by path or URL is opened with ``store`` (default: ``.loom/store`` with the
+    default journal), where a chat's long turns were claim-checked.
+    """
+    opened = _journal(journal, store)
     if opened is None:
         return []
     try:
@@ -87,18 +94,24 @@ def outline(journal: Journal, log: ChatLog) -> Outline:
     return target
 
 
-def _journal(journal: Journal | str | os.PathLike[str] | None) -> Journal | None:
+def _journal(
+    journal: Journal | str | os.PathLike[str] | None, store: ContentStore | None
+) -> Journal | None:
     if isinstance(journal, Journal):
         return journal
     if journal is None:
-        path = Path.cwd() / DEFAULT_HOME / "journal.sqlite"
-        return Journal(path) if path.is_file() else None
+        home = Path.cwd() / DEFAULT_HOME
+        if not (home / "journal.sqlite").is_file():
+            return None
+        if store is None and (home / "store").is_dir():
+            store = shared_store(home / "store")
+        return Journal(home / "journal.sqlite", store=store)
     if not isinstance(journal, str | os.PathLike):
         raise ConfigurationError(
             f"journal is a Journal, a path or a postgresql:// URL, not {type(journal).__name__}.",
             code="invalid_argument",
         )
-    return Journal(journal)
+    return Journal(journal, store=store)
 
 
 def _candidates(summaries: dict[str, ExecutionSummary]) -> list[str]:

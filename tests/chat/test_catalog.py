@@ -128,3 +128,17 @@ async def test_the_cli_lists_and_shows_chats(
     error = capsys.readouterr().err
     assert "[unknown_chat]" in error
     assert "'old'" in error
+
+
+async def test_the_default_journal_lists_and_resumes_long_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no journal given, chats() and Chat.resume read .loom/, long turns claim-checked included."""
+    monkeypatch.chdir(tmp_path)
+    question, answer = "why? " * 4000, "because " * 4000  # over the claim threshold
+    await Chat(ScriptedProvider([{"text": answer}]), id="long")(question)
+    (listed,) = chats()
+    assert (listed.id, listed.turns) == ("long", 1)
+    assert listed.first_user_text == question.strip()
+    resumed = Chat.resume("long", ScriptedProvider([]))
+    assert [m.content for m in resumed.history] == [question, answer]
