@@ -42,7 +42,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -93,6 +93,8 @@ if TYPE_CHECKING:
     from loom_nb.providers import LlmProvider
 
 __all__ = ["Chat", "ChatTurn"]
+
+T = TypeVar("T")
 
 
 class Chat(ChatDisplay, ChatEdits, ChatMarks, ChatRuns):
@@ -167,6 +169,7 @@ class Chat(ChatDisplay, ChatEdits, ChatMarks, ChatRuns):
         self._decisions: dict[str, dict[str, Any]] = {}
         self._deciders: dict[str, str] = {}
         self._caller: asyncio.Task[Any] | None = None
+        self._held = False  # a synchronous call holds the caller's event loop (a notebook cell)
         self._stopping = False
         self._stoppable = False
         self._totals = Totals()
@@ -338,17 +341,34 @@ class Chat(ChatDisplay, ChatEdits, ChatMarks, ChatRuns):
         """``chat(text, *attachments, **options)`` from synchronous code: send and wait for the reply.
 
         Works in a plain script and in a notebook cell alike (the call runs on a private event
-        loop in a worker thread); streaming, the displayed views and ``chat.stop()`` work as
-        with ``await``, and an interrupt (Ctrl-C, the kernel's stop button) stops the reply,
-        keeping its partial text, before it is raised.
+        loop in a worker thread); streaming, the displayed views and ``chat.stop()`` (from any
+        thread) work as with ``await``, and an interrupt (Ctrl-C, the kernel's interrupt button)
+        stops the reply, keeping its partial text, before it is raised. A cell that waits holds
+        its kernel, which then hears no widget message: the views offer no Stop button and say
+        to interrupt the kernel instead.
         """
-        return run_blocking(self(text, *attachments, **options), on_interrupt=self.stop)
+        return self._blocking(self(text, *attachments, **options))
 
     def run_sync(
         self, text: str | Untrusted | None = None, *attachments: Any, **options: Any
     ) -> AgentResult:
         """``chat.run(text, *attachments, **options)`` from synchronous code (as ``chat.sync``)."""
-        return run_blocking(self.run(text, *attachments, **options), on_interrupt=self.stop)
+        return self._blocking(self.run(text, *attachments, **options))
+
+    def _blocking(self, call: Pending[T]) -> T:
+        """Wait for ``call`` on the private loop; a caller with a loop of its own (a notebook
+        cell) holds that loop meanwhile, so its views cannot hear a Stop button."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            held = False
+        else:
+            held = True
+        self._held = held
+        try:
+            return run_blocking(call, on_interrupt=self.stop)
+        finally:
+            self._held = False
 
     async def _ask(
         self,

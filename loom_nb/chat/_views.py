@@ -167,6 +167,7 @@ class ChatDisplay:
         _views: LiveViews | None
         _caller: Any
         _stoppable: bool
+        _held: bool
         live_text: str
 
         @property
@@ -242,7 +243,10 @@ class ChatDisplay:
                 approvals=self.approvals(),
                 stats=self._stats.of(self._turns, len(self._history)),
             )
-            header = self.header() + (" · replying" if self.busy else "")
+            replying = " · replying" if self.busy else ""
+            if self.busy and self._held:  # a cell waits on chat.sync: its kernel hears no Stop
+                replying += " (interrupt the kernel to stop)"
+            header = self.header() + replying
         except Exception:
             _log.exception("Chat: the displayed views could not be updated")
             return
@@ -252,6 +256,8 @@ class ChatDisplay:
             transcript,
             header,
             on_decision=self._on_view_decision if self._parked is not None else None,
-            on_stop=self.stop if self._stoppable and self._caller is not None else None,
+            on_stop=self.stop
+            if self._stoppable and self._caller is not None and not self._held
+            else None,
             live_text=self.live_text,
         )

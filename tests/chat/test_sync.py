@@ -79,10 +79,12 @@ async def test_sync_inside_a_running_loop_streams_and_updates_the_views() -> Non
     view.observe(lambda change: live.append(change["new"]), names="live_text")
     deltas: list[str] = []
     threads: set[str] = set()
+    while_streaming: list[tuple[bool, str]] = []
 
     def on_text(delta: str) -> None:
         deltas.append(delta)
         threads.add(threading.current_thread().name)
+        while_streaming.append((view.stoppable, view.header))
 
     outer = asyncio.get_running_loop()
     reply = chat.sync("go", on_text=on_text)
@@ -91,6 +93,10 @@ async def test_sync_inside_a_running_loop_streams_and_updates_the_views() -> Non
     assert deltas == ["strea", "med w", "ords ", "here"]
     assert threads == {"loom_nb-sync"}  # the reply ran on the private loop's thread
     assert live[-2:] == ["streamed words here", ""]
+    # The cell's loop is held: a Stop button could not be heard, so the view says to interrupt.
+    assert {stoppable for stoppable, _ in while_streaming} == {False}
+    assert while_streaming[-1][1].endswith("· replying (interrupt the kernel to stop)")
+    assert not view.header.endswith("to stop)")
     assert "streamed words here" in view.to_static_html()
     result = chat.run_sync("look k up", stream=False)
     assert (result.status, result.text) == ("completed", "found it")
