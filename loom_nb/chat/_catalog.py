@@ -17,7 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from loom_nb.chat._cost import run_usage
+from loom_nb.chat._cost import answered, run_usage
 from loom_nb.chat._log import ChatLog, Outline, RunHandler, Target, fold, started_identity, walk
 from loom_nb.chat._records import DEFAULT_HOME, ChatTurn, Parked, TurnStatus, settled, shared_store
 from loom_nb.content import Message, Usage, text_of
@@ -151,8 +151,7 @@ def _read_run(journal: Journal, target: Target, parked: Parked) -> None:
             cost=cost,
             position=parked.position,
             run_id=parked.run_id,
-            provider=(parked.identity or {}).get("provider"),
-            model=(parked.identity or {}).get("model"),
+            **answered(parked.identity, None),
         )
     )
     target._history[:] = transcript.messages or parked.messages

@@ -50,7 +50,7 @@ from loom_nb.agent import AgentResult, ToolDefinition
 from loom_nb.agent._decorator import tool as make_tool
 from loom_nb.agent._tools import menu_of
 from loom_nb.chat._attach import user_message
-from loom_nb.chat._cost import Totals, price_for
+from loom_nb.chat._cost import Totals, answered, price_for
 from loom_nb.chat._edits import ChatEdits
 from loom_nb.chat._log import Mark
 from loom_nb.chat._marks import ChatMarks
@@ -455,8 +455,7 @@ class Chat(ChatDisplay, ChatEdits, ChatMarks, ChatRuns):
                 usage=response.usage,
                 cost=cost,
                 position=position,
-                provider=identity.get("provider"),
-                model=response.model or identity.get("model"),
+                **answered(identity, response),
             )
         )
         self._refresh_views()

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Totals",
+    "answered",
+    "answerer",
     "can_price",
     "format_cost",
     "identity_of",
@@ -106,13 +108,9 @@ def price_for(identity: Mapping[str, Any] | None, response: LlmResponse) -> Deci
     A fallback's identity names its members: the one that answered (``response.provider``) sets
     the price.
     """
-    identity = identity or {}
-    members = identity.get("members")
-    if isinstance(members, dict):
-        member = members.get(response.provider) if response.provider is not None else None
-        if not isinstance(member, dict):
-            return None
-        identity = member
+    identity = answerer(identity, response)
+    if identity is None:
+        return None
     vendor, url = identity.get("vendor"), identity.get("api_url")
     vendor = vendor if isinstance(vendor, str) else None
     url = url if isinstance(url, str) else None
@@ -122,6 +120,27 @@ def price_for(identity: Mapping[str, Any] | None, response: LlmResponse) -> Deci
     if not isinstance(model, str) or not model:
         return None
     return _lookup(response.usage, model, vendor, url, _one_hour_writes(response, vendor))
+
+
+def answerer(
+    identity: Mapping[str, Any] | None, response: LlmResponse | None
+) -> Mapping[str, Any] | None:
+    """The identity of the provider that gave ``response``: ``identity`` itself, or for a
+    fallback the member ``response.provider`` names (None when it names none of them)."""
+    identity = identity or {}
+    members = identity.get("members")
+    if not isinstance(members, dict):
+        return identity
+    label = response.provider if response is not None else None
+    member = members.get(label) if label is not None else None
+    return member if isinstance(member, dict) else None
+
+
+def answered(identity: Mapping[str, Any] | None, response: LlmResponse | None) -> dict[str, Any]:
+    """``{"provider", "model"}`` of a turn: the class and model that answered it, as recorded."""
+    who = answerer(identity, response) or identity or {}
+    model = response.model if response is not None else None
+    return {"model": model or who.get("model"), "provider": who.get("provider")}
 
 
 def can_price(provider: object) -> bool:

@@ -26,13 +26,14 @@ built them: ``Chat.resume`` replays each run's agent loop from its log to get it
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from loom_nb.chat._cost import price_for, run_usage
+from loom_nb.chat._cost import answered, price_for, run_usage
 from loom_nb.chat._records import ChatTurn, Parked, Position, TurnStatus, UndoMark
 from loom_nb.content import LlmRequest, LlmResponse, Message, assistant_message_of
 from loom_nb.journal import Event, Journal
@@ -98,6 +99,11 @@ class LogStep:
     def error(self) -> dict[str, Any]:
         """A failed step's error (``code``, ``message``, ``type``), else ``{}``."""
         error = self.payload.get("error") if self.state == "failed" else None
+        if isinstance(error, str):  # kept as JSON text by some writers
+            try:
+                error = json.loads(error)
+            except ValueError:
+                return {}
         return error if isinstance(error, dict) else {}
 
 
@@ -298,8 +304,7 @@ def _turn(
             usage=response.usage,
             cost=price_for(identity, response) if status == "completed" else None,
             position=position,
-            provider=identity.get("provider"),
-            model=response.model or identity.get("model"),
+            **answered(identity, response),
         )
     )
 
@@ -332,8 +337,7 @@ def halt_run(target: Target, parked: Parked, journal: Journal) -> None:
         cost=cost,
         position=parked.position,
         run_id=parked.run_id,
-        provider=(parked.identity or {}).get("provider"),
-        model=(parked.identity or {}).get("model"),
+        **answered(parked.identity, None),
     )
     del target._turns[parked.turn :]
     target._turns.append(turn)

@@ -79,6 +79,8 @@ def resume_chat(chat: Chat, *, system_given: bool) -> Chat:
         run_blocking(rebuild)  # runs replay their agent loops (which may wait on tasks)
     else:
         settled(rebuild, f"Chat.resume({chat.id!r})")
+    # A run resumed later (a halted one, once its limit is raised) replays its log leniently too.
+    chat._recorded_runs.update(t.run_id for t in chat._turns if t.run_id is not None)
     return chat
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from loom_nb.agent import AgentResult, ToolDefinition, agent_loop
 from loom_nb.chat._attach import user_message
-from loom_nb.chat._cost import run_usage
+from loom_nb.chat._cost import answered, run_usage
 from loom_nb.chat._log import halt_run
 from loom_nb.chat._money import check_limits, make_budget
 from loom_nb.chat._records import ChatTurn, Parked, chat_divergence, print_delta
@@ -307,8 +307,7 @@ class ChatRuns:
             position=position,
             run_id=run_id,
             result=result,
-            provider=identity.get("provider"),
-            model=(response.model if response is not None else None) or identity.get("model"),
+            **answered(identity, response),
         )
         del self._turns[index:]
         self._turns.append(turn)

@@ -13,13 +13,17 @@ from typing import Any
 import pytest
 
 from loom_nb import (
+    BudgetExceededError,
     Chat,
     ConfigurationError,
     ContentValidationError,
+    FallbackProvider,
     Journal,
+    Limits,
     Message,
     ReplayDivergenceError,
     ScriptedProvider,
+    Usage,
     agent_loop,
     chats,
     tool,
@@ -388,3 +392,59 @@ async def test_a_stopped_turn_comes_back_with_its_partial_text(tmp_path: Path) -
         "#chat:3:model",
     ]
     assert resumed.turns[-1].position == 3
+
+
+@tool
+def step(n: int) -> str:
+    """Take a step.
+
+    Args:
+        n: The step.
+    """
+    return f"did {n}"
+
+
+async def test_a_run_a_spending_limit_halted_is_resumed_halted_and_goes_on(
+    journal_backend: JournalBackend,
+) -> None:
+    """A halted run comes back as a halted turn with its spend; chat.run(limits=...) finishes it."""
+    calls = [
+        {
+            "tool_calls": [{"id": f"c{i}", "name": "step", "input": {"n": i}}],
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+        for i in range(2)
+    ]
+    first = ScriptedProvider([*calls, {"text": "never asked"}])
+    kernel = journal_backend.open("j")
+    chat = Chat(first, tools=[step], journal=kernel, id="halting")
+    with pytest.raises(BudgetExceededError):
+        await chat.run("go", limits=Limits(max_requests=2))
+    kernel.close()
+    second = ScriptedProvider([{"text": "done", "usage": {"input_tokens": 10, "output_tokens": 5}}])
+    resumed = Chat.resume("halting", second, journal=journal_backend.open("j"), tools=[step])
+    assert [(t.kind, t.status) for t in resumed.turns] == [("run", "halted")]
+    assert resumed.usage == Usage(input_tokens=20, output_tokens=10)
+    assert "halted by a spending limit" in resumed.header()
+    assert second.requests == []
+    result = await resumed.run(limits=Limits(max_requests=5))
+    assert (result.status, result.text) == ("completed", "done")
+    assert len(second.requests) == 1  # only the refused call is made now
+    assert [t.status for t in resumed.turns] == ["completed"]
+    assert resumed.usage == Usage(input_tokens=30, output_tokens=15)
+
+
+async def test_a_fallback_chat_is_priced_by_the_member_that_answered(tmp_path: Path) -> None:
+    """A FallbackProvider's turns are recorded and priced by the member that answered, also resumed."""
+    journal = Journal(tmp_path / "j.sqlite")
+    member, _ = anthropic({"text": "A", "usage": {"input_tokens": 10, "output_tokens": 2}})
+    chat = Chat(FallbackProvider([member]), journal=journal, id="fb")
+    await chat("one")
+    assert chat.turns[0].cost == price(10, 2)
+    resumed = Chat.resume("fb", ScriptedProvider([]), journal=journal)
+    (turn,) = resumed.turns
+    assert (turn.provider, turn.model, turn.cost) == (
+        "AnthropicProvider",
+        "claude-sonnet-4-5",
+        price(10, 2),
+    )
