@@ -119,7 +119,9 @@ _EXPORTS: dict[str, str] = {
     "tool": "loom_nb.agent",
     # conversation
     "Chat": "loom_nb.chat",
+    "ChatSummary": "loom_nb.chat",
     "ChatTurn": "loom_nb.chat",
+    "chats": "loom_nb.chat",
     # rendering (pure HTML, no widgets)
     "render_message": "loom_nb.render",
     "render_part": "loom_nb.render",

@@ -1,5 +1,7 @@
-"""The conversation layer: ``Chat`` (journaled turns, agent runs, forks, usage and cost)."""
+"""The conversation layer: ``Chat`` (journaled turns, agent runs, forks, resume, usage and cost)."""
 
+from loom_nb.chat._catalog import ChatSummary, chats
 from loom_nb.chat._chat import Chat, ChatTurn
+from loom_nb.chat._sync import NotAwaitedWarning
 
-__all__ = ["Chat", "ChatTurn"]
+__all__ = ["Chat", "ChatSummary", "ChatTurn", "NotAwaitedWarning", "chats"]

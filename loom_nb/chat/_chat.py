@@ -9,66 +9,70 @@ decisions 4-8, 10). There is no second pipeline: the PromptPad is a face over th
 Durability. A chat is an execution of the journal (default: ``.loom/journal.sqlite``, created
 on first use). Turn ``k`` of ``chat(...)`` is the step ``#chat:<k>:model`` at position ``k``;
 re-running a notebook with the same ``Chat(..., id=...)`` serves every recorded turn from the log
-(no model, no key) and goes on live after the last one. ``chat.run`` drives the agent loop in
-its own execution ``<id>/run-<n>``, parks for approvals and resumes (``_runs``). ``chat.fork(turn)`` is ``execution.fork(position, "<id>/fork-<n>")``: a new execution
-holding the chat's log before that turn, whose copied turns the child replays from that log.
+(no model, no key) and goes on live after the last one. ``chat.run`` takes a position too (its
+``run`` step) and drives the agent loop in its own execution ``<id>/run-<n>``, parks for
+approvals and resumes (``_runs``). What else the chat journals (a seed, the provider answering,
+a stopped turn's text, a start over) is ``_log``'s layout and ``_marks``'s steps.
+``chat.fork(turn)`` is ``execution.fork(position, "<id>/fork-<n>")``: a new execution holding the
+chat's log before that turn.
 
-Undo. ``chat.undo()`` drops the last turn from the history and is journaled itself: the step
-``#chat:<k>:undo`` at the chat's next position, whose input names the turn dropped. The log
-keeps the undone turn (it is append-only) and says it was undone, so re-running the same code
-serves the undo from the log like any turn, while code that no longer undoes there, or undoes
-another turn, diverges (``ReplayDivergenceError``) instead of rebuilding another conversation;
-a fork's copied log carries the undo too. (A fork that has not replayed its shared log yet
-journals an undo with its first step.)
+Outliving the kernel (issue 27). ``Chat.resume(id, provider)`` rebuilds a chat from its log
+without re-running the cells (``_resume``): history, turns, usage, cost and a parked run's
+approvals come back, and the next message runs live after the last recorded turn, on this
+provider or another. ``Chat(..., history=[...])`` starts from given messages, journaled as the
+chat's first step; ``Chat(..., restart=True)`` starts an id over, archiving its old turns.
 
-Display. ``display(chat)`` shows a live transcript view (made by the notebook layer) that the
-chat keeps, weakly, and updates as turns land (``_views``).
+Undo and fork (``_edits``). ``chat.undo()`` drops the last turn and is journaled itself
+(``#chat:<k>:undo``), so a replay undoes the same turn at the same point.
+
+Display and sync use. ``display(chat)`` shows a live transcript view (made by the notebook
+layer) that the chat keeps, weakly, and updates as turns land (``_views``). ``chat.sync(...)``
+and ``chat.run_sync(...)`` work from plain code and from a cell alike (``_sync``).
 
 Stopping. ``chat.stop()`` cancels the reply in flight (the calling task, e.g. the PromptPad's
-send): the step is journaled as failed, never completed; the partial text streamed so far is
-kept in the history as the assistant's turn and the turn is marked ``stopped``.
+send), from any thread: the step is journaled as failed, never completed; the partial text
+streamed so far is kept in the history as the assistant's turn (and journaled after it, for a
+resume) and the turn is marked ``stopped``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from loom_nb.agent import ToolDefinition
+from loom_nb.agent import AgentResult, ToolDefinition
 from loom_nb.agent._decorator import tool as make_tool
 from loom_nb.agent._tools import Toolset, menu_of
 from loom_nb.chat._attach import user_message
-from loom_nb.chat._cost import Totals, price_of
-from loom_nb.chat._display import ChatDisplay
+from loom_nb.chat._cost import Totals, answered, price_for
+from loom_nb.chat._edits import ChatEdits
+from loom_nb.chat._log import Mark
+from loom_nb.chat._marks import ChatMarks
 from loom_nb.chat._money import check_limits, make_budget
 from loom_nb.chat._records import (
     DEFAULT_HOME,
     ChatTurn,
+    Parked,
     Position,
-    Recorded,
-    Skipped,
     TurnStatus,
     UndoMark,
+    chat_divergence,
     check_arguments,
     print_delta,
+    seed_messages,
     settings_of,
-    settled,
     shared_journal,
     shared_store,
-    undo_divergence,
-    undo_entry,
-    undone,
 )
-from loom_nb.chat._views import LiveViews, TurnStats
+from loom_nb.chat._runs import ChatRuns
+from loom_nb.chat._sync import Pending, run_blocking
+from loom_nb.chat._views import ChatDisplay, LiveViews, TurnStats
 from loom_nb.content import (
     LlmRequest,
     LlmResponse,
@@ -77,7 +81,7 @@ from loom_nb.content import (
     Usage,
     assistant_message_of,
 )
-from loom_nb.errors import ConfigurationError, JournalError, ReplayDivergenceError
+from loom_nb.errors import ConfigurationError, ReplayDivergenceError
 from loom_nb.journal import Execution, Journal, create_llm_effect
 from loom_nb.providers._base import ResetCallback, TextCallback, ToolDeltaCallback
 from loom_nb.settings import ModelSettings
@@ -90,24 +94,29 @@ if TYPE_CHECKING:
 
 __all__ = ["Chat", "ChatTurn"]
 
-_log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
-class Chat(ChatDisplay):
+class Chat(ChatDisplay, ChatEdits, ChatMarks, ChatRuns):
     """A conversation over ``provider``: ``reply = await chat(text, *attachments)``.
 
     ``system`` is the system prompt, ``tools`` the ``ToolDefinition``s (or plain typed functions,
     made tools with ``@tool``, or toolsets such as ``MCPToolset``) that ``chat.run`` lets the
-    model call. ``store`` holds media over the inline cap (default: ``.loom/store``, opened only
-    when needed); ``journal`` records every turn (default: ``.loom/journal.sqlite``). ``id``
-    names the chat's execution: re-running the same code with the same id replays the recorded
-    turns. ``settings`` are the model settings sent with every request. ``stream=True`` streams
-    each reply (``on_text`` sees the deltas; with no callback they are printed, so a cell shows
-    them live). ``limits`` (a ``Limits``) bounds what the whole chat may spend: a model call that
-    would start with a limit reached is refused with ``BudgetExceededError`` before any I/O
-    (journaled); raise ``chat.limits`` and call again. Prompt caching is ``"auto"`` unless
-    ``settings.cache`` says otherwise (Anthropic breakpoints, OpenAI's cache key set to the
-    chat's id).
+    model call. ``store`` holds media over
+    the inline cap (default: ``.loom/store``, opened only when needed); ``journal`` records
+    every turn (default: ``.loom/journal.sqlite``). ``id`` names the chat's execution: re-running
+    the same code with the same id replays the recorded turns. ``settings`` are the model
+    settings sent with every request. ``stream=True`` streams each reply (``on_text`` sees the
+    deltas; with no callback they are printed, so a cell shows them live). ``limits`` (a
+    ``Limits``) bounds what the whole chat may spend: a model call that would start with a limit
+    reached is refused with ``BudgetExceededError`` before any I/O (journaled); raise
+    ``chat.limits`` and call again. Prompt caching is ``"auto"`` unless ``settings.cache`` says
+    otherwise (Anthropic breakpoints, OpenAI's cache key set to the chat's id).
+
+    ``history`` seeds the conversation with earlier messages (``Message``s or ``{"role",
+    "content"}`` dicts), journaled as the chat's first step. ``restart=True`` starts the id over:
+    its recorded turns move to an archived id (``<id>~archived-<time>``, listed by ``chats()``)
+    and the chat begins empty. ``Chat.resume(id, provider)`` goes on from a recorded chat.
     """
 
     def __init__(
@@ -124,9 +133,12 @@ class Chat(ChatDisplay):
         stream: bool = False,
         on_text: TextCallback | None = None,
         limits: Limits | None = None,
+        history: Sequence[Message | Mapping[str, Any]] | None = None,
+        restart: bool = False,
     ) -> None:
         check_arguments(provider, system, tools, store, journal, id, tenant, on_text)
         self._limits = check_limits(limits, "Chat()")
+        seed = seed_messages(history) if history is not None else None
         self._provider = provider
         self._system = system
         # Toolsets (MCP servers) are listed by each run, as a journaled step; plain turns, which
@@ -148,19 +160,24 @@ class Chat(ChatDisplay):
         self._principal = Principal(tenant=tenant)
         self._stream = bool(stream)
         self._on_text = on_text
-        self._history: list[Message] = []
+        self._history: list[Message] = list(seed or [])
+        self._seed = seed  # journaled with the first step, then None
         self._turns: list[ChatTurn] = []
-        self._positions: list[Position | UndoMark] = []
-        self._replay_prefix: list[Position | UndoMark] = []
+        self._positions: list[Position | UndoMark | Mark] = []
+        self._replay_prefix: list[Position | UndoMark | Mark] = []
+        self._shared = 0  # how much of a fork's replay prefix its copied log holds
         self._execution: Execution | None = None
+        self._identity: dict[str, Any] | None = None  # the provider the log answers with now
+        self._recorded_runs: set[str] = set()  # runs a resume found: replayed leniently
         self._runs = 0
         self._forks = 0
-        self._parked: tuple[str, list[Message], int, int] | None = None
-        self._halted: tuple[str, list[Message], int, int] | None = None  # a run a limit stopped
+        self._parked: Parked | None = None
+        self._halted: Parked | None = None  # a run a spending limit stopped
         self._run_limits: Limits | None = None
         self._decisions: dict[str, dict[str, Any]] = {}
         self._deciders: dict[str, str] = {}
         self._caller: asyncio.Task[Any] | None = None
+        self._held = False  # a synchronous call holds the caller's event loop (a notebook cell)
         self._stopping = False
         self._stoppable = False
         self._totals = Totals()
@@ -169,6 +186,55 @@ class Chat(ChatDisplay):
         self._decided: dict[str, dict[str, Any]] = {}  # finished run id -> its journaled decisions
         self.live_text = ""
         """The text streamed so far by the reply in flight ("" when idle)."""
+        if restart:
+            from loom_nb.chat._resume import restart_chat
+
+            restart_chat(self)
+
+    @classmethod
+    def resume(
+        cls,
+        id: str,
+        provider: LlmProvider,
+        *,
+        journal: Journal | str | None = None,
+        store: ContentStore | None = None,
+        tools: Sequence[ToolDefinition | Toolset | Callable[..., Any]] = (),
+        settings: ModelSettings | Mapping[str, Any] | None = None,
+        system: str | Untrusted | None = None,
+        tenant: str = "notebook",
+        stream: bool = False,
+        on_text: TextCallback | None = None,
+        limits: Limits | None = None,
+    ) -> Chat:
+        """The chat ``id`` as its journal recorded it, ready to go on, with no model called.
+
+        ``history``, ``turns``, ``usage``, ``cost`` and a parked run's ``pending_approvals`` are
+        the journaled ones; the next ``await chat(...)`` or ``chat.run(...)`` runs live after the
+        last recorded turn, on ``provider`` (another provider or model is fine: each turn records
+        which answered it), and a parked run can be decided. The keyword arguments are
+        ``Chat``'s; ``system`` defaults to the one the chat's last model turn was sent with, and
+        ``tools`` must be the tools its runs used (they are replayed from the log, never run).
+        An unknown id is a ``ConfigurationError`` (code ``unknown_chat``) naming the nearest ids.
+        """
+        from loom_nb.chat._resume import resume_chat
+
+        return resume_chat(
+            cls(
+                provider,
+                system=system,
+                tools=tools,
+                store=store,
+                journal=_existing_journal(journal, id),
+                settings=settings,
+                id=id,
+                tenant=tenant,
+                stream=stream,
+                on_text=on_text,
+                limits=limits,
+            ),
+            system_given=system is not None,
+        )
 
     # -- configuration ---------------------------------------------------------------------------
 
@@ -250,7 +316,7 @@ class Chat(ChatDisplay):
         """True while a reply is in flight."""
         return self._caller is not None
 
-    async def __call__(
+    def __call__(
         self,
         text: str | Untrusted = "",
         *attachments: Any,
@@ -260,8 +326,8 @@ class Chat(ChatDisplay):
         on_tool_delta: ToolDeltaCallback | None = None,
         on_tool_reset: ResetCallback | None = None,
         on_reasoning: TextCallback | None = None,
-    ) -> LlmResponse:
-        """Send ``text`` with ``attachments`` (paths, bytes, PIL images, parts); return the reply.
+    ) -> Pending[LlmResponse]:
+        """Send ``text`` with ``attachments`` (paths, bytes, PIL images, parts); await the reply.
 
         The turn is the journaled step ``#chat:<k>:model``. A refusal (``GuardError``,
         ``UnsupportedModalityError`` ...) or a provider error leaves the history unchanged. With
@@ -269,12 +335,74 @@ class Chat(ChatDisplay):
         ``reply.output`` is the validated ``Model`` (``StructuredOutputError`` otherwise).
         ``on_tool_delta`` / ``on_tool_reset`` see streamed tool-call fragments (the PromptPad's live
         area) and ``on_reasoning`` the streamed reasoning (the model's visible thinking); like
-        ``on_text`` they are never journaled.
+        ``on_text`` they are never journaled. Not awaited, nothing is sent (and the returned
+        value says so when shown, or warns when dropped); plain code uses ``chat.sync(...)``.
         """
+        turn = self._ask(
+            text,
+            attachments,
+            stream=stream,
+            on_text=on_text,
+            output_type=output_type,
+            on_tool_delta=on_tool_delta,
+            on_tool_reset=on_tool_reset,
+            on_reasoning=on_reasoning,
+        )
+        return Pending(turn, "chat(...)", "chat.sync(...)")
+
+    def sync(self, text: str | Untrusted = "", *attachments: Any, **options: Any) -> LlmResponse:
+        """``chat(text, *attachments, **options)`` from synchronous code: send and wait for the reply.
+
+        Works in a plain script and in a notebook cell alike (the call runs on a private event
+        loop in a worker thread); streaming, the displayed views and ``chat.stop()`` (from any
+        thread) work as with ``await``, and an interrupt (Ctrl-C, the kernel's interrupt button)
+        stops the reply, keeping its partial text, before it is raised. A cell that waits holds
+        its kernel, which then hears no widget message: the views offer no Stop button and say
+        to interrupt the kernel instead.
+        """
+        return self._blocking(self(text, *attachments, **options))
+
+    def run_sync(
+        self, text: str | Untrusted | None = None, *attachments: Any, **options: Any
+    ) -> AgentResult:
+        """``chat.run(text, *attachments, **options)`` from synchronous code (as ``chat.sync``)."""
+        return self._blocking(self.run(text, *attachments, **options))
+
+    def _blocking(self, call: Pending[T]) -> T:
+        """Wait for ``call`` on the private loop; a caller with a loop of its own (a notebook
+        cell) holds that loop meanwhile, so its views cannot hear a Stop button."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            held = False
+        else:
+            held = True
+        self._held = held
+        try:
+            return run_blocking(call, on_interrupt=self.stop)
+        finally:
+            self._held = False
+
+    async def _ask(
+        self,
+        text: str | Untrusted,
+        attachments: tuple[Any, ...],
+        *,
+        stream: bool | None,
+        on_text: TextCallback | None,
+        output_type: type[BaseModel] | None,
+        on_tool_delta: ToolDeltaCallback | None,
+        on_tool_reset: ResetCallback | None,
+        on_reasoning: TextCallback | None,
+    ) -> LlmResponse:
         self._check_idle()
         message = user_message(text, attachments, self._history, lambda: self.store, self._tenant)
         request = self._request([*self._history, message])
-        execution = await self._ready()
+        try:
+            execution = await self._ready()
+            identity = await self._provider_step(execution)
+        except ReplayDivergenceError as exc:
+            raise chat_divergence(exc, self.id) from exc
         position = len(self._positions)
         step_id = f"#chat:{position}:model"
         streaming = self._stream if stream is None else bool(stream)
@@ -311,7 +439,7 @@ class Chat(ChatDisplay):
             landed = True
         except ReplayDivergenceError as exc:
             self._positions.append(Position(step_id, request, None, output_type))
-            raise undo_divergence(exc) from exc
+            raise chat_divergence(exc, self.id) from exc
         except BaseException:
             self._positions.append(Position(step_id, request, None, output_type))
             raise
@@ -324,10 +452,12 @@ class Chat(ChatDisplay):
             self._leave()
             if not landed:
                 self._refresh_views()  # the refused or failed turn leaves the views as they were
+        if status == "stopped":
+            await self._stop_step(execution, response.content)
         start = len(self._history)
         if status == "completed" or response.content:
             self._history.extend([message, assistant_message_of(response)])
-        cost = price_of(self._provider, response) if status == "completed" else None
+        cost = price_for(identity, response) if status == "completed" else None
         self._turns.append(
             ChatTurn(
                 index=len(self._turns),
@@ -338,6 +468,7 @@ class Chat(ChatDisplay):
                 usage=response.usage,
                 cost=cost,
                 position=position,
+                **answered(identity, response),
             )
         )
         self._refresh_views()
@@ -345,101 +476,38 @@ class Chat(ChatDisplay):
 
     def stop(self) -> bool:
         """Cancel the reply in flight; True if one was. Its partial text is kept, marked stopped."""
-        if self._caller is None or self._caller.done():
+        caller = self._caller
+        if caller is None or caller.done():
             return False
         self._stopping = True
-        self._caller.cancel()
+        loop = caller.get_loop()
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if here is loop:
+            caller.cancel()
+        else:  # a synchronous call's reply runs on the private loop's thread
+            loop.call_soon_threadsafe(caller.cancel)
         return True
 
-    def undo(self) -> list[Message]:
-        """Drop the last turn from the history and return its messages.
+    # -- internals -------------------------------------------------------------------------------
 
-        The undo is journaled (step ``#chat:<k>:undo``), so a replay of the chat undoes the same
-        turn at the same point; the log keeps the undone turn.
-        """
-        self._check_idle(allow_parked=True)
-        if not self._turns:
-            raise ConfigurationError("there is no turn to undo.", code="nothing_to_undo")
-        turn = self._turns[-1]
-        position = len(self._positions) + len(self._replay_prefix)
-        mark = UndoMark(f"#chat:{position}:undo", undo_entry(turn))
-        if self._replay_prefix:  # a fork that has not replayed its shared log: journaled after it
-            self._replay_prefix.append(mark)
-        else:
-            if self._execution is None:
-                self._execution = self.journal.execution(self.id, principal=self._principal)
-            settled(self._undo_step(self._execution, mark), "chat.undo()")
-            self._positions.append(mark)
-        self._turns.pop()
-        removed = self._history[turn.start :]
-        del self._history[turn.start :]
-        if self._parked is not None and self._parked[3] == turn.index:
-            self._parked = None
-        if self._halted is not None and self._halted[3] == turn.index:
-            self._halted = None
-        self._refresh_views()
-        return removed
-
-    def fork(self, turn: int, *, id: str | None = None) -> Chat:
-        """A new chat sharing this one's history and log before ``turn``, to go on differently.
-
-        ``chat.fork(3)`` holds turns 0-2; its next message is its turn 3. It is a new execution
-        (``<id>/fork-<n>`` unless ``id`` is given) whose log starts with this chat's log up to
-        that turn, so it replays like any chat.
-        """
-        count = len(self._turns)
-        if isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn <= count:
-            raise ConfigurationError(
-                f"turn is a turn number from 0 to {count}, not {turn!r}.", code="invalid_argument"
-            )
-        self._check_idle(allow_parked=True)
-        cut = self._turns[turn] if turn < count else None
-        positions = [*self._replay_prefix, *self._positions]
-        position = cut.position if cut is not None else len(positions)
-        start = cut.start if cut is not None else len(self._history)
-        new_id = id if id is not None else f"{self.id}/fork-{self._forks}"
-        if not isinstance(new_id, str) or not new_id.strip():
-            raise ConfigurationError(
-                f"id is a non-empty string, not {new_id!r}.", code="invalid_argument"
-            )
-        forked = self._fork_execution(position, new_id)
-        child = Chat(
+    def _like(self, id: str) -> Chat:
+        """A new chat with this one's provider, tools, settings, store and journal (a fork)."""
+        return Chat(
             self._provider,
             system=self._system,
             tools=[*self._tools, *self._toolsets],
             store=self._store,
             journal=self.journal,
             settings=self._settings,
-            id=new_id,
+            id=id,
             tenant=self._principal.tenant,
             stream=self._stream,
             on_text=self._on_text,
             limits=self._limits,
         )
-        self._forks += 1
-        child._history = self._history[:start]
-        child._turns = [replace(t) for t in self._turns[:turn]]
-        child._execution = forked
-        child._replay_prefix = positions[:position]
-        child._runs = self._runs
-        return child
-
-    def _fork_execution(self, position: int, new_id: str) -> Execution | None:
-        """``execution.fork(position, new_id)``: the new execution holds the log before the turn.
-
-        Re-running a notebook forks again: the fork made last time is reopened and replayed.
-        With nothing journaled yet there is nothing to share (None: the child opens its own).
-        """
-        if self._execution is None or position == 0:
-            return None
-        try:
-            return self._execution.fork(position, new_id)
-        except JournalError as exc:
-            if exc.code != "execution_exists":
-                raise
-            return self.journal.execution(new_id, principal=self._principal)
-
-    # -- internals -------------------------------------------------------------------------------
 
     @property
     def _tenant(self) -> str:
@@ -499,35 +567,31 @@ class Chat(ChatDisplay):
         return reset
 
     async def _ready(self) -> Execution:
-        """The chat's execution, opened on first use; a fork first replays its shared prefix."""
-        if self._execution is None:
-            self._execution = self.journal.execution(self.id, principal=self._principal)
+        """The chat's execution, opened on first use: a fork takes its copied log as replayed (and
+        journals an undo made before), a chat started over serves its restart mark, a seed is
+        journaled (or served)."""
+        execution = self._open()
         if self._replay_prefix:
             prefix, self._replay_prefix = self._replay_prefix, []
-            for item in prefix:
-                await self._replay(self._execution, item)
-        return self._execution
+            shared, self._shared = self._shared, 0
+            execution.seek(shared)
+            self._positions.extend(prefix[:shared])
+            for item in prefix[shared:]:
+                await self._replay(execution, item)
+        await self._serve_restart(execution)
+        await self._seed_step(execution)
+        return execution
 
-    async def _undo_step(self, execution: Execution, mark: UndoMark) -> None:
-        """Journal (or, replayed, serve) the undo step; its function is synchronous."""
-        await execution.execute(mark.step_id, undone, mark.entry)
 
-    async def _replay(self, execution: Execution, item: Position | UndoMark) -> None:
-        """Take one shared position: served from the forked log (or copied, for a chat that had
-        journaled nothing when it was forked).
-
-        The step goes through the same effect as the original turn (so its journaled input is
-        exactly the original's), on a provider that answers with the recorded response.
-        """
-        if isinstance(item, UndoMark):
-            await self._undo_step(execution, item)
-            self._positions.append(item)
-            return
-        effect = create_llm_effect(
-            Recorded(self._provider, item.response),
-            resolve_content=StoreResolver(self._store) if self._store is not None else None,
-            output_type=item.output_type,
+def _existing_journal(journal: Journal | str | None, chat_id: str) -> Journal | str | None:
+    """The journal a resume reads: as given, or the default one, which must exist already."""
+    if journal is not None:
+        return journal
+    path = Path.cwd() / DEFAULT_HOME / "journal.sqlite"
+    if not path.is_file():
+        raise ConfigurationError(
+            f"no chat {chat_id!r} to resume: there is no journal at {path} (the default). Pass "
+            "journal= the journal the chat was recorded in.",
+            code="unknown_chat",
         )
-        with contextlib.suppress(Skipped):
-            await effect(execution, item.step_id, item.request)
-        self._positions.append(item)
+    return None

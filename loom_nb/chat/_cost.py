@@ -20,9 +20,10 @@ fetches prices over the network: ``update_prices`` is not started.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from loom_nb.content import LlmResponse, Usage
 
@@ -32,8 +33,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Totals",
+    "answered",
+    "answerer",
     "can_price",
     "format_cost",
+    "identity_of",
+    "price_for",
     "price_of",
     "run_responses",
     "run_usage",
@@ -61,20 +66,81 @@ def vendor_of(provider: object) -> tuple[str | None, str | None]:
     return vendor, None
 
 
+def identity_of(provider: object) -> dict[str, Any]:
+    """What a chat journals about the provider that answers its turns (and prices them by).
+
+    ``{"provider": class name, "model", "vendor", "api_url"}``: the vendor and API URL as
+    ``vendor_of`` finds them (a URL only for a compatible server, without credentials or query),
+    and for a ``FallbackProvider`` its ``members`` by label, so a chat resumed later, on any
+    provider, prices each recorded turn by what answered it.
+    """
+    vendor, url = vendor_of(provider)
+    model = getattr(provider, "model", None)
+    identity: dict[str, Any] = {
+        "api_url": _without_secrets(url) if url is not None else None,
+        "model": model if isinstance(model, str) and model else None,
+        "provider": type(provider).__name__,
+        "vendor": vendor,
+    }
+    labels, members = getattr(provider, "labels", None), getattr(provider, "providers", None)
+    if callable(getattr(provider, "answered_by", None)) and isinstance(labels, list | tuple):
+        # a FallbackProvider: each member by the label ``response.provider`` names it with
+        pairs = zip(labels, members if isinstance(members, list | tuple) else (), strict=False)
+        identity["members"] = {str(label): identity_of(member) for label, member in pairs}
+    return identity
+
+
+def _without_secrets(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 def price_of(provider: object, response: LlmResponse) -> Decimal | None:
     """The USD price of one response's usage, or None when the vendor or model has no known price."""
-    answered_by = getattr(provider, "answered_by", None)
-    if callable(answered_by):  # a FallbackProvider: the provider that answered sets the price
-        provider = answered_by(response)
-        if provider is None:
-            return None
-    vendor, url = vendor_of(provider)
+    return price_for(identity_of(provider), response)
+
+
+def price_for(identity: Mapping[str, Any] | None, response: LlmResponse) -> Decimal | None:
+    """The USD price of one response answered by the provider ``identity`` names (``identity_of``).
+
+    A fallback's identity names its members: the one that answered (``response.provider``) sets
+    the price.
+    """
+    identity = answerer(identity, response)
+    if identity is None:
+        return None
+    vendor, url = identity.get("vendor"), identity.get("api_url")
+    vendor = vendor if isinstance(vendor, str) else None
+    url = url if isinstance(url, str) else None
     if vendor is None and url is None:
         return None
-    model = response.model or getattr(provider, "model", None)
+    model = response.model or identity.get("model")
     if not isinstance(model, str) or not model:
         return None
     return _lookup(response.usage, model, vendor, url, _one_hour_writes(response, vendor))
+
+
+def answerer(
+    identity: Mapping[str, Any] | None, response: LlmResponse | None
+) -> Mapping[str, Any] | None:
+    """The identity of the provider that gave ``response``: ``identity`` itself, or for a
+    fallback the member ``response.provider`` names (None when it names none of them)."""
+    identity = identity or {}
+    members = identity.get("members")
+    if not isinstance(members, dict):
+        return identity
+    label = response.provider if response is not None else None
+    member = members.get(label) if label is not None else None
+    return member if isinstance(member, dict) else None
+
+
+def answered(identity: Mapping[str, Any] | None, response: LlmResponse | None) -> dict[str, Any]:
+    """``{"provider", "model"}`` of a turn: the class and model that answered it, as recorded."""
+    who = answerer(identity, response) or identity or {}
+    model = response.model if response is not None else None
+    return {"model": model or who.get("model"), "provider": who.get("provider")}
 
 
 def can_price(provider: object) -> bool:
@@ -152,14 +218,17 @@ def run_responses(journal: Journal, run_id: str) -> list[LlmResponse]:
     return responses
 
 
-def run_usage(journal: Journal, run_id: str, provider: object) -> tuple[Usage, Decimal | None]:
-    """Tokens and cost of every model call an agent run journaled (live or replayed).
+def run_usage(
+    journal: Journal, run_id: str, identity: Mapping[str, Any] | None
+) -> tuple[Usage, Decimal | None]:
+    """Tokens and cost of every model call an agent run journaled (live or replayed), priced by
+    the provider ``identity`` (``identity_of``).
 
     The cost is None unless every call has a known price.
     """
     responses = run_responses(journal, run_id)
     usage = sum((r.usage for r in responses), Usage())
-    prices = [price_of(provider, r) for r in responses]
+    prices = [price_for(identity, r) for r in responses]
     if not prices or any(p is None for p in prices):
         return usage, None
     return usage, sum((p for p in prices if p is not None), Decimal(0))

@@ -1,10 +1,9 @@
 """What a chat records and shares: its turns, its journal positions, and its process-wide defaults.
 
-``ChatTurn`` is the public record of one turn. ``_Position`` is one position of the chat's
-execution (what a fork replays: the step id, the exact request, the recorded response), and
-``_Recorded`` the provider a fork replays it with, so the replayed step goes through the same
-``create_llm_effect`` as the original and its journaled input is byte for byte the original's.
-The default journal and store (``.loom/``) are shared by every Chat of a process.
+``ChatTurn`` is the public record of one turn. ``Position`` is one model-turn position of the
+chat's execution (the step id, the exact request, the recorded response), ``UndoMark`` an undo's,
+and ``Parked`` the run a chat drives or waits on. The default journal and store (``.loom/``) are
+shared by every Chat of a process.
 """
 
 from __future__ import annotations
@@ -14,12 +13,12 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from loom_nb.agent import AgentResult
-from loom_nb.content import LlmRequest, LlmResponse, Usage
+from loom_nb.content import LlmRequest, LlmResponse, Message, Usage, content_error
 from loom_nb.errors import (
     ConfigurationError,
     ContentValidationError,
@@ -68,6 +67,10 @@ class ChatTurn:
     """The execution id of a run turn's agent loop."""
     result: AgentResult | None = None
     """A run turn's agent result."""
+    provider: str | None = None
+    """The provider that answered (its class name, as the chat's journal records it)."""
+    model: str | None = None
+    """The model that answered: as the vendor reported it, else the provider's model."""
 
     if TYPE_CHECKING:
 
@@ -83,6 +86,8 @@ class ChatTurn:
             position: int,
             run_id: str | None = None,
             result: AgentResult | None = None,
+            provider: str | None = None,
+            model: str | None = None,
         ) -> None: ...
 
     else:
@@ -106,12 +111,14 @@ _TURN_FIELDS = ("index", "kind", "start", "status", "response", "usage", "cost",
 _TURN_SIGNATURE = inspect.Signature(
     [
         *(inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in _TURN_FIELDS),
-        inspect.Parameter("run_id", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
-        inspect.Parameter("result", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
+        *(
+            inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+            for n in ("run_id", "result", "provider", "model")
+        ),
     ]
 )
 _REQUIRED = frozenset(_TURN_FIELDS)
-_DEFAULTS: dict[str, Any] = {"run_id": None, "result": None}
+_DEFAULTS: dict[str, Any] = {"run_id": None, "result": None, "provider": None, "model": None}
 _ALL = _REQUIRED | _DEFAULTS.keys()
 ChatTurn.__signature__ = _TURN_SIGNATURE  # type: ignore[attr-defined]  # what inspect shows
 _STATUSES = frozenset(TurnStatus.__args__)  # type: ignore[attr-defined]
@@ -121,8 +128,8 @@ def _turn_error(problem: str) -> ContentValidationError:
     return ContentValidationError(
         f"invalid ChatTurn: {problem}. A ChatTurn is built by Chat (read chat.turns); by hand it "
         "takes index, kind ('chat' or 'run'), start, status, response (LlmResponse or None), "
-        "usage (Usage), cost (Decimal or None), position, and optionally run_id and result "
-        "(AgentResult).",
+        "usage (Usage), cost (Decimal or None), position, and optionally run_id, result "
+        "(AgentResult), provider and model.",
         code="invalid_chat_turn",
     )
 
@@ -144,7 +151,7 @@ def _check_turn_field(name: str, value: Any) -> None:
     elif name == "cost":
         ok = value is None or (isinstance(value, Decimal) and value.is_finite() and value >= 0)
         expected = "a finite Decimal >= 0 or None"
-    elif name == "run_id":
+    elif name in ("run_id", "provider", "model"):
         ok, expected = value is None or isinstance(value, str), "a str or None"
     else:
         ok, expected = value is None or isinstance(value, AgentResult), "an AgentResult or None"
@@ -209,6 +216,38 @@ def undo_divergence(exc: ReplayDivergenceError) -> ReplayDivergenceError:
     )
 
 
+def chat_divergence(exc: ReplayDivergenceError, chat_id: str) -> ReplayDivergenceError:
+    """A chat's replay that met other code than its log, with the chat's two ways on.
+
+    Re-running a notebook replays a chat turn by turn; a turn asked differently than the log
+    recorded (``input_changed``) or where the log has another step (``replay_divergence``) can
+    go on from the recorded conversation (resume) or start the id over (restart).
+    """
+    exc = undo_divergence(exc)
+    return ReplayDivergenceError(
+        f"{exc.message} For this chat: `Chat.resume({chat_id!r}, provider)` goes on from the "
+        "recorded conversation (its history and turns come back from the journal, and the next "
+        f"message runs live), and `Chat(provider, id={chat_id!r}, restart=True)` starts this id "
+        "over (the old turns stay in the journal under an archived id).",
+        code=exc.code,
+        **exc.details,
+    )
+
+
+class Parked(NamedTuple):
+    """The run a chat drives (or waits on, parked): what ``chat.run`` and the approvals resume."""
+
+    run_id: str
+    messages: list[Message]
+    max_turns: int
+    turn: int
+    """The turn's index in ``chat.turns``."""
+    position: int
+    """The chat position of its ``run`` step (the turn's fork point)."""
+    identity: dict[str, Any] | None
+    """The provider the run started on (a run resumed on another one has no single price)."""
+
+
 def settled(awaitable: Coroutine[Any, Any, Any], what: str) -> Any:
     """The value of a coroutine that finishes without suspending, driven here, synchronously.
 
@@ -226,10 +265,6 @@ def settled(awaitable: Coroutine[Any, Any, Any], what: str) -> Any:
         "changed. Retry it, or report this with the journal backend you use.",
         code="journal_would_wait",
     )
-
-
-class Skipped(Exception):
-    """Raised by a fork's replay of a position that did not complete in the parent."""
 
 
 _STORES: dict[Path, ContentStore] = {}
@@ -252,24 +287,49 @@ def shared_journal(path: Path, store: ContentStore) -> Journal:
     return journal
 
 
-class Recorded:
-    """A provider that answers with a recorded response (a fork's copy of its parent's turn)."""
+class Unreachable:
+    """A provider for replaying runs from the log (``Chat.resume``): any live call is refused."""
 
-    def __init__(self, provider: Any, response: LlmResponse | None) -> None:
-        self._provider = provider
-        self._response = response
+    def __init__(self, provider: Any) -> None:
         self.capabilities = provider.capabilities
         self.settings = getattr(provider, "settings", None)
-        self.name = getattr(provider, "name", type(provider).__name__)
         self.model = getattr(provider, "model", None)
 
     async def complete(self, request: LlmRequest, **_kwargs: Any) -> LlmResponse:
-        if self._response is None:
-            raise Skipped("the parent's turn did not complete")
-        return self._response
+        raise JournalError(
+            "resuming a chat replays its runs from the journal, and this run's log ends before "
+            "its model answered; nothing was called. Resume it with the tools it ran with.",
+            code="resume_needs_model",
+        )
 
     def stream(self, request: LlmRequest, **_kwargs: Any) -> Any:
-        raise Skipped("a fork copies turns without streaming")
+        raise JournalError("resuming a chat never streams a model call.", code="resume_needs_model")
+
+
+def seed_messages(history: Any) -> list[Message]:
+    """``Chat(history=...)``'s messages: ``Message``s or ``{"role", "content"}`` dicts, checked."""
+    if isinstance(history, str | bytes | Mapping) or not isinstance(history, Sequence):
+        raise ConfigurationError(
+            f"history is a list of messages (Message, or dicts with role and content), not "
+            f"{type(history).__name__}.",
+            code="invalid_argument",
+        )
+    messages = []
+    for index, item in enumerate(history):
+        if isinstance(item, Message):
+            messages.append(item)
+            continue
+        if isinstance(item, Mapping) and item.get("role") == "system":
+            raise ConfigurationError(
+                f"history[{index}] is a system message; pass it as Chat(system=...), and "
+                "history as the user and assistant messages.",
+                code="invalid_argument",
+            )
+        try:
+            messages.append(Message.model_validate(item))
+        except ValidationError as exc:
+            raise content_error(exc, f"history[{index}]") from exc
+    return messages
 
 
 def settings_of(settings: Any) -> ModelSettings | None:

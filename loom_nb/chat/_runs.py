@@ -1,7 +1,9 @@
 """``chat.run``: the agent loop in a chat, its parking for approvals, and the decisions.
 
 ``chat.run`` drives ``agent_loop`` in its own execution ``<id>/run-<n>`` (the loop owns an
-execution from position 0) on the chat's provider, tools (toolsets included), store and journal. A call to a tool that
+execution from position 0) on the chat's provider, tools, store and journal; the chat's own log
+holds a ``run`` step naming that execution (``_marks``), so the run keeps its place among the
+turns for a fork, a replay and ``Chat.resume``. A call to a tool that
 ``requires_approval`` with no decision parks the run; ``chat.approve`` / ``chat.decide`` (or the
 view's Approve / Decline) give decisions, checked here, and resume it, in this kernel or, after a
 restart, by re-running the cells. What was decided is read back from the journal
@@ -25,11 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from loom_nb.agent import AgentResult, ToolDefinition, Toolset, agent_loop
 from loom_nb.chat._attach import user_message
-from loom_nb.chat._cost import run_usage
+from loom_nb.chat._cost import answered, run_usage
+from loom_nb.chat._log import halt_run
 from loom_nb.chat._money import check_limits, make_budget
-from loom_nb.chat._records import ChatTurn, print_delta
+from loom_nb.chat._records import ChatTurn, Parked, chat_divergence, print_delta
+from loom_nb.chat._sync import Pending, run_blocking
 from loom_nb.content import Message
-from loom_nb.errors import BudgetExceededError, ConfigurationError
+from loom_nb.errors import BudgetExceededError, ConfigurationError, ReplayDivergenceError
 from loom_nb.journal import Execution, Journal
 from loom_nb.providers._base import TextCallback
 from loom_nb.spending import Limits
@@ -37,6 +41,7 @@ from loom_nb.store import ContentStore, Principal, StoreResolver
 from loom_nb.taint import Untrusted
 
 if TYPE_CHECKING:
+    from loom_nb.chat._log import Mark
     from loom_nb.chat._records import Position, UndoMark
     from loom_nb.providers import LlmProvider
 
@@ -60,12 +65,14 @@ class ChatRuns:
         _on_text: TextCallback | None
         _history: list[Message]
         _turns: list[ChatTurn]
-        _positions: list[Position | UndoMark]
+        _positions: list[Position | UndoMark | Mark]
         _runs: int
-        _parked: tuple[str, list[Message], int, int] | None
-        _halted: tuple[str, list[Message], int, int] | None
+        _parked: Parked | None
+        _halted: Parked | None
         _limits: Limits | None
         _run_limits: Limits | None
+        _identity: dict[str, Any] | None
+        _recorded_runs: set[str]
         _decisions: dict[str, dict[str, Any]]
         _deciders: dict[str, str]
         _decided: dict[str, dict[str, Any]]
@@ -78,6 +85,10 @@ class ChatRuns:
         def _tenant(self) -> str: ...
         def _check_idle(self, *, allow_parked: bool = False) -> None: ...
         async def _ready(self) -> Execution: ...
+        async def _provider_step(self, execution: Execution) -> dict[str, Any]: ...
+        async def _run_step(
+            self, execution: Execution, message: Message, max_turns: int
+        ) -> tuple[str, int]: ...
         def _enter(self, *, stoppable: bool = False) -> None: ...
         def _leave(self) -> None: ...
         def _delta(self, sink: TextCallback | None) -> TextCallback: ...
@@ -90,7 +101,7 @@ class ChatRuns:
             return []
         return list(self._turns[-1].result.pending_approvals)
 
-    async def run(
+    def run(
         self,
         text: str | Untrusted | None = None,
         *attachments: Any,
@@ -99,20 +110,34 @@ class ChatRuns:
         stream: bool | None = None,
         on_text: TextCallback | None = None,
         limits: Limits | None = None,
-    ) -> AgentResult:
+    ) -> Pending[AgentResult]:
         """Run the agent loop on ``text``: the model calls the chat's tools until it answers.
 
         Calls to tools with ``requires_approval`` are decided by ``approve`` (a callable of the
         call digest or a mapping of call id → decision, as for ``agent_loop``); with no decision
         the run parks (``result.status == "parked"``, ``chat.pending_approvals``) and is
         resumed by ``await chat.approve(...)`` / ``chat.decline(...)`` or ``chat.run(approve=...)``
-        with no text. The new messages join ``chat.history`` when the run ends.
+        with no text. The new messages join ``chat.history`` when the run ends. Plain code uses
+        ``chat.run_sync(...)``.
 
         ``limits`` bounds what this run may spend (the chat's own ``limits`` still apply). A model
         call that would start with a limit reached raises ``BudgetExceededError`` before any I/O;
         the run's turn is marked ``halted`` and ``chat.run(limits=...)`` with no text resumes it
         where it stopped (earlier steps served from the journal) once the limit is raised.
         """
+        run = self._run(text, attachments, max_turns, approve, stream, on_text, limits)
+        return Pending(run, "chat.run(...)", "chat.run_sync(...)")
+
+    async def _run(
+        self,
+        text: str | Untrusted | None,
+        attachments: tuple[Any, ...],
+        max_turns: int,
+        approve: Any,
+        stream: bool | None,
+        on_text: TextCallback | None,
+        limits: Limits | None,
+    ) -> AgentResult:
         run_limits = check_limits(limits, "chat.run()")
         if self._halted is not None and text is None and not attachments:
             self._check_idle()
@@ -134,26 +159,45 @@ class ChatRuns:
                 "chat.run needs a message (nothing is parked to resume).", code="empty_prompt"
             )
         message = user_message(text, attachments, self._history, lambda: self.store, self._tenant)
-        run_id = f"{self.id}/run-{self._runs}"
-        self._runs += 1
+        try:
+            execution = await self._ready()
+            identity = await self._provider_step(execution)
+            run_id, position = await self._run_step(execution, message, max_turns)
+        except ReplayDivergenceError as exc:
+            raise chat_divergence(exc, self.id) from exc
+        index = len(self._turns)
+        messages = [*self._history, message]
         self._halted, self._run_limits = None, run_limits
-        self._parked = (run_id, [*self._history, message], max_turns, len(self._turns))
+        self._parked = Parked(run_id, messages, max_turns, index, position, identity)
         try:
             return await self._drive(approve, stream=stream, on_text=on_text)
         except BaseException:
-            if self._parked is not None and len(self._turns) == self._parked[3]:
+            if self._parked is not None and len(self._turns) == index:
                 self._parked = None  # nothing ran far enough to park: the run is just failed
             raise
 
-    async def approve(
+    def approve(
         self, decisions: bool | Mapping[str, Any] = True, *, reason: str | None = None
-    ) -> AgentResult:
+    ) -> Pending[AgentResult]:
         """Decide the parked run's calls and resume it: ``True`` / ``False`` for all, or a mapping.
 
         A mapping is call id → ``True`` / ``False`` / ``{"approved": bool, "reason": str}``; calls
         it leaves out stay pending (the run parks again). Re-running a notebook whose run was
         already resumed in the log returns that run's result (the log decided it).
         """
+        return Pending(
+            self._approve(decisions, reason), "chat.approve(...)", "chat.approve_sync(...)"
+        )
+
+    def approve_sync(
+        self, decisions: bool | Mapping[str, Any] = True, *, reason: str | None = None
+    ) -> AgentResult:
+        """``chat.approve(...)`` from synchronous code (as ``chat.sync``)."""
+        return run_blocking(self.approve(decisions, reason=reason))
+
+    async def _approve(
+        self, decisions: bool | Mapping[str, Any], reason: str | None
+    ) -> AgentResult:
         if self._parked is None:
             last = self._turns[-1] if self._turns else None
             if last is not None and last.kind == "run" and last.result is not None:
@@ -188,9 +232,11 @@ class ChatRuns:
         decisions, self._decisions = dict(self._decisions), {}
         return await self._drive(decisions)
 
-    async def decline(self, reason: str | None = None) -> AgentResult:
+    def decline(self, reason: str | None = None) -> Pending[AgentResult]:
         """Decline every call the parked run waits on (the model is told, with ``reason``)."""
-        return await self.approve(False, reason=reason)
+        return Pending(
+            self._approve(False, reason), "chat.decline(...)", "chat.approve_sync(False)"
+        )
 
     async def _drive(
         self,
@@ -198,13 +244,24 @@ class ChatRuns:
         *,
         stream: bool | None = None,
         on_text: TextCallback | None = None,
+        provider: LlmProvider | None = None,
     ) -> AgentResult:
-        """Run (or resume) the parked-or-new run of ``self._parked`` and record its turn."""
-        assert self._parked is not None
-        run_id, messages, max_turns, index = self._parked
+        """Run (or resume) the parked-or-new run of ``self._parked`` and record its turn.
+
+        A run ``Chat.resume`` found is replayed leniently (its recorded inputs may name another
+        provider's capabilities); ``provider`` is the one a resume replays with.
+        """
+        parked = self._parked
+        assert parked is not None
+        run_id, messages, max_turns, index, position, started = parked
         streaming = self._stream if stream is None else bool(stream)
         sink = on_text or self._on_text or (print_delta if streaming else None)
-        execution = self.journal.execution(run_id, principal=self._principal)
+        lenient = run_id in self._recorded_runs
+        execution = self.journal.execution(
+            run_id,
+            principal=self._principal,
+            divergence="ignore_inputs" if lenient else "fail",
+        )
         await self._ready()
         self._enter()
         if len(self._turns) == index:  # a new run (a resumed one shows its parked turn meanwhile)
@@ -213,11 +270,11 @@ class ChatRuns:
         budget = make_budget(
             self._provider, self._limits, self._turns[:index], self.journal, self._run_limits
         )
+        keeps_media = self._store is not None or bool(self._toolsets)  # MCP media is stored
         try:
-            keeps_media = self._store is not None or bool(self._toolsets)  # MCP media is stored
             result = await agent_loop(
                 execution,
-                self._provider,
+                provider or self._provider,
                 [*self._tools, *self._toolsets],
                 messages,
                 system=self._system,
@@ -232,25 +289,27 @@ class ChatRuns:
             )
             landed = True
         except BudgetExceededError:
-            self._halt(run_id, messages, max_turns, index)
+            self._halt(parked)
             raise
         finally:
             self._leave()
             if not landed:
                 self._refresh_views()
-        usage, cost = run_usage(self.journal, run_id, self._provider)
-        start = len(messages) - 1
+        identity = self._identity or started or {}
+        usage, cost = run_usage(self.journal, run_id, identity)
+        response = result.response
         turn = ChatTurn(
             index=index,
             kind="run",
-            start=start,
+            start=len(messages) - 1,
             status=result.status,
-            response=result.response,
+            response=response,
             usage=usage,
-            cost=cost,
-            position=len(self._positions),
+            cost=cost if identity == (started or identity) else None,  # one provider, one price
+            position=position,
             run_id=run_id,
             result=result,
+            **answered(identity, response),
         )
         del self._turns[index:]
         self._turns.append(turn)
@@ -259,23 +318,9 @@ class ChatRuns:
         self._refresh_views()
         return result
 
-    def _halt(self, run_id: str, messages: list[Message], max_turns: int, index: int) -> None:
+    def _halt(self, parked: Parked) -> None:
         """A spending limit stopped the run: record what it spent as a ``halted`` turn, resumable."""
-        usage, cost = run_usage(self.journal, run_id, self._provider)
-        turn = ChatTurn(
-            index=index,
-            kind="run",
-            start=len(messages) - 1,
-            status="halted",
-            response=None,
-            usage=usage,
-            cost=cost,
-            position=len(self._positions),
-            run_id=run_id,
-        )
-        del self._turns[index:]
-        self._turns.append(turn)
-        self._parked, self._halted = None, (run_id, messages, max_turns, index)
+        halt_run(self, parked, self.journal)
 
     def approvals(self) -> dict[str, dict[str, Any]]:
         """Every call that needed a decision: ``{call id: {"state", "by", "reason"}}``.

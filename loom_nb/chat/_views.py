@@ -1,4 +1,5 @@
-"""The transcript views a displayed chat keeps up to date, and the per-turn stats they show.
+"""The transcript views a displayed chat keeps up to date, the per-turn stats they show, and
+the chat's header and repr (``ChatDisplay``).
 
 ``display(chat)`` (or ``chat`` last in a cell) shows the transcript as a TranscriptView that stays
 attached: the chat keeps its views in a ``WeakSet`` (a chat never keeps a closed view alive) and
@@ -17,12 +18,22 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from loom_nb.chat._cost import format_cost
+from loom_nb.chat._money import tokens_text
 from loom_nb.chat._records import ChatTurn
 from loom_nb.render._source import Transcript, money_stats
 
-__all__ = ["LiveViews", "TurnStats", "tool_names"]
+if TYPE_CHECKING:
+    from decimal import Decimal
+
+    from loom_nb.agent import ToolDefinition, Toolset
+    from loom_nb.content import Message, Usage
+    from loom_nb.store import ContentStore, Principal
+    from loom_nb.taint import Untrusted
+
+__all__ = ["ChatDisplay", "LiveViews", "TurnStats", "tool_names"]
 
 _log = logging.getLogger("loom_nb.chat._chat")  # the chat's own logger: its warnings name it
 
@@ -137,6 +148,120 @@ class TurnStats:
                     whole = False
         self._memo = (turns, length, out, whole)
         return out
+
+
+class ChatDisplay:
+    """The header, repr and live views of a ``Chat`` (``class Chat(ChatDisplay, ...)``)."""
+
+    if TYPE_CHECKING:  # the Chat state this part reads (defined in _chat.py)
+        id: str
+        _system: str | Untrusted | None
+        _tools: list[ToolDefinition]
+        _toolsets: list[Toolset]
+        _store: ContentStore | None
+        _principal: Principal
+        _history: list[Message]
+        _turns: list[ChatTurn]
+        _parked: Any
+        _halted: Any
+        _stats: TurnStats
+        _views: LiveViews | None
+        _caller: Any
+        _stoppable: bool
+        _held: bool
+        live_text: str
+
+        @property
+        def usage(self) -> Usage: ...
+        @property
+        def cost(self) -> Decimal | None: ...
+        @property
+        def busy(self) -> bool: ...
+        @property
+        def pending_approvals(self) -> list[dict[str, Any]]: ...
+        def approvals(self) -> dict[str, dict[str, Any]]: ...
+        def stop(self) -> bool: ...
+        async def _on_view_decision(self, call_id: str, approved: bool) -> None: ...
+
+    def header(self) -> str:
+        """The one-line summary the views show: id, turns, tokens and cost."""
+        count = len(self._turns)
+        usage = self.usage
+        parts = [
+            f"chat {self.id}",
+            f"{count} turn{'s' if count != 1 else ''}",
+            tokens_text(usage),
+            format_cost(self.cost),
+        ]
+        if self._halted is not None:
+            parts.append("halted by a spending limit: raise it and chat.run() to resume")
+        stopped = [t.index for t in self._turns if t.status == "stopped"]
+        if stopped:
+            parts.append("stopped: turn " + ", ".join(str(i) for i in stopped))
+        if self._parked is not None:
+            waiting = ", ".join(d["id"] for d in self.pending_approvals)
+            parts.append(f"awaiting approval: {waiting}")
+        return " · ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"Chat({self.header()})"
+
+    def _display_arguments(self) -> dict[str, Any]:
+        """What the notebook layer shows for this chat (``transcript_bundle``'s arguments).
+
+        ``on_view`` hands the chat each live view made, which it keeps (weakly) and updates.
+        """
+        return {
+            "messages": self._history,
+            "header": self.header(),
+            "store": self._store,
+            "principal": self._principal,
+            "plain": repr(self),
+            "system": self._system,
+            "tools": tool_names(self._tools, self._toolsets),
+            "approvals": self.approvals(),
+            "stats": self._stats.of(self._turns, len(self._history)),
+            "on_decision": self._on_view_decision if self._parked is not None else None,
+            "on_view": self._attach_view,
+        }
+
+    def _attach_view(self, view: Any) -> None:
+        """Keep a displayed view (weakly) so the chat updates it as turns land."""
+        if self._views is None:
+            self._views = LiveViews()
+        self._views.add(view)
+
+    def _refresh_views(self, messages: list[Message] | None = None) -> None:
+        """Show the chat's state now in every displayed view (``messages``: the turn in flight)."""
+        views = self._views.live() if self._views else []
+        if not views:
+            return
+        try:  # the state comes partly from the journal: a failure to read it must not fail a turn
+            transcript = Transcript(
+                list(self._history if messages is None else messages),
+                self._system,
+                tool_names(self._tools, self._toolsets),
+                approvals=self.approvals(),
+                stats=self._stats.of(self._turns, len(self._history)),
+            )
+            replying = " · replying" if self.busy else ""
+            if self.busy and self._held:  # a cell waits on chat.sync: its kernel hears no Stop
+                replying += " (interrupt the kernel to stop)"
+            header = self.header() + replying
+        except Exception:
+            _log.exception("Chat: the displayed views could not be updated")
+            return
+        assert self._views is not None
+        self._views.follow(
+            views,
+            transcript,
+            header,
+            on_decision=self._on_view_decision if self._parked is not None else None,
+            on_stop=self.stop
+            if self._stoppable and self._caller is not None and not self._held
+            else None,
+            live_text=self.live_text,
+        )
 
 
 def tool_names(tools: Iterable[Any], toolsets: Iterable[Any]) -> list[str]:

@@ -16,7 +16,12 @@ from loom_nb.errors import LoomError
 __all__ = ["build_parser", "main"]
 
 # Each module registers its own subcommands; the order is the order of `loom-nb --help`.
-_COMMAND_MODULES: tuple[str, ...] = ("loom_nb.cli.demo", "loom_nb.cli.store", "loom_nb.cli.journal")
+_COMMAND_MODULES: tuple[str, ...] = (
+    "loom_nb.cli.demo",
+    "loom_nb.cli.store",
+    "loom_nb.cli.journal",
+    "loom_nb.cli.chat",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -130,6 +130,13 @@ class Execution:
         return self._live_from is None and self._next < len(self._timeline.entries)
 
     @property
+    def next_recorded(self) -> str | None:
+        """While replaying, what the log holds at the next position (a step id, ``(park)``,
+        ``(complete)``), else None: code journaling steps of its own (a chat's marks) serves them."""
+        entry = self._recorded(self._next)
+        return entry.label if entry is not None else None
+
+    @property
     def status(self) -> ExecutionStatus:
         """``running``, ``parked`` (a park awaits ``resume``) or ``completed``."""
         return self._timeline.status
@@ -556,8 +563,22 @@ class Execution:
 
     def rewind(self) -> None:
         """Start the next call again at the first position (so the whole run replays)."""
-        self._next = 0
-        self._live_from = None
+        self.seek(0)
+
+    def seek(self, position: int, *, supersede: bool = False) -> None:
+        """Take the recorded positions before ``position`` as replayed; the next call takes it.
+
+        It is served from the log while the log holds it (with ``supersede``: it runs live,
+        superseding the log from there on, a start over), and runs live past the log's end.
+        ``Chat.resume`` seeks past a chat's log instead of re-running its turns.
+        """
+        length = len(self._timeline.entries)
+        if type(position) is not int or not 0 <= position <= length:
+            message = f"seek: execution {self._id!r} has positions 0 to {length}, not {position!r}."
+            raise JournalError(message, code="invalid_argument")
+        self._next = position
+        self._live_from = position if supersede and position < length else None
+        self.model_base = None
 
     async def complete(self, output: Any = None) -> None:
         """Record the run's final output; replayed, an already recorded completion is kept as is."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -169,11 +169,14 @@ class Journal:
         *,
         principal: Principal | None = None,
         divergence: Divergence = "fail",
+        meta: Mapping[str, Any] | None = None,
     ) -> Execution:
         """Open an execution: a new one (journaling ``execution_started``) or a recorded one to replay.
 
         A recorded execution keeps the principal it was started with; passing a different one
-        is refused. ``divergence`` says what replay does when the code asks for something the log
+        is refused. ``meta`` is a JSON object a new execution records with its start (a chat
+        records the provider answering it; ``start_of`` reads it back); reopening keeps the
+        recorded one. ``divergence`` says what replay does when the code asks for something the log
         did not record at that position (ADR 0120 decision 10: another step id) or asks for the
         same step with another input (issue 15: the step's recorded input hash differs):
 
@@ -190,9 +193,12 @@ class Journal:
         _check_id(execution_id)
         check_divergence(divergence)
         wanted = principal_to_json(principal)
+        start: dict[str, Any] = {"principal": wanted}
+        if meta is not None:
+            start["meta"] = dict(meta)
         with self._backend.reading():
             rows = self._backend.transaction(
-                lambda: self._open_rows(execution_id, wanted), what="open"
+                lambda: self._open_rows(execution_id, start), what="open"
             )
         first = decode(rows[0][5], where=f"execution {execution_id!r}: execution_started")
         recorded = principal_from_json(first.get("principal") if isinstance(first, dict) else None)
@@ -210,10 +216,10 @@ class Journal:
             self, execution_id, recorded, timeline, divergence=divergence, ordinal=len(rows)
         )
 
-    def _open_rows(self, execution_id: str, principal: dict[str, Any] | None) -> list[Row]:
+    def _open_rows(self, execution_id: str, start: dict[str, Any]) -> list[Row]:
         rows: list[Row] = self._conn.execute(SELECT, (execution_id,)).fetchall()
         if not rows:
-            payload = dumps({"principal": principal})
+            payload = dumps(start)
             self._conn.execute(
                 INSERT, (execution_id, "execution_started", None, None, payload, now_iso(), 0)
             )
@@ -225,6 +231,22 @@ class Journal:
                 code="journal_corrupt",
             )
         return rows
+
+    def start_of(self, execution_id: str) -> dict[str, Any] | None:
+        """What an execution was started with (its ``execution_started`` payload: ``principal``,
+        and ``meta`` or ``forked_from`` when it has them), or None when there is no such execution."""
+        with self._backend.reading():
+            rows = self._backend.read(
+                lambda: self._conn.execute(
+                    "SELECT payload FROM events WHERE execution_id = ? AND kind = ? "
+                    "ORDER BY seq LIMIT 1",
+                    (execution_id, "execution_started"),
+                ).fetchall()
+            )
+        if not rows:
+            return None
+        start = decode(rows[0][0], where=f"execution {execution_id!r}: execution_started")
+        return start if isinstance(start, dict) else {}
 
     def events(
         self, execution_id: str, *, resolve_claims: bool = True, expand_inputs: bool = True

@@ -5,7 +5,8 @@ names, and the final response when there is one). For an ``Execution`` (``loom_n
 reads the journal: the latest completed step whose input is a model request (``{messages,
 tools, system}``) gives the messages, and that step's output (an ``LlmResponse``) is shown as the
 final assistant turn. A ``Chat``'s journaled undo after it (``#chat:<k>:undo``) cuts the
-messages back to where the undone turn started, as the chat's history was.
+messages back to where the undone turn started, as the chat's history was. A step started
+again at an earlier position (a chat started over) supersedes what the log held from there.
 """
 
 from __future__ import annotations
@@ -115,9 +116,13 @@ def _from_execution(execution: Any) -> Transcript:
     started: dict[tuple[int | None, str | None], Any] = {}
     turns: list[tuple[LlmResponse, float | None]] = []
     undone_from: int | None = None  # a chat's undo after the last model step: history cut here
+    shown_at = -1  # the position of the step ``last`` came from
     for event in events:
         if event.kind == "step_started":
             started[(event.position, event.step_id)] = event.created
+            if event.position is not None and event.position <= shown_at:
+                # started again at or before it (a chat started over): that step is superseded
+                last, undone_from, turns, shown_at = None, None, [], -1
             continue
         if event.kind == "resumed" and isinstance(event.payload, dict):
             given = event.payload.get("payload", event.payload)  # the journal wraps resume's value
@@ -157,6 +162,7 @@ def _from_execution(execution: Any) -> Transcript:
             latency = (event.created - began).total_seconds() if began is not None else None
             turns.append((response, latency))
         last = (request, response)
+        shown_at = event.position if event.position is not None else shown_at
         undone_from = None
     if last is None:
         return Transcript(approvals=approvals)

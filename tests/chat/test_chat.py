@@ -406,7 +406,11 @@ async def test_stop_keeps_the_partial_text_and_journals_no_completed_step() -> N
     assert reply.content == "Hello"
     assert chat.turns[-1].status == "stopped"
     assert [m.content for m in chat.history] == ["talk", "Hello"]
-    assert _kinds(journal, "stop") == [("step_failed", "#chat:0:model")]
+    assert _kinds(journal, "stop") == [
+        ("step_failed", "#chat:0:model"),
+        ("step_completed", "#chat:1:stop"),  # the partial text, for a resume
+    ]
+    assert journal.events("stop")[-1].payload["input"] == {"text": "Hello"}
     assert "stopped: turn 0" in chat.header()
     assert not chat.busy
     assert chat.stop() is False
