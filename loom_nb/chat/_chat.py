@@ -453,7 +453,8 @@ class Chat(ChatDisplay, ChatEdits, ChatMarks, ChatRuns):
             if not landed:
                 self._refresh_views()  # the refused or failed turn leaves the views as they were
         if status == "stopped":
-            await self._stop_step(execution, response.content)
+            partial = response.content  # raw-content: LlmResponse.content is str
+            await self._stop_step(execution, partial)
         start = len(self._history)
         if status == "completed" or response.content:
             self._history.extend([message, assistant_message_of(response)])
