@@ -14,6 +14,18 @@ scope, borrows a connection, so a transaction stays on its connection and thread
 different executions run side by side. ``BEGIN`` also takes one transaction-scoped advisory lock,
 the journal's write lock, where SQLite takes its one write lock (``BEGIN IMMEDIATE``).
 
+Poolers (issue 33). The same code runs behind a transaction pooler such as PgBouncer, where
+consecutive transactions of one client connection may run on different server sessions, so
+nothing here keeps state in a session: no server-side prepared statements (psycopg's
+``prepare_threshold=None``; psycopg would otherwise prepare a statement run five times, and the
+next client of that server session would collide with it), no session ``SET`` (the durability
+setting is ``set_config(..., true)``, a ``SET LOCAL``, in each writing transaction; a lone write
+is sent with it as one simple query, which the server runs as one transaction, still one round
+trip), and only
+transaction-scoped advisory locks (the write lock, the migrations). The leases are rows. Only
+LISTEN needs a session; the journal's watch takes a direct connection for it (``listen_url``).
+What a failed connection means, and its remedy, is ``loom_nb._pg_errors``.
+
 This module sits below the store and the journal (DESIGN.md, "Layers") so that both can use it
 without one importing the other. Importing it needs psycopg and psycopg-pool.
 """
@@ -21,21 +33,25 @@ without one importing the other. Importing it needs psycopg and psycopg-pool.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
+from loom_nb._pg_errors import explain
 from loom_nb.errors import JournalError
 
 __all__ = [
+    "CONNECT_OPTIONS",
     "NOTIFY_CHANNEL",
     "PG_MIGRATIONS",
     "WRITE_LOCK",
     "Pool",
+    "connection_error",
     "first_line",
     "is_postgres_url",
     "location",
@@ -50,6 +66,15 @@ WRITE_LOCK = 0x6C6F6F6D_7772
 """The advisory lock ``BEGIN`` takes: the journal's write lock (SQLite's BEGIN IMMEDIATE)."""
 
 _MIGRATION_LOCK = 0x6C6F6F6D  # "loom": the advisory lock migrations run under
+
+CONNECT_OPTIONS: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
+"""How every connection to the database is made: autocommit, and never a prepared statement
+(a transaction pooler hands the next transaction another server session)."""
+
+_SETTING = "SELECT set_config('synchronous_commit', %s, true)"
+_BEGIN_WRITE = "BEGIN; SELECT set_config('synchronous_commit', %s, true), pg_advisory_xact_lock(%s)"
+_WRITES = ("INSERT", "UPDATE", "DELETE")
+_SLICE = 0.25  # seconds between looks at why the pool has no connection to give
 
 
 def is_postgres_url(target: object) -> bool:
@@ -167,60 +192,115 @@ def open_pool(url: str, *, synchronous: str, timeout: float, size: int) -> Pool:
     """Migrate the database at ``url`` and open a pool of up to ``size`` connections to it.
 
     The journal's own connections, and the content store's PostgreSQL index when it is given a
-    URL (the schema, migrations included, is one for both).
+    URL (the schema, migrations included, is one for both). ``url`` may go through a
+    transaction pooler: see the module's docstring.
     """
     commit = "on" if synchronous == "FULL" else "off"
     connect_timeout = max(1, round(timeout))
+    where = redact(url)
     try:
         # The first connection is made directly, so an unreachable server fails at once with
         # libpq's reason; it applies the migrations and is then closed.
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
+        conn = psycopg.connect(url, connect_timeout=connect_timeout, **CONNECT_OPTIONS)
     except psycopg.Error as exc:
-        raise JournalError(
-            f"cannot open the journal at {redact(url)}: {first_line(exc)}. Check "
-            "that the server is up and the database exists.",
-            code="journal_unavailable",
-            path=redact(url),
-        ) from exc
+        raise connection_error(exc, where=where, connecting=True) from exc
     try:
         with conn.transaction(), conn.cursor() as cur:
             _migrate(cur)
     except BaseException as exc:
         conn.close()
         if isinstance(exc, psycopg.Error):
+            lost = explain(exc, where=where, connecting=False)
+            if lost is not None:
+                raise JournalError(lost[1], code=_CODES[lost[0]], path=where) from exc
             raise JournalError(
-                f"cannot open the journal at {redact(url)}: {first_line(exc)}. Check "
+                f"cannot open the journal at {where}: {first_line(exc)}. Check "
                 "that the user may create tables in the database (or its search_path schema).",
                 code="journal_unavailable",
-                path=redact(url),
+                path=where,
             ) from exc
         raise
     conn.close()
 
-    def configure(pooled: psycopg.Connection[Any]) -> None:
-        pooled.execute(f"SET synchronous_commit = {commit}")
+    failures: list[BaseException] = []
+
+    class Recorded(psycopg.Connection[Any]):
+        """A pooled connection whose failure to connect is kept, so a wait for one can say why."""
+
+        @classmethod
+        def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
+            try:
+                conn = super().connect(conninfo, **kwargs)
+            except psycopg.Error as exc:
+                failures[:] = [exc]
+                raise
+            failures.clear()
+            return conn
 
     pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
         url,
+        connection_class=Recorded,
         min_size=1,
         max_size=size,
-        kwargs={"autocommit": True, "connect_timeout": connect_timeout},
-        configure=configure,
+        kwargs={**CONNECT_OPTIONS, "connect_timeout": connect_timeout},
         timeout=timeout,
         name="loom-journal",
         num_workers=1,
         open=False,
     )
+    pool.open(wait=False)
+    opened = Pool(pool, where, location(url), commit=commit, failures=failures, timeout=timeout)
     try:
-        pool.open(wait=True, timeout=max(1.0, timeout))
-    except psycopg.Error as exc:
+        pool.putconn(opened.getconn())  # the pool's first connection, or why there is none
+    except BaseException:
         pool.close()
-        raise JournalError(
-            f"cannot open the journal at {redact(url)}: {first_line(exc)}.",
+        raise
+    return opened
+
+
+_CODES = {
+    "unavailable": "journal_unavailable",
+    "too_many_connections": "journal_too_many_connections",
+    "pooler_error": "journal_pooler_error",
+    "connection_lost": "journal_connection_lost",
+}
+"""The journal's error code for each kind of connection failure (``loom_nb._pg_errors``)."""
+
+
+def connection_error(
+    exc: BaseException, *, where: str, connecting: bool, doing: str = "read"
+) -> JournalError:
+    """The ``JournalError`` for a failed connection or statement, by what went wrong.
+
+    A connection failure gets its own code (``journal_unavailable``,
+    ``journal_too_many_connections``, ``journal_pooler_error``, ``journal_connection_lost``)
+    and remedy; anything else is ``journal_unavailable`` (connecting) or ``journal_write_failed``
+    / ``journal_unavailable`` (a statement the server refused), with the server's reason.
+    """
+    explained = explain(exc, where=where, connecting=connecting, doing=doing)
+    if explained is not None:
+        kind, message = explained
+        return JournalError(message, code=_CODES[kind], path=where)
+    if connecting:
+        return JournalError(
+            f"cannot open the journal at {where}: {first_line(exc)}.",
             code="journal_unavailable",
-            path=redact(url),
-        ) from exc
-    return Pool(pool, redact(url), location(url))
+            path=where,
+        )
+    if doing == "write":
+        return JournalError(
+            f"the journal at {where} could not be written: {first_line(exc)}. The server "
+            "refused the statement; check its log, and that the user may write the journal's "
+            "tables.",
+            code="journal_write_failed",
+            path=where,
+        )
+    return JournalError(
+        f"the journal at {where} could not be read: {first_line(exc)}. Check the server's log, "
+        "and that the user may read the journal's tables.",
+        code="journal_unavailable",
+        path=where,
+    )
 
 
 class Pool:
@@ -230,14 +310,24 @@ class Pool:
     connection and keeps it until the scope ends, so a transaction's statements stay on one
     connection and a scope that runs no statement (a step whose lease is already held) borrows
     nothing. A statement outside any scope borrows a connection for itself and returns its rows
-    already fetched.
+    already fetched. ``commit`` is the ``synchronous_commit`` every writing transaction sets.
     """
 
     def __init__(
-        self, pool: ConnectionPool[psycopg.Connection[Any]], where: str, place: str
+        self,
+        pool: ConnectionPool[psycopg.Connection[Any]],
+        where: str,
+        place: str,
+        *,
+        commit: str = "off",
+        failures: list[BaseException] | None = None,
+        timeout: float = 30.0,
     ) -> None:
         self._pool = pool
         self._where = where
+        self._commit = commit
+        self._failures = [] if failures is None else failures
+        self._timeout = timeout
         self._local = threading.local()
         self.location = place
         """``host:port`` of the server (no user, no password), for messages."""
@@ -253,21 +343,41 @@ class Pool:
         if local.depth == 0:
             self._give_back()
 
+    def getconn(self) -> psycopg.Connection[Any]:
+        """A connection from the pool, waiting up to the timeout while others are busy.
+
+        A pool that holds no connection at all and fails to make one says why at once (the
+        server is full, the pooler refuses, nothing listens) instead of waiting out the
+        timeout; a pool with connections of its own waits for one to come back.
+        """
+        deadline = time.monotonic() + self._timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self._pool.getconn(timeout=max(0.01, min(_SLICE, left)))
+            except PoolTimeout as exc:
+                failure = self._failures[0] if self._failures else None
+                if failure is not None and not self._pool.get_stats().get("pool_size", 0):
+                    raise connection_error(failure, where=self._where, connecting=True) from exc
+                if left > _SLICE:
+                    continue
+                if failure is not None:
+                    raise connection_error(failure, where=self._where, connecting=True) from exc
+                raise JournalError(
+                    f"no connection to the journal at {self._where} came free in "
+                    f"{self._timeout:g} s: every connection of the pool is busy. Give the "
+                    "journal a larger pool_size, or let fewer threads use it at once.",
+                    code="journal_unavailable",
+                    path=self._where,
+                ) from exc
+            except psycopg.Error as exc:
+                raise connection_error(exc, where=self._where, connecting=True) from exc
+
     def _borrowed(self) -> _Connection:
         conn: _Connection | None = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
-        try:
-            raw = self._pool.getconn()
-        except psycopg.Error as exc:
-            raise JournalError(
-                f"no connection to the journal at {self._where}: {first_line(exc)}. Check that "
-                "the server is up, or give the journal a larger pool_size if every connection is "
-                "busy.",
-                code="journal_unavailable",
-                path=self._where,
-            ) from exc
-        conn = self._local.conn = _Connection(raw)
+        conn = self._local.conn = _Connection(self.getconn(), self._commit)
         return conn
 
     def _give_back(self) -> None:
@@ -307,8 +417,9 @@ class _Rows:
         return self._rows.pop(0) if self._rows else None
 
 
-_TRANSLATED: dict[str, str] = {}
-"""The journal's statements with ``%s`` placeholders, by their ``?`` form (a fixed, small set)."""
+_TRANSLATED: dict[str, tuple[str, bool]] = {}
+"""The journal's statements with ``%s`` placeholders, and whether each writes, by their ``?`` form
+(a fixed, small set)."""
 
 
 class _Connection:
@@ -318,11 +429,14 @@ class _Connection:
     transaction (taking a lease, opening a new execution, a fork); here the same transactions
     take one transaction-scoped advisory lock, so they serialize exactly as they do on SQLite.
     Plain appends (one INSERT, one commit) take no lock: the (execution_id, ordinal) uniqueness
-    orders them, as on SQLite.
+    orders them, as on SQLite. Every writing transaction sets the durability for itself (a lone
+    write is sent with its setting as one simple query, one transaction), so no setting outlives
+    it on a pooler's server session.
     """
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], commit: str = "off") -> None:
         self._conn = conn
+        self._commit = commit
 
     @property
     def raw(self) -> psycopg.Connection[Any]:
@@ -330,23 +444,41 @@ class _Connection:
         return self._conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        conn = self._conn
         if sql == "BEGIN":
-            self._conn.execute("BEGIN")
-            return self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-        return self._conn.execute(self._translate(sql), params)
+            # One round trip: the transaction, its durability and the write lock.
+            cursor = psycopg.ClientCursor(conn)
+            cursor.execute(_BEGIN_WRITE, (self._commit, WRITE_LOCK))
+            return cursor
+        translated, writes = self._translate(sql)
+        if writes and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            # A lone write: the setting and the statement as one simple query, which the server
+            # runs as one transaction (rolled back whole on an error), in one round trip.
+            cursor = psycopg.ClientCursor(conn)
+            cursor.execute(_SETTING + "; " + translated, (self._commit, *params))
+            return cursor
+        return conn.execute(translated, params)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self._conn.cursor() as cur:
-            cur.executemany(self._translate(sql), rows)
+        conn = self._conn
+        translated, _ = self._translate(sql)
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute(_SETTING, (self._commit,))
+                cur.executemany(translated, rows)
+            return
+        with conn.cursor() as cur:
+            cur.executemany(translated, rows)
 
     def close(self) -> None:
         self._conn.close()
 
-    def _translate(self, sql: str) -> str:
+    def _translate(self, sql: str) -> tuple[str, bool]:
         translated = _TRANSLATED.get(sql)
         if translated is None:
             # The journal's statements hold no literal '?' or '%': placeholders only.
-            translated = _TRANSLATED[sql] = sql.replace("?", "%s")
+            writes = sql.lstrip()[:6].upper() in _WRITES
+            translated = _TRANSLATED[sql] = (sql.replace("?", "%s"), writes)
         return translated
 
 
