@@ -198,30 +198,6 @@ def open_pool(url: str, *, synchronous: str, timeout: float, size: int) -> Pool:
     commit = "on" if synchronous == "FULL" else "off"
     connect_timeout = max(1, round(timeout))
     where = redact(url)
-    try:
-        # The first connection is made directly, so an unreachable server fails at once with
-        # libpq's reason; it applies the migrations and is then closed.
-        conn = psycopg.connect(url, connect_timeout=connect_timeout, **CONNECT_OPTIONS)
-    except psycopg.Error as exc:
-        raise connection_error(exc, where=where, connecting=True) from exc
-    try:
-        with conn.transaction(), conn.cursor() as cur:
-            _migrate(cur)
-    except BaseException as exc:
-        conn.close()
-        if isinstance(exc, psycopg.Error):
-            lost = explain(exc, where=where, connecting=False)
-            if lost is not None:
-                raise JournalError(lost[1], code=_CODES[lost[0]], path=where) from exc
-            raise JournalError(
-                f"cannot open the journal at {where}: {first_line(exc)}. Check "
-                "that the user may create tables in the database (or its search_path schema).",
-                code="journal_unavailable",
-                path=where,
-            ) from exc
-        raise
-    conn.close()
-
     failures: list[BaseException] = []
 
     class Recorded(psycopg.Connection[Any]):
@@ -251,7 +227,25 @@ def open_pool(url: str, *, synchronous: str, timeout: float, size: int) -> Pool:
     pool.open(wait=False)
     opened = Pool(pool, where, location(url), commit=commit, failures=failures, timeout=timeout)
     try:
-        pool.putconn(opened.getconn())  # the pool's first connection, or why there is none
+        # The pool's first connection applies the migrations: an unreachable or full server
+        # fails here at once, with libpq's reason (Pool.getconn).
+        conn = opened.getconn()
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                _migrate(cur)
+        finally:
+            pool.putconn(conn)
+    except psycopg.Error as exc:
+        pool.close()
+        explained = explain(exc, where=where, connecting=False)
+        if explained is not None:
+            raise JournalError(explained[1], code=_CODES[explained[0]], path=where) from exc
+        raise JournalError(
+            f"cannot open the journal at {where}: {first_line(exc)}. Check that the user may "
+            "create tables in the database (or its search_path schema).",
+            code="journal_unavailable",
+            path=where,
+        ) from exc
     except BaseException:
         pool.close()
         raise

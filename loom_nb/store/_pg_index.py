@@ -144,10 +144,10 @@ class PostgresIndex:
         try:
             return statement()
         except (psycopg.Error, JournalError) as exc:
-            failure = exc
-            if isinstance(exc, psycopg.Error):
-                doing = "read" if what in ("read", "list") else "write"
-                failure = connection_error(exc, where=self._where, connecting=False, doing=doing)
+            if isinstance(exc, JournalError):
+                raise _store_error(self._store, what, exc) from exc
+            doing = "read" if what in ("read", "list") else "write"
+            failure = connection_error(exc, where=self._where, connecting=False, doing=doing)
             raise _store_error(self._store, what, failure) from exc
 
 
