@@ -199,9 +199,11 @@ def open_pool(url: str, *, synchronous: str, timeout: float, size: int) -> Pool:
     connect_timeout = max(1, round(timeout))
     where = redact(url)
     failures: list[BaseException] = []
+    live = _Live()
 
     class Recorded(psycopg.Connection[Any]):
-        """A pooled connection whose failure to connect is kept, so a wait for one can say why."""
+        """A pooled connection that counts itself, and keeps why it could not be made, so a
+        wait for one can say why there is none."""
 
         @classmethod
         def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
@@ -211,7 +213,13 @@ def open_pool(url: str, *, synchronous: str, timeout: float, size: int) -> Pool:
                 failures[:] = [exc]
                 raise
             failures.clear()
+            live.add(1)
             return conn
+
+        def close(self) -> None:
+            if not self.closed:
+                live.add(-1)
+            super().close()
 
     pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
         url,
@@ -225,7 +233,9 @@ def open_pool(url: str, *, synchronous: str, timeout: float, size: int) -> Pool:
         open=False,
     )
     pool.open(wait=False)
-    opened = Pool(pool, where, location(url), commit=commit, failures=failures, timeout=timeout)
+    opened = Pool(
+        pool, where, location(url), commit=commit, failures=failures, live=live, timeout=timeout
+    )
     try:
         # The pool's first connection applies the migrations: an unreachable or full server
         # fails here at once, with libpq's reason (Pool.getconn).
@@ -315,12 +325,14 @@ class Pool:
         *,
         commit: str = "off",
         failures: list[BaseException] | None = None,
+        live: _Live | None = None,
         timeout: float = 30.0,
     ) -> None:
         self._pool = pool
         self._where = where
         self._commit = commit
         self._failures = [] if failures is None else failures
+        self._live = _Live() if live is None else live
         self._timeout = timeout
         self._local = threading.local()
         self.location = place
@@ -345,13 +357,15 @@ class Pool:
         timeout; a pool with connections of its own waits for one to come back.
         """
         deadline = time.monotonic() + self._timeout
+        look = 0.02
         while True:
             left = deadline - time.monotonic()
+            look = min(look * 2, _SLICE)  # soon at first: a failed connection is known in ms
             try:
-                return self._pool.getconn(timeout=max(0.01, min(_SLICE, left)))
+                return self._pool.getconn(timeout=max(0.01, min(look, left)))
             except PoolTimeout as exc:
                 failure = self._failures[0] if self._failures else None
-                if failure is not None and not self._pool.get_stats().get("pool_size", 0):
+                if failure is not None and not self._live.count:
                     raise connection_error(failure, where=self._where, connecting=True) from exc
                 if left > _SLICE:
                     continue
@@ -395,6 +409,18 @@ class Pool:
 
     def close(self) -> None:
         self._pool.close()
+
+
+class _Live:
+    """How many connections a pool holds open (made and not yet closed)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def add(self, delta: int) -> None:
+        with self._lock:
+            self.count += delta
 
 
 class _Rows:
