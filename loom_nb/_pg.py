@@ -214,10 +214,15 @@ def open_pool(url: str, *, synchronous: str, timeout: float, size: int) -> Pool:
                 raise
             failures.clear()
             live.add(1)
+            conn._counted = True
+            # Behind a pooler a server session may still LISTEN for an earlier client: drop
+            # what it forwards here instead of queueing it for a notifies() never called.
+            conn.add_notify_handler(_ignore)
             return conn
 
         def close(self) -> None:
-            if not self.closed:
+            if getattr(self, "_counted", False):  # once, even if the server closed it first
+                self._counted = False
                 live.add(-1)
             super().close()
 
@@ -409,6 +414,10 @@ class Pool:
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _ignore(note: psycopg.Notify) -> None:
+    """A notification on a journal's own connection: nobody waits for it there."""
 
 
 class _Live:

@@ -17,11 +17,16 @@ Never stall, never miss. A watch reads the log after the last event it delivered
 notification only says when to look. So the watch also looks every ``poll`` seconds whatever
 happens, and the hub wakes every watch after it (re)connects, because appends while it was not
 listening announced themselves to nobody. A dropped connection (a restarted server,
-``pg_terminate_backend``) is reconnected with backoff. After LISTEN the hub sends itself a probe
-notification through a second connection; if the probe never comes back (a transaction pooler
-in between), notifications cannot reach this process: the hub says so once in the log, closes
-its connection, and the watches poll (``watch.mode == "poll"``). A notification that does
-arrive, the probe or an append's, sets ``mode`` to ``"notify"``.
+``pg_terminate_backend``) is reconnected with backoff.
+
+Behind a pooler. Before LISTEN the hub asks the server, over its connection and over a second
+one, which backend it is talking to: two connections answered by one backend can only be a
+pooler's, and the hub does not LISTEN there (a LISTEN would stay on a server session the pooler
+shares with other clients). Otherwise it LISTENs and sends itself a probe notification through
+the second connection; if the probe never comes back, notifications cannot reach this process
+either. In both cases the hub says so once in the log and closes its connection, and the
+watches poll (``watch.mode == "poll"``). A notification that does arrive, the probe or an
+append's, sets ``mode`` to ``"notify"``.
 """
 
 from __future__ import annotations
@@ -176,14 +181,23 @@ class _Hub:
                     application_name=application_name(),
                     **CONNECT_OPTIONS,
                 )
-                conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                self.backend_pid = conn.info.backend_pid
-                self.connects += 1
-                self.problem = None
-                pause = _RETRY[0]
-                # Appends while nobody listened announced themselves to no one: look again.
-                self._poke_all()
-                self._listen(conn)
+                other = _other(self.url)
+                try:
+                    if other is not None and _same_session(conn, other):
+                        self._give_up("two connections share one server session")
+                        return
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self.backend_pid = conn.info.backend_pid
+                    self.connects += 1
+                    self.problem = None
+                    pause = _RETRY[0]
+                    # Appends while nobody listened announced themselves to no one: look again.
+                    self._poke_all()
+                    probe = _probe(other)
+                finally:
+                    if other is not None:
+                        other.close()
+                self._listen(conn, probe)
             except psycopg.Error as exc:
                 self.problem = connection_error(exc, where=self.where, connecting=conn is None)
                 if self.connects:
@@ -197,9 +211,8 @@ class _Hub:
                 self._stop.wait(pause)
                 pause = min(pause * 2, _RETRY[1])
 
-    def _listen(self, conn: psycopg.Connection[object]) -> None:
+    def _listen(self, conn: psycopg.Connection[object], probe: str | None) -> None:
         """Hand each notification to its watches until stopped, deaf, or the connection fails."""
-        probe: str | None = self._probe()
         sent = time.monotonic()
         while not self._stop.is_set():
             for note in conn.notifies(timeout=_SLICE):
@@ -210,21 +223,49 @@ class _Hub:
                     self._poke(note.payload)
             unanswered = probe is not None and self.mode == "poll"
             if unanswered and time.monotonic() - sent > _PROBE_WAIT:
-                self.deaf = True
-                log.warning(
-                    "journal watch: notifications do not reach this process through %s (a "
-                    "transaction pooler?); watches poll instead. Pass Journal(..., "
-                    "listen_url=...) a direct connection for live updates.",
-                    self.where,
-                )
+                self._give_up("a notification sent to this process never arrived")
                 return
 
-    def _probe(self) -> str | None:
-        """Send a notification to this hub from another connection; None if it cannot be sent."""
-        token = f"loom-probe:{uuid.uuid4().hex}"
-        try:
-            with psycopg.connect(self.url, connect_timeout=5, **CONNECT_OPTIONS) as other:
-                other.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, token))
-        except psycopg.Error:
-            return None  # unverified: notifications still wake the watches when they come
-        return token
+    def _give_up(self, why: str) -> None:
+        """Stop listening for good: notifications cannot reach this process through the URL."""
+        self.deaf = True
+        log.warning(
+            "journal watch: notifications cannot reach this process through %s (%s: a "
+            "transaction pooler?); its watches poll instead. Pass Journal(..., listen_url=...) "
+            "a direct connection to the database for live updates.",
+            self.where,
+            why,
+        )
+
+
+def _other(url: str) -> psycopg.Connection[object] | None:
+    """A second connection to ``url`` for the checks, or None when none can be made now."""
+    try:
+        return psycopg.connect(url, connect_timeout=5, **CONNECT_OPTIONS)
+    except psycopg.Error:
+        return None  # unverified: the watches still poll, and notifications still wake them
+
+
+def _same_session(conn: psycopg.Connection[object], other: psycopg.Connection[object]) -> bool:
+    """Whether two open connections reached the same server session: only a pooler does that.
+
+    Directly, two connections are two backends. A transaction pooler hands each statement any
+    idle server session, most often the one just used, so the second connection's statement
+    usually runs where the first one's did; when it does not (a busy pool), the probe decides.
+    Checking before LISTEN keeps LISTEN off a pooler's shared sessions.
+    """
+    first = conn.execute("SELECT pg_backend_pid()").fetchone()
+    second = other.execute("SELECT pg_backend_pid()").fetchone()
+    return first is not None and first == second
+
+
+def _probe(other: psycopg.Connection[object] | None) -> str | None:
+    """Send a notification for the hub from another connection; None if it cannot be sent."""
+    if other is None:
+        return None
+    token = f"loom-probe:{uuid.uuid4().hex}"
+    try:
+        other.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, token))
+    except psycopg.Error:
+        return None
+    return token

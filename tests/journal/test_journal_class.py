@@ -24,7 +24,7 @@ from tests.conftest import JournalBackend, pooler_or_unavailable
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from class_worker import run_class  # noqa: E402 - the worker module sits beside this file
+from class_worker import run_class
 
 PROCESSES = 6
 KERNELS = 50
