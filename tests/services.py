@@ -153,6 +153,30 @@ pidfile = {folder / "pgbouncer.pid"}
 """
 
 
+def write_pgbouncer_files(server_url: str, port: int, folder: str | Path) -> str:
+    """Write ``pgbouncer.ini`` and its auth file into ``folder``; return the pooler's URL.
+
+    The auth file names the server URL's user with its password (PgBouncer logs in to the server
+    with it; clients on 127.0.0.1 are trusted). ``.ci/run`` calls this too, so CI and the tests'
+    own PgBouncer run one configuration.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    server = urlsplit(server_url)
+    user = server.username or "postgres"
+    password = server.password or ""
+    (folder / "users.txt").write_text(f'"{user}" "{password}"\n', encoding="utf-8")
+    (folder / "pgbouncer.ini").write_text(
+        pgbouncer_config(server_url, port, folder), encoding="utf-8"
+    )
+    netloc = (
+        f"{server.netloc.rsplit('@', 1)[0]}@127.0.0.1:{port}"
+        if "@" in server.netloc
+        else f"127.0.0.1:{port}"
+    )
+    return urlunsplit(server._replace(netloc=netloc, query=""))
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 nothing listens on right now."""
     with socket.socket() as probe:
@@ -183,11 +207,7 @@ def pgbouncer(server_url: str) -> Iterator[str]:
             ) from None
     folder = Path(tempfile.mkdtemp(prefix="loom-pgbouncer-"))
     port = free_port()
-    name = urlsplit(server_url).username or "postgres"
-    (folder / "users.txt").write_text(f'"{name}" ""\n', encoding="utf-8")
-    (folder / "pgbouncer.ini").write_text(
-        pgbouncer_config(server_url, port, folder), encoding="utf-8"
-    )
+    url = write_pgbouncer_files(server_url, port, folder)
     if user is not None:
         for path in (folder, *folder.iterdir()):
             os.chown(path, user.pw_uid, user.pw_gid)
@@ -205,10 +225,6 @@ def pgbouncer(server_url: str) -> Iterator[str]:
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )
-    url = with_database(
-        f"postgresql://{name}@127.0.0.1:{port}/",
-        urlsplit(server_url).path.lstrip("/") or "postgres",
     )
     try:
         deadline = time.monotonic() + 15
