@@ -393,6 +393,15 @@ class Pool:
         conn = self._local.conn = _Connection(self.getconn(), self._commit)
         return conn
 
+    def drop_broken(self) -> bool:
+        """Give back this thread's connection if it is broken (the scope borrows a new one next);
+        whether there was one."""
+        conn: _Connection | None = getattr(self._local, "conn", None)
+        if conn is None or not conn.raw.closed:
+            return False
+        self._give_back()
+        return True
+
     def _give_back(self) -> None:
         conn: _Connection | None = getattr(self._local, "conn", None)
         if conn is not None:

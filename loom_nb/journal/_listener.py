@@ -43,7 +43,7 @@ import psycopg
 from loom_nb._pg import CONNECT_OPTIONS, NOTIFY_CHANNEL, connection_error, redact
 from loom_nb.errors import JournalError
 
-__all__ = ["Subscription", "hub_for", "subscribe"]
+__all__ = ["Subscription", "application_name", "hub_for", "subscribe"]
 
 log = logging.getLogger("loom_nb.journal")
 

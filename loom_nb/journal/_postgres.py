@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal, TypeVar
 
 import psycopg
 
@@ -39,6 +40,8 @@ from loom_nb.journal._backend import JournalBackend, Listener
 from loom_nb.journal._listener import subscribe
 
 __all__ = ["PostgresBackend"]
+
+T = TypeVar("T")
 
 
 class PostgresBackend(JournalBackend):
@@ -95,6 +98,16 @@ class PostgresBackend(JournalBackend):
     def damaged(self, exc: BaseException) -> JournalError | None:
         """Never: the server answers for its own storage."""
         return None
+
+    def read(self, query: Callable[[], T]) -> T:
+        """Run a read; on a connection found broken (a restarted server, a terminated backend),
+        once more on a new one: a read changes nothing, so trying again is safe."""
+        try:
+            return super().read(query)
+        except JournalError as exc:
+            if exc.code != "journal_connection_lost" or not self.conn.drop_broken():
+                raise
+        return super().read(query)
 
     def failure(self, exc: BaseException, *, doing: Literal["read", "write"]) -> JournalError:
         """What happened to the connection (lost, refused, the server full, the pooler), or the

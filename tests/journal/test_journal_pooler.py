@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from loom_nb._pg import PG_MIGRATIONS
 from loom_nb.errors import JournalError, LoomError
 from loom_nb.journal import Journal
 from loom_nb.journal._listener import application_name, hub_for
@@ -278,6 +279,55 @@ async def test_a_connection_lost_mid_write_says_so_and_the_step_runs_again_on_re
     finally:
         journal.close()
         services.drop_schema(postgres_service, schema)
+
+
+def test_a_read_on_a_connection_the_server_ended_is_tried_once_more(
+    pg: JournalBackend,
+) -> None:
+    """The server ends the journal's idle connection: the next read runs again on a new one
+    (reading changes nothing), where a write says the connection was lost."""
+    journal = pg.open("j", pool_size=1)
+    asyncio.run(journal.execution("r").execute("a", _double, 1))
+    with psycopg.connect(pg.direct_url("j"), autocommit=True) as conn:
+        if pg.name == "postgres":  # the journal's one pooled connection (a shared database)
+            pid = journal._pg_pool.execute("SELECT pg_backend_pid()").fetchone()[0]
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        else:  # the server sessions behind PgBouncer: every other one on this test's database
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid() AND datname = current_database()"
+            )
+    assert [e.kind for e in journal.events("r")][-1] == "step_completed"
+    assert len(journal.executions()) == 1
+
+
+def test_journals_opening_a_new_database_at_once_migrate_it_once(pg: JournalBackend) -> None:
+    """Eight journals opened at the same moment on an empty database (through the pooler too):
+    every one opens, and each migration is recorded once (a transaction-scoped lock orders them)."""
+    url = pg.url("fresh")
+    barrier = threading.Barrier(8)
+    opened: list[Any] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        barrier.wait()
+        try:
+            opened.append(Journal(url))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for journal in opened:
+        journal.close()
+    assert errors == []
+    assert len(opened) == 8
+    with psycopg.connect(pg.direct_url("fresh")) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM loom_journal_migrations").fetchall()]
+    assert sorted(names) == sorted(name for name, _ in PG_MIGRATIONS)
 
 
 def test_options_in_the_url_through_pgbouncer_is_a_pooler_error_with_the_remedy(
