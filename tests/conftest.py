@@ -256,20 +256,23 @@ def pgbouncer_service(postgres_service: str | None) -> Iterator[Pooler | None]:
     when the binary is installed; a Pooler with the reason and no URL when there is none."""
     server = services.postgres_url()
     if postgres_service is None:
-        yield Pooler(None, server, services.Databases(server), "PostgreSQL is not reachable")
+        reason = services.postgres_reachable(server) or f"PostgreSQL at {server} is not reachable"
+        yield Pooler(None, server, services.Databases(server), reason)
         return
     databases = services.Databases(postgres_service)
     given = os.environ.get(services.PGBOUNCER_ENV)
     try:
         if given:
             problem = services.postgres_reachable(given)
-            yield Pooler(None if problem else given, postgres_service, databases, problem or "")
+            reason = f"PgBouncer at ${services.PGBOUNCER_ENV} does not answer: {problem}"
+            yield Pooler(None if problem else given, postgres_service, databases, reason)
             return
         try:
             running = services.pgbouncer(postgres_service)
             url = running.__enter__()
         except RuntimeError as exc:
-            yield Pooler(None, postgres_service, databases, f"no PgBouncer: {exc}")
+            reason = f"no PgBouncer ({exc}); set ${services.PGBOUNCER_ENV} to one"
+            yield Pooler(None, postgres_service, databases, reason)
             return
         try:
             yield Pooler(url, postgres_service, databases)
@@ -283,9 +286,7 @@ def pooler_or_unavailable(request: pytest.FixtureRequest) -> Pooler:
     """The run's PgBouncer, or fail (CI) / skip (elsewhere) with the reason there is none."""
     pooler: Pooler = request.getfixturevalue("pgbouncer_service")
     if pooler.url is None:
-        services.unavailable(
-            f"{pooler.reason} (set {services.PGBOUNCER_ENV}, or install pgbouncer)"
-        )
+        services.unavailable(pooler.reason)
     return pooler
 
 
