@@ -382,3 +382,46 @@ def test_listen_url_is_postgresql_only_and_read_from_the_environment(
     with pytest.raises(LoomError) as wrong:
         Journal(pg.url("j"), listen_url="http://not-a-database")
     assert wrong.value.code == "invalid_journal_url"
+
+
+def test_a_watch_retries_a_look_that_failed_on_the_connection() -> None:
+    """A look that fails on the connection (lost, refused, the pooler) is kept in watch.trouble
+    and retried at the next poll; the watch goes on and delivers; any other error ends it."""
+    from loom_nb.journal import JournalWatch
+    from loom_nb.journal._watch import PollListener
+
+    class Flaky:
+        """A journal whose first two looks fail on the connection, then one with an event."""
+
+        def __init__(self, then: BaseException | None) -> None:
+            self.looks = 0
+            self._then = then
+
+        def _listen(self, execution_id: str) -> PollListener:
+            return PollListener()
+
+        def events_after(self, execution_id: str, seq: int, **_: Any) -> list[Any]:
+            self.looks += 1
+            if self.looks <= 2:
+                raise JournalError("lost", code="journal_connection_lost")
+            if self.looks == 3 and self._then is not None:
+                raise self._then
+            return [type("E", (), {"seq": 1})()] if self.looks == 3 else []
+
+    flaky = Flaky(None)
+    got: list[Any] = []
+    watch = JournalWatch(flaky, "r", got.append, poll=0.02)  # type: ignore[arg-type]
+    try:
+        assert _until(lambda: len(got) == 1, 5)
+        assert watch.running
+        assert watch.trouble is None
+        assert watch.error is None
+    finally:
+        watch.stop()
+    broken = Flaky(JournalError("damaged", code="journal_corrupt"))
+    ended = JournalWatch(broken, "r", got.append, poll=0.02)  # type: ignore[arg-type]
+    assert _until(lambda: not ended.running, 5)
+    assert isinstance(ended.error, JournalError)
+    assert ended.error.code == "journal_corrupt"
+    assert isinstance(ended.trouble, JournalError)
+    assert ended.trouble.code == "journal_connection_lost"
