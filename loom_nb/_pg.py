@@ -1,18 +1,26 @@
 """The PostgreSQL database the journal and the S3 store's tenant index share (issue 16), through psycopg 3.
 
 One database holds both: the journal's ``events`` and ``leases`` and the store's
-``loom_store_tenants``. Whichever opens it first applies the migrations, an ordered list of named
-steps (``m001_events`` ... ``m004_leases``, the same shapes as SQLite's, then the PostgreSQL-only
-``pg001_notify`` and ``pg002_store_tenants``), recorded in ``loom_journal_migrations`` and checked
-under an advisory lock, so two processes opening a new database at once do not both create it; a
-database with a migration this code does not know (a newer loom_nb wrote it) is refused
-(``journal_too_new``). The list is one for both users: either may be the first to open a database.
+``loom_store_tenants``. Whichever opens it first applies the migrations (``_pg_migrations``), so
+either may be the first to open a database.
 
 Connections. ``open_pool`` returns a ``Pool`` (psycopg_pool) that looks like one DB-API
 connection speaking the journal's SQL (``?`` placeholders): each statement, or each ``with pool:``
 scope, borrows a connection, so a transaction stays on its connection and threads working on
 different executions run side by side. ``BEGIN`` also takes one transaction-scoped advisory lock,
 the journal's write lock, where SQLite takes its one write lock (``BEGIN IMMEDIATE``).
+
+Poolers (issue 33). The same code runs behind a transaction pooler such as PgBouncer, where
+consecutive transactions of one client connection may run on different server sessions, so
+nothing here keeps state in a session: no server-side prepared statements (psycopg's
+``prepare_threshold=None``; psycopg would otherwise prepare a statement run five times, and the
+next client of that server session would collide with it), no session ``SET`` (the durability
+setting is ``set_config(..., true)``, a ``SET LOCAL``, in each writing transaction; a lone write
+is sent with it as one simple query, which the server runs as one transaction, still one round
+trip), and only transaction-scoped advisory locks (the write lock, the migrations). The leases
+are rows. Only LISTEN needs a session; the journal's watch takes a direct connection for it
+(``listen_url``).
+What a failed connection means, and its remedy, is ``loom_nb._pg_errors``.
 
 This module sits below the store and the journal (DESIGN.md, "Layers") so that both can use it
 without one importing the other. Importing it needs psycopg and psycopg-pool.
@@ -21,21 +29,25 @@ without one importing the other. Importing it needs psycopg and psycopg-pool.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
+import time
+from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
+from loom_nb._pg_errors import explain
+from loom_nb._pg_migrations import NOTIFY_CHANNEL, PG_MIGRATIONS, migrate
 from loom_nb.errors import JournalError
 
 __all__ = [
+    "CONNECT_OPTIONS",
     "NOTIFY_CHANNEL",
     "PG_MIGRATIONS",
     "WRITE_LOCK",
     "Pool",
+    "connection_error",
     "first_line",
     "is_postgres_url",
     "location",
@@ -43,13 +55,18 @@ __all__ = [
     "redact",
 ]
 
-NOTIFY_CHANNEL = "loom_journal"
-"""The LISTEN/NOTIFY channel an append announces its execution id on (written out in pg001_notify)."""
-
 WRITE_LOCK = 0x6C6F6F6D_7772
 """The advisory lock ``BEGIN`` takes: the journal's write lock (SQLite's BEGIN IMMEDIATE)."""
 
-_MIGRATION_LOCK = 0x6C6F6F6D  # "loom": the advisory lock migrations run under
+
+CONNECT_OPTIONS: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
+"""How every connection to the database is made: autocommit, and never a prepared statement
+(a transaction pooler hands the next transaction another server session)."""
+
+_SETTING = "SELECT set_config('synchronous_commit', %s, true)"
+_BEGIN_WRITE = "BEGIN; SELECT set_config('synchronous_commit', %s, true), pg_advisory_xact_lock(%s)"
+_WRITES = ("INSERT", "UPDATE", "DELETE")
+_SLICE = 0.25  # seconds between looks at why the pool has no connection to give
 
 
 def is_postgres_url(target: object) -> bool:
@@ -57,170 +74,128 @@ def is_postgres_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
-def _m001_events(cur: psycopg.Cursor[Any]) -> None:
-    cur.execute(
-        """
-        CREATE TABLE events (
-            seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            execution_id TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            step_id TEXT,
-            position INTEGER,
-            payload TEXT NOT NULL,
-            created TEXT NOT NULL
-        )
-        """
-    )
-    cur.execute("CREATE INDEX events_by_execution ON events (execution_id, seq)")
-
-
-def _m002_append_only(cur: psycopg.Cursor[Any]) -> None:
-    cur.execute(
-        """
-        CREATE FUNCTION loom_events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN RAISE EXCEPTION 'the journal is append-only'; END $$
-        """
-    )
-    cur.execute(
-        "CREATE TRIGGER events_no_change BEFORE UPDATE OR DELETE OR TRUNCATE ON events "
-        "FOR EACH STATEMENT EXECUTE FUNCTION loom_events_append_only()"
-    )
-
-
-def _m003_event_ordinal(cur: psycopg.Cursor[Any]) -> None:
-    cur.execute("ALTER TABLE events ADD COLUMN ordinal INTEGER")
-    cur.execute("ALTER TABLE events DISABLE TRIGGER events_no_change")
-    cur.execute(
-        "UPDATE events SET ordinal = (SELECT COUNT(*) FROM events AS earlier "
-        "WHERE earlier.execution_id = events.execution_id AND earlier.seq < events.seq)"
-    )
-    cur.execute("ALTER TABLE events ENABLE TRIGGER events_no_change")
-    cur.execute("CREATE UNIQUE INDEX events_by_ordinal ON events (execution_id, ordinal)")
-
-
-def _m004_leases(cur: psycopg.Cursor[Any]) -> None:
-    cur.execute(
-        """
-        CREATE TABLE leases (
-            execution_id TEXT PRIMARY KEY,
-            token TEXT NOT NULL,
-            host TEXT NOT NULL,
-            pid INTEGER NOT NULL,
-            expires DOUBLE PRECISION NOT NULL,
-            acquired TEXT NOT NULL
-        )
-        """
-    )
-
-
-def _pg001_notify(cur: psycopg.Cursor[Any]) -> None:
-    # One notification per execution per INSERT statement (not per row): a step's pair of
-    # events and a whole import announce themselves once.
-    cur.execute(
-        """
-        CREATE FUNCTION loom_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            PERFORM pg_notify('loom_journal', ids.execution_id)
-            FROM (SELECT DISTINCT execution_id FROM inserted) AS ids;
-            RETURN NULL;
-        END $$
-        """
-    )
-    cur.execute(
-        "CREATE TRIGGER events_notify AFTER INSERT ON events REFERENCING NEW TABLE AS inserted "
-        "FOR EACH STATEMENT EXECUTE FUNCTION loom_events_notify()"
-    )
-
-
-def _pg002_store_tenants(cur: psycopg.Cursor[Any]) -> None:
-    # The S3 content store's per-tenant index when it lives here (S3ContentStore(index=...)):
-    # one row per store, blob and tenant; times are microseconds since the epoch; ``nonce``
-    # changes with every put, so an erase can tell a put that landed while it ran.
-    cur.execute(
-        """
-        CREATE TABLE loom_store_tenants (
-            store TEXT NOT NULL,
-            digest TEXT NOT NULL,
-            tenant TEXT NOT NULL,
-            size BIGINT NOT NULL,
-            created BIGINT NOT NULL,
-            put BIGINT NOT NULL,
-            nonce TEXT NOT NULL,
-            PRIMARY KEY (store, digest, tenant)
-        )
-        """
-    )
-
-
-PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
-    ("m001_events", _m001_events),
-    ("m002_append_only", _m002_append_only),
-    ("m003_event_ordinal", _m003_event_ordinal),
-    ("m004_leases", _m004_leases),
-    ("pg001_notify", _pg001_notify),
-    ("pg002_store_tenants", _pg002_store_tenants),
-]
-"""The PostgreSQL schema, oldest first; names shared with the SQLite list mean the same shape."""
-
-
 def open_pool(url: str, *, synchronous: str, timeout: float, size: int) -> Pool:
     """Migrate the database at ``url`` and open a pool of up to ``size`` connections to it.
 
     The journal's own connections, and the content store's PostgreSQL index when it is given a
-    URL (the schema, migrations included, is one for both).
+    URL (the schema, migrations included, is one for both). ``url`` may go through a
+    transaction pooler: see the module's docstring.
     """
     commit = "on" if synchronous == "FULL" else "off"
     connect_timeout = max(1, round(timeout))
-    try:
-        # The first connection is made directly, so an unreachable server fails at once with
-        # libpq's reason; it applies the migrations and is then closed.
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
-    except psycopg.Error as exc:
-        raise JournalError(
-            f"cannot open the journal at {redact(url)}: {first_line(exc)}. Check "
-            "that the server is up and the database exists.",
-            code="journal_unavailable",
-            path=redact(url),
-        ) from exc
-    try:
-        with conn.transaction(), conn.cursor() as cur:
-            _migrate(cur)
-    except BaseException as exc:
-        conn.close()
-        if isinstance(exc, psycopg.Error):
-            raise JournalError(
-                f"cannot open the journal at {redact(url)}: {first_line(exc)}. Check "
-                "that the user may create tables in the database (or its search_path schema).",
-                code="journal_unavailable",
-                path=redact(url),
-            ) from exc
-        raise
-    conn.close()
+    where = redact(url)
+    failures: list[BaseException] = []
+    live = _Live()
 
-    def configure(pooled: psycopg.Connection[Any]) -> None:
-        pooled.execute(f"SET synchronous_commit = {commit}")
+    class Recorded(psycopg.Connection[Any]):
+        """A pooled connection that counts itself, and keeps why it could not be made, so a
+        wait for one can say why there is none."""
+
+        @classmethod
+        def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
+            try:
+                conn = super().connect(conninfo, **kwargs)
+            except psycopg.Error as exc:
+                failures[:] = [exc]
+                raise
+            failures.clear()
+            live.add(1)
+            conn._counted = True
+            # Behind a pooler a server session may still LISTEN for an earlier client: drop
+            # what it forwards here instead of queueing it for a notifies() never called.
+            conn.add_notify_handler(_ignore)
+            return conn
+
+        def close(self) -> None:
+            if getattr(self, "_counted", False):  # once, even if the server closed it first
+                self._counted = False
+                live.add(-1)
+            super().close()
 
     pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
         url,
+        connection_class=Recorded,
         min_size=1,
         max_size=size,
-        kwargs={"autocommit": True, "connect_timeout": connect_timeout},
-        configure=configure,
+        kwargs={**CONNECT_OPTIONS, "connect_timeout": connect_timeout},
         timeout=timeout,
         name="loom-journal",
         num_workers=1,
         open=False,
     )
+    pool.open(wait=False)
+    opened = Pool(
+        pool, where, location(url), commit=commit, failures=failures, live=live, timeout=timeout
+    )
     try:
-        pool.open(wait=True, timeout=max(1.0, timeout))
+        # The pool's first connection applies the migrations: an unreachable or full server
+        # fails here at once, with libpq's reason (Pool.getconn).
+        conn = opened.getconn()
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                migrate(cur)
+        finally:
+            pool.putconn(conn)
     except psycopg.Error as exc:
         pool.close()
+        explained = explain(exc, where=where, connecting=False)
+        if explained is not None:
+            raise JournalError(explained[1], code=_CODES[explained[0]], path=where) from exc
         raise JournalError(
-            f"cannot open the journal at {redact(url)}: {first_line(exc)}.",
+            f"cannot open the journal at {where}: {first_line(exc)}. Check that the user may "
+            "create tables in the database (or its search_path schema).",
             code="journal_unavailable",
-            path=redact(url),
+            path=where,
         ) from exc
-    return Pool(pool, redact(url), location(url))
+    except BaseException:
+        pool.close()
+        raise
+    return opened
+
+
+_CODES = {
+    "unavailable": "journal_unavailable",
+    "too_many_connections": "journal_too_many_connections",
+    "pooler_error": "journal_pooler_error",
+    "connection_lost": "journal_connection_lost",
+}
+"""The journal's error code for each kind of connection failure (``loom_nb._pg_errors``)."""
+
+
+def connection_error(
+    exc: BaseException, *, where: str, connecting: bool, doing: str = "read"
+) -> JournalError:
+    """The ``JournalError`` for a failed connection or statement, by what went wrong.
+
+    A connection failure gets its own code (``journal_unavailable``,
+    ``journal_too_many_connections``, ``journal_pooler_error``, ``journal_connection_lost``)
+    and remedy; anything else is ``journal_unavailable`` (connecting) or ``journal_write_failed``
+    / ``journal_unavailable`` (a statement the server refused), with the server's reason.
+    """
+    explained = explain(exc, where=where, connecting=connecting, doing=doing)
+    if explained is not None:
+        kind, message = explained
+        return JournalError(message, code=_CODES[kind], path=where)
+    if connecting:
+        return JournalError(
+            f"cannot open the journal at {where}: {first_line(exc)}.",
+            code="journal_unavailable",
+            path=where,
+        )
+    if doing == "write":
+        return JournalError(
+            f"the journal at {where} could not be written: {first_line(exc)}. The server "
+            "refused the statement; check its log, and that the user may write the journal's "
+            "tables.",
+            code="journal_write_failed",
+            path=where,
+        )
+    return JournalError(
+        f"the journal at {where} could not be read: {first_line(exc)}. Check the server's log, "
+        "and that the user may read the journal's tables.",
+        code="journal_unavailable",
+        path=where,
+    )
 
 
 class Pool:
@@ -230,14 +205,26 @@ class Pool:
     connection and keeps it until the scope ends, so a transaction's statements stay on one
     connection and a scope that runs no statement (a step whose lease is already held) borrows
     nothing. A statement outside any scope borrows a connection for itself and returns its rows
-    already fetched.
+    already fetched. ``commit`` is the ``synchronous_commit`` every writing transaction sets.
     """
 
     def __init__(
-        self, pool: ConnectionPool[psycopg.Connection[Any]], where: str, place: str
+        self,
+        pool: ConnectionPool[psycopg.Connection[Any]],
+        where: str,
+        place: str,
+        *,
+        commit: str = "off",
+        failures: list[BaseException] | None = None,
+        live: _Live | None = None,
+        timeout: float = 30.0,
     ) -> None:
         self._pool = pool
         self._where = where
+        self._commit = commit
+        self._failures = [] if failures is None else failures
+        self._live = _Live() if live is None else live
+        self._timeout = timeout
         self._local = threading.local()
         self.location = place
         """``host:port`` of the server (no user, no password), for messages."""
@@ -253,22 +240,53 @@ class Pool:
         if local.depth == 0:
             self._give_back()
 
+    def getconn(self) -> psycopg.Connection[Any]:
+        """A connection from the pool, waiting up to the timeout while others are busy.
+
+        A pool that holds no connection at all and fails to make one says why at once (the
+        server is full, the pooler refuses, nothing listens) instead of waiting out the
+        timeout; a pool with connections of its own waits for one to come back.
+        """
+        deadline = time.monotonic() + self._timeout
+        look = 0.02
+        while True:
+            left = deadline - time.monotonic()
+            look = min(look * 2, _SLICE)  # soon at first: a failed connection is known in ms
+            try:
+                return self._pool.getconn(timeout=max(0.01, min(look, left)))
+            except PoolTimeout as exc:
+                failure = self._failures[0] if self._failures else None
+                if failure is not None and not self._live.count:
+                    raise connection_error(failure, where=self._where, connecting=True) from exc
+                if left > _SLICE:
+                    continue
+                if failure is not None:
+                    raise connection_error(failure, where=self._where, connecting=True) from exc
+                raise JournalError(
+                    f"no connection to the journal at {self._where} came free in "
+                    f"{self._timeout:g} s: every connection of the pool is busy. Give the "
+                    "journal a larger pool_size, or let fewer threads use it at once.",
+                    code="journal_unavailable",
+                    path=self._where,
+                ) from exc
+            except psycopg.Error as exc:
+                raise connection_error(exc, where=self._where, connecting=True) from exc
+
     def _borrowed(self) -> _Connection:
         conn: _Connection | None = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
-        try:
-            raw = self._pool.getconn()
-        except psycopg.Error as exc:
-            raise JournalError(
-                f"no connection to the journal at {self._where}: {first_line(exc)}. Check that "
-                "the server is up, or give the journal a larger pool_size if every connection is "
-                "busy.",
-                code="journal_unavailable",
-                path=self._where,
-            ) from exc
-        conn = self._local.conn = _Connection(raw)
+        conn = self._local.conn = _Connection(self.getconn(), self._commit)
         return conn
+
+    def drop_broken(self) -> bool:
+        """Give back this thread's connection if it is broken (the scope borrows a new one next);
+        whether there was one."""
+        conn: _Connection | None = getattr(self._local, "conn", None)
+        if conn is None or not conn.raw.closed:
+            return False
+        self._give_back()
+        return True
 
     def _give_back(self) -> None:
         conn: _Connection | None = getattr(self._local, "conn", None)
@@ -293,6 +311,22 @@ class Pool:
         self._pool.close()
 
 
+def _ignore(note: psycopg.Notify) -> None:
+    """A notification on a journal's own connection: nobody waits for it there."""
+
+
+class _Live:
+    """How many connections a pool holds open (made and not yet closed)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def add(self, delta: int) -> None:
+        with self._lock:
+            self.count += delta
+
+
 class _Rows:
     """Rows fetched before their connection went back to the pool (``fetchall``/``fetchone``)."""
 
@@ -307,8 +341,9 @@ class _Rows:
         return self._rows.pop(0) if self._rows else None
 
 
-_TRANSLATED: dict[str, str] = {}
-"""The journal's statements with ``%s`` placeholders, by their ``?`` form (a fixed, small set)."""
+_TRANSLATED: dict[str, tuple[str, bool]] = {}
+"""The journal's statements with ``%s`` placeholders, and whether each writes, by their ``?`` form
+(a fixed, small set)."""
 
 
 class _Connection:
@@ -318,11 +353,14 @@ class _Connection:
     transaction (taking a lease, opening a new execution, a fork); here the same transactions
     take one transaction-scoped advisory lock, so they serialize exactly as they do on SQLite.
     Plain appends (one INSERT, one commit) take no lock: the (execution_id, ordinal) uniqueness
-    orders them, as on SQLite.
+    orders them, as on SQLite. Every writing transaction sets the durability for itself (a lone
+    write is sent with its setting as one simple query, one transaction), so no setting outlives
+    it on a pooler's server session.
     """
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], commit: str = "off") -> None:
         self._conn = conn
+        self._commit = commit
 
     @property
     def raw(self) -> psycopg.Connection[Any]:
@@ -330,53 +368,42 @@ class _Connection:
         return self._conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        conn = self._conn
         if sql == "BEGIN":
-            self._conn.execute("BEGIN")
-            return self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-        return self._conn.execute(self._translate(sql), params)
+            # One round trip: the transaction, its durability and the write lock.
+            cursor = psycopg.ClientCursor(conn)
+            cursor.execute(_BEGIN_WRITE, (self._commit, WRITE_LOCK))
+            return cursor
+        translated, writes = self._translate(sql)
+        if writes and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            # A lone write: the setting and the statement as one simple query, which the server
+            # runs as one transaction (rolled back whole on an error), in one round trip.
+            cursor = psycopg.ClientCursor(conn)
+            cursor.execute(_SETTING + "; " + translated, (self._commit, *params))
+            return cursor
+        return conn.execute(translated, params)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self._conn.cursor() as cur:
-            cur.executemany(self._translate(sql), rows)
+        conn = self._conn
+        translated, _ = self._translate(sql)
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute(_SETTING, (self._commit,))
+                cur.executemany(translated, rows)
+            return
+        with conn.cursor() as cur:
+            cur.executemany(translated, rows)
 
     def close(self) -> None:
         self._conn.close()
 
-    def _translate(self, sql: str) -> str:
+    def _translate(self, sql: str) -> tuple[str, bool]:
         translated = _TRANSLATED.get(sql)
         if translated is None:
             # The journal's statements hold no literal '?' or '%': placeholders only.
-            translated = _TRANSLATED[sql] = sql.replace("?", "%s")
+            writes = sql.lstrip()[:6].upper() in _WRITES
+            translated = _TRANSLATED[sql] = (sql.replace("?", "%s"), writes)
         return translated
-
-
-def _migrate(cur: psycopg.Cursor[Any]) -> list[str]:
-    """Apply the missing migrations in order, under an advisory lock, in the caller's transaction."""
-    cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-    cur.execute(
-        "CREATE TABLE IF NOT EXISTS loom_journal_migrations "
-        "(name TEXT PRIMARY KEY, applied TEXT NOT NULL)"
-    )
-    cur.execute("SELECT name FROM loom_journal_migrations")
-    done = {row[0] for row in cur.fetchall()}
-    unknown = sorted(done - {name for name, _ in PG_MIGRATIONS})
-    if unknown:
-        raise JournalError(
-            f"the journal was written by a newer loom_nb (it has migrations {unknown} this "
-            "version does not know). Upgrade loom_nb to open it, or replay from a recording.",
-            code="journal_too_new",
-        )
-    applied = []
-    for name, migration in PG_MIGRATIONS:
-        if name in done:
-            continue
-        migration(cur)
-        cur.execute(
-            "INSERT INTO loom_journal_migrations (name, applied) VALUES (%s, %s)",
-            (name, datetime.now(UTC).isoformat()),
-        )
-        applied.append(name)
-    return applied
 
 
 def first_line(exc: BaseException) -> str:

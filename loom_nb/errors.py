@@ -126,7 +126,12 @@ class UnsupportedModalityError(GuardError):
 
 
 class StoreError(LoomError):
-    """The content store could not do what was asked."""
+    """The content store could not do what was asked.
+
+    The S3 store's PostgreSQL index reports a failed connection by what happened, as the journal
+    does: ``store_unavailable``, ``store_too_many_connections``, ``store_pooler_error``,
+    ``store_connection_lost``.
+    """
 
     default_code = "store_error"
 
@@ -232,7 +237,16 @@ class BudgetExceededError(LoomError):
 
 
 class JournalError(LoomError):
-    """The durable journal could not record or replay a step."""
+    """The durable journal could not record or replay a step.
+
+    On PostgreSQL a failed connection says what happened (issue 33): ``journal_unavailable``
+    (nothing answered, or the pool had no connection free), ``journal_too_many_connections``
+    (the server, or the role, has no slot left: use a pooler such as PgBouncer, or raise
+    ``max_connections``), ``journal_pooler_error`` (the pooler refused: its ``max_client_conn``,
+    a server it cannot reach, a URL option it does not pass), ``journal_connection_lost`` (an
+    open connection broke; a step whose write was lost runs again when the execution is
+    resumed).
+    """
 
     default_code = "journal_error"
 

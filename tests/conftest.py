@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,8 +28,10 @@ settings.load_profile("loom")
 
 @pytest.fixture(autouse=True)
 def _no_ambient_store_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The backends below choose each S3 store's index; a LOOM_STORE_INDEX of the shell must not."""
+    """The backends below choose each S3 store's index, and each journal where its watches
+    listen; a LOOM_STORE_INDEX or LOOM_JOURNAL_LISTEN_URL of the shell must not."""
     monkeypatch.delenv("LOOM_STORE_INDEX", raising=False)
+    monkeypatch.delenv("LOOM_JOURNAL_LISTEN_URL", raising=False)
 
 
 # -- backends: every store test runs on the local store, on S3, and on S3 indexed in PostgreSQL --
@@ -44,12 +48,18 @@ class StoreBackend:
     """Opens content stores of one backend for a test, and damages blobs behind the store's back."""
 
     def __init__(
-        self, name: str, tmp_path: Path, endpoint: str | None = None, postgres: str | None = None
+        self,
+        name: str,
+        tmp_path: Path,
+        endpoint: str | None = None,
+        postgres: str | None = None,
+        pooler: Pooler | None = None,
     ) -> None:
         self.name = name
         self._tmp = tmp_path
         self._endpoint = endpoint
         self._postgres = postgres
+        self._pooler = pooler
         self._index: tuple[str, str] | None = None
         self._run = uuid.uuid4().hex[:12]
         self._opened: list[Any] = []
@@ -67,6 +77,12 @@ class StoreBackend:
             assert self._postgres is not None
             if self._index is None:  # one schema per test: its stores share the index table
                 self._index = services.fresh_schema_url(self._postgres)
+            options["index"] = self._index[0]
+        elif self.name == "s3+pgbouncer":
+            assert self._pooler is not None
+            if self._index is None:  # one database per test, through the pooler
+                database = self._pooler.databases.take()
+                self._index = (services.with_database(self._pooler.url, database), database)
             options["index"] = self._index[0]
         return f"s3://{services.S3_BUCKET}/{self._run}/{name}", options
 
@@ -102,14 +118,16 @@ class StoreBackend:
     def close(self) -> None:
         for store in self._opened:
             store.close()
-        if self._index is not None:
+        if self._index is not None and self._pooler is not None:
+            self._pooler.databases.give_back(self._index[1])
+        elif self._index is not None:
             assert self._postgres is not None
             services.drop_schema(self._postgres, self._index[1])
 
 
 def open_store_backend(request: pytest.FixtureRequest, name: str, tmp_path: Path) -> StoreBackend:
     """A ``StoreBackend`` called ``name``, failing (CI) or skipping when its services are missing."""
-    endpoint = postgres = None
+    endpoint = postgres = pooler = None
     if name.startswith("s3"):
         endpoint = request.getfixturevalue("s3_service")
         if endpoint is None:
@@ -121,13 +139,15 @@ def open_store_backend(request: pytest.FixtureRequest, name: str, tmp_path: Path
         if postgres is None:
             url = services.postgres_url()
             services.unavailable(services.postgres_reachable(url) or f"PostgreSQL at {url}")
-    return StoreBackend(name, tmp_path, endpoint, postgres)
+    if name == "s3+pgbouncer":
+        pooler = pooler_or_unavailable(request)
+    return StoreBackend(name, tmp_path, endpoint, postgres, pooler)
 
 
-@pytest.fixture(params=["local", "s3", "s3+postgres"])
+@pytest.fixture(params=["local", "s3", "s3+postgres", "s3+pgbouncer"])
 def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend]:
     """A content-store backend: the local store, S3 (moto on 127.0.0.1), and S3 with its tenant
-    index in PostgreSQL."""
+    index in PostgreSQL, directly and through PgBouncer."""
     backend = open_store_backend(request, request.param, tmp_path)
     yield backend
     backend.close()
@@ -142,14 +162,24 @@ def address_of(data: bytes) -> str:
 
 
 class JournalBackend:
-    """Opens journals of one backend for a test: ``open(name)`` again reopens the same journal."""
+    """Opens journals of one backend for a test: ``open(name)`` again reopens the same journal.
 
-    def __init__(self, name: str, tmp_path: Path, server: str | None = None) -> None:
+    ``"pgbouncer"`` journals go through a transaction pooler, each in a database of its own, with
+    their watches listening on a direct connection (``listen_url``), the recommended setup;
+    ``direct_url(name)`` reaches the same database without the pooler.
+    """
+
+    def __init__(
+        self, name: str, tmp_path: Path, server: str | None = None, pooler: Pooler | None = None
+    ) -> None:
         self.name = name
         self._tmp = tmp_path
         self._server = server
+        self._pooler = pooler
         self._urls: dict[str, str] = {}
+        self._direct: dict[str, str] = {}
         self._schemas: list[str] = []
+        self._databases: list[str] = []
         self._opened: list[Any] = []
 
     def url(self, name: str = "journal") -> str:
@@ -157,6 +187,12 @@ class JournalBackend:
         if name not in self._urls:
             if self.name == "sqlite":
                 self._urls[name] = str(self._tmp / f"{name}.sqlite")
+            elif self.name == "pgbouncer":
+                assert self._pooler is not None
+                database = self._pooler.databases.take()
+                self._databases.append(database)
+                self._urls[name] = services.with_database(self._pooler.url, database)
+                self._direct[name] = services.with_database(self._pooler.server, database)
             else:
                 assert self._server is not None
                 url, schema = services.fresh_schema_url(self._server)
@@ -164,13 +200,19 @@ class JournalBackend:
                 self._urls[name] = url
         return self._urls[name]
 
+    def direct_url(self, name: str = "journal") -> str:
+        """The URL of the journal called ``name`` without any pooler (for LISTEN, session locks)."""
+        url = self.url(name)
+        return self._direct.get(name, url)
+
     def open(self, name: str | None = None, **options: Any) -> Any:
         """``Journal(url, **options)``: a new journal each call, or the one called ``name`` again."""
         from loom_nb.journal import Journal
 
         if name is None:
             name = f"journal-{len(self._opened)}"
-
+        if self.name == "pgbouncer":
+            options.setdefault("listen_url", self.direct_url(name))
         journal = Journal(self.url(name), **options)
         self._opened.append(journal)
         return journal
@@ -182,6 +224,9 @@ class JournalBackend:
         for schema in self._schemas:
             assert self._server is not None
             services.drop_schema(self._server, schema)
+        for database in self._databases:
+            assert self._pooler is not None
+            self._pooler.databases.give_back(database)
 
 
 @pytest.fixture(scope="session")
@@ -191,16 +236,74 @@ def postgres_service() -> str | None:
     return None if services.postgres_reachable(url) else url
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@dataclass
+class Pooler:
+    """PgBouncer in front of the test server: its URL, the server's, and the run's databases."""
+
+    url: str | None
+    """The pooler's URL (its database is replaced per journal), or None when there is none."""
+    server: str
+    """The same server directly."""
+    databases: services.Databases
+    """Empty databases for the tests (PgBouncer passes no search_path)."""
+    reason: str = ""
+    """Why there is no pooler, when ``url`` is None."""
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_service(postgres_service: str | None) -> Iterator[Pooler | None]:
+    """PgBouncer for the run: ``$LOOM_TEST_PGBOUNCER`` (CI starts one), else one started here
+    when the binary is installed; a Pooler with the reason and no URL when there is none."""
+    server = services.postgres_url()
+    if postgres_service is None:
+        reason = services.postgres_reachable(server) or f"PostgreSQL at {server} is not reachable"
+        yield Pooler(None, server, services.Databases(server), reason)
+        return
+    databases = services.Databases(postgres_service)
+    given = os.environ.get(services.PGBOUNCER_ENV)
+    try:
+        if given:
+            problem = services.postgres_reachable(given)
+            reason = f"PgBouncer at ${services.PGBOUNCER_ENV} does not answer: {problem}"
+            yield Pooler(None if problem else given, postgres_service, databases, reason)
+            return
+        try:
+            running = services.pgbouncer(postgres_service)
+            url = running.__enter__()
+        except RuntimeError as exc:
+            reason = f"no PgBouncer ({exc}); set ${services.PGBOUNCER_ENV} to one"
+            yield Pooler(None, postgres_service, databases, reason)
+            return
+        try:
+            yield Pooler(url, postgres_service, databases)
+        finally:
+            running.__exit__(None, None, None)
+    finally:
+        databases.drop_all()
+
+
+def pooler_or_unavailable(request: pytest.FixtureRequest) -> Pooler:
+    """The run's PgBouncer, or fail (CI) / skip (elsewhere) with the reason there is none."""
+    pooler: Pooler = request.getfixturevalue("pgbouncer_service")
+    if pooler.url is None:
+        services.unavailable(pooler.reason)
+    return pooler
+
+
+@pytest.fixture(params=["sqlite", "postgres", "pgbouncer"])
 def journal_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JournalBackend]:
-    """A journal backend: SQLite, then the same test on PostgreSQL (a fresh schema per journal)."""
-    server = None
+    """A journal backend: SQLite, then the same test on PostgreSQL (a fresh schema per journal),
+    then through PgBouncer in transaction mode (a fresh database per journal)."""
+    server = pooler = None
     if request.param == "postgres":
         server = request.getfixturevalue("postgres_service")
         if server is None:
             url = services.postgres_url()
             services.unavailable(services.postgres_reachable(url) or f"PostgreSQL at {url}")
-    backend = JournalBackend(request.param, tmp_path, server)
+    if request.param == "pgbouncer":
+        pooler = pooler_or_unavailable(request)
+        server = pooler.server
+    backend = JournalBackend(request.param, tmp_path, server, pooler)
     yield backend
     backend.close()
 

@@ -57,9 +57,16 @@ def test_a_pool_migrates_and_speaks_question_marks(pg_url: str) -> None:
         pool.execute("BEGIN")  # takes the journal's write lock too
         pool.execute("CREATE TEMP TABLE scoped (x int)")
         pool.execute("ROLLBACK")
+    with pool:  # NORMAL: a writing transaction commits without waiting for the flush
+        pool.execute("BEGIN")
+        assert pool.execute("SHOW synchronous_commit").fetchone() == ("off",)
+        pool.execute("ROLLBACK")
     pool.close()
     again = open_pool(pg_url, synchronous="FULL", timeout=5.0, size=1)  # nothing left to apply
-    assert again.execute("SHOW synchronous_commit").fetchone() == ("on",)
+    with again:  # the setting lives in the transaction, never in the session
+        again.execute("BEGIN")
+        assert again.execute("SHOW synchronous_commit").fetchone() == ("on",)
+        again.execute("ROLLBACK")
     again.close()
 
 

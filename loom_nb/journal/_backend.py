@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from loom_nb.errors import JournalError
 
@@ -26,14 +26,23 @@ T = TypeVar("T")
 
 
 class Listener(Protocol):
-    """What a watch waits on between looks (``journal.watch``)."""
+    """What a watch waits on between looks (``journal.watch``): announcements of its execution."""
 
-    def wait(self, execution_id: str, timeout: float) -> bool:
-        """Block until an append to ``execution_id`` is announced (True) or ``timeout`` passes."""
+    @property
+    def mode(self) -> Literal["notify", "poll"]:
+        """``"notify"`` while announcements arrive, ``"poll"`` while waiting is only sleeping."""
+        ...
+
+    def wait(self, timeout: float) -> bool:
+        """Block until an append is announced (True), ``wake`` is called, or ``timeout`` passes."""
+        ...
+
+    def wake(self) -> None:
+        """End a pending ``wait`` now (the watch is stopping)."""
         ...
 
     def close(self) -> None:
-        """Release the listener's connection, if it has one."""
+        """Stop listening (the process's listening connection closes with its last watch)."""
         ...
 
 
@@ -46,6 +55,8 @@ class JournalBackend(ABC):
     """The driver's constraint violation (another writer's row got in first)."""
     BEGIN_WRITE: ClassVar[str]
     """Starts a read-then-write transaction holding the journal's write lock."""
+    watch_poll: ClassVar[float]
+    """A watch's default seconds between looks (``journal.watch(poll=None)``)."""
 
     conn: Any
     """The connection (``execute``, ``executemany``, ``close``), in autocommit mode."""
@@ -65,8 +76,8 @@ class JournalBackend(ABC):
         and, with ``database``, a connection."""
 
     @abstractmethod
-    def listen(self) -> Listener:
-        """What a watch waits on between looks."""
+    def listen(self, execution_id: str) -> Listener:
+        """What a watch of ``execution_id`` waits on between looks."""
 
     @abstractmethod
     def damaged(self, exc: BaseException) -> JournalError | None:
@@ -86,7 +97,10 @@ class JournalBackend(ABC):
             result = body()
             self.conn.execute("COMMIT")
         except BaseException as exc:
-            self.conn.execute("ROLLBACK")
+            # A connection that was lost cannot roll back (the server already has): the error
+            # that lost it is the one to report.
+            with contextlib.suppress(self.Error):
+                self.conn.execute("ROLLBACK")
             if isinstance(exc, self.IntegrityError) and what == "import":
                 raise JournalError(
                     f"the recording could not be imported ({exc}): the execution already "
@@ -99,25 +113,30 @@ class JournalBackend(ABC):
         return result
 
     def read(self, query: Callable[[], T]) -> T:
-        """Run a read; a damaged database is ``journal_corrupt``, anything else unavailable."""
+        """Run a read; a failure is reported as ``failure`` says (``journal_corrupt``, unavailable ...)."""
         try:
             return query()
         except self.Error as exc:
-            damaged = self.damaged(exc)
-            if damaged is not None:
-                raise damaged from exc
-            raise JournalError(
+            raise self.failure(exc, doing="read") from exc
+
+    def write_error(self, exc: BaseException) -> JournalError:
+        """The ``JournalError`` a failed write is reported as."""
+        return self.failure(exc, doing="write")
+
+    def failure(self, exc: BaseException, *, doing: Literal["read", "write"]) -> JournalError:
+        """The ``JournalError`` for a failed read or write: a damaged database is
+        ``journal_corrupt``; otherwise SQLite's advice (a lock another process holds, a full or
+        read-only disk). The PostgreSQL backend says what happened to the connection instead."""
+        damaged = self.damaged(exc)
+        if damaged is not None:
+            return damaged
+        if doing == "read":
+            return JournalError(
                 f"the journal at {self.path!r} could not be read ({exc}). If another process "
                 "holds it locked, retry.",
                 code="journal_unavailable",
                 path=self.path,
-            ) from exc
-
-    def write_error(self, exc: BaseException) -> JournalError:
-        """The ``JournalError`` a failed write is reported as."""
-        damaged = self.damaged(exc)
-        if damaged is not None:
-            return damaged
+            )
         return JournalError(
             f"the journal could not be written ({exc}). If another process holds the database "
             "locked, retry; if the disk is full or read-only, free space or move the journal.",

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = ["Journal", "PostgresJournal"]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+LISTEN_ENV = "LOOM_JOURNAL_LISTEN_URL"
+"""The environment variable a PostgreSQL journal takes its ``listen_url`` from when not given one."""
 
 
 class Journal:
@@ -84,7 +86,15 @@ class Journal:
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         timeout: float = 30.0,
         lease_ttl: float = 30.0,
+        listen_url: str | None = None,
     ) -> None:
+        if listen_url is not None and not isinstance(self, PostgresJournal):
+            raise JournalError(
+                "listen_url is for a PostgreSQL journal (a direct connection its watches LISTEN "
+                "on); a SQLite journal's watch polls the file.",
+                code="invalid_argument",
+            )
+        self._listen_url = listen_url
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
             raise JournalError(
                 f"timeout must be a non-negative number of seconds, not {timeout!r}.",
@@ -362,11 +372,13 @@ class Journal:
         events before ``seq`` (what a watch accumulates; empty when reading from the start).
         """
         with self._backend.reading():
-            rows = self._conn.execute(
-                "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
-                "WHERE execution_id = ? AND seq > ? ORDER BY seq",
-                (execution_id, seq),
-            ).fetchall()
+            rows = self._backend.read(
+                lambda: self._conn.execute(
+                    "SELECT seq, execution_id, kind, step_id, position, payload, created "
+                    "FROM events WHERE execution_id = ? AND seq > ? ORDER BY seq",
+                    (execution_id, seq),
+                ).fetchall()
+            )
         events = [self._event(row, resolve_claims=True) for row in rows]
         return expanded_events(events, {} if earlier is None else earlier)
 
@@ -376,22 +388,26 @@ class Journal:
         callback: Callable[[Event], object] | None = None,
         *,
         after_seq: int = 0,
-        poll: float = 0.25,
+        poll: float | None = None,
     ) -> JournalWatch:
         """Follow an execution live: every event appended to it (after ``after_seq``), as it lands.
 
         A viewer in another process (a ``ReplayStepper`` in a second kernel) sees a running
         execution's steps as they are journaled. Each new event goes to ``callback`` (called on
-        the watch's own thread) or, without one, is queued for ``watch.get(timeout)``. On
-        PostgreSQL the watch waits on ``LISTEN/NOTIFY``; on SQLite it looks every ``poll``
-        seconds. Stop it with ``watch.stop()`` (or use it as a context manager).
+        the watch's own thread) or, without one, is queued for ``watch.get(timeout)``. The watch
+        looks every ``poll`` seconds (default 0.25 on SQLite, 1 on PostgreSQL); on PostgreSQL a
+        notification (``LISTEN/NOTIFY``, at ``listen_url`` when given) ends the wait as soon as
+        an append commits, so a viewer sees it within milliseconds. The watches of one process
+        share one listening connection. ``watch.mode`` says which is at work. Stop it with
+        ``watch.stop()`` (or use it as a context manager).
         """
         _check_id(execution_id)
         return JournalWatch(self, execution_id, callback, after_seq=after_seq, poll=poll)
 
-    def _listen(self) -> Listener:
-        """What a watch waits on between looks (on SQLite it sleeps; PostgreSQL notifies)."""
-        return self._backend.listen()
+    def _listen(self, execution_id: str) -> Listener:
+        """What a watch of ``execution_id`` waits on between looks (SQLite sleeps; PostgreSQL
+        notifies)."""
+        return self._backend.listen(execution_id)
 
     # -- recordings -----------------------------------------------------------------------
 
@@ -478,10 +494,17 @@ class PostgresJournal(Journal):
     """The append-only journal on PostgreSQL; ``Journal("postgresql://...")`` returns one.
 
     ``path`` is a libpq connection URL (``postgresql://user@host:5432/db``; add
-    ``?options=-csearch_path%3Dschema`` to use a schema other than the default). ``pool_size``
-    is the most connections this journal opens (one is kept open; more are opened as threads need
-    them, and a thread waits up to ``timeout`` seconds when all are busy). Every other argument is
-    as for ``Journal``.
+    ``?options=-csearch_path%3Dschema`` to use a schema other than the default; a pooler such as
+    PgBouncer does not pass ``options``). ``pool_size`` is the most connections this journal
+    opens (one is kept open; more are opened as threads need them, and a thread waits up to
+    ``timeout`` seconds when all are busy).
+
+    ``path`` may go through a transaction pooler (PgBouncer): the journal keeps no state in a
+    server session (issue 33). LISTEN needs one, so ``listen_url`` (default
+    ``$LOOM_JOURNAL_LISTEN_URL``) names a direct connection to the same database for the
+    watches; without it they listen at ``path``, and behind a transaction pooler, where no
+    notification arrives, they poll every second instead. Every other argument is as for
+    ``Journal``.
     """
 
     def __init__(
@@ -511,8 +534,15 @@ class PostgresJournal(Journal):
         """Connect a pool in autocommit mode, set the durability, and apply the migrations."""
         from loom_nb.journal._postgres import PostgresBackend
 
+        listen_url = self._listen_url or os.environ.get(LISTEN_ENV) or None
+        self.listen_url = listen_url
+        """Where this journal's watches LISTEN (None: at the journal's own URL)."""
         return PostgresBackend(
-            self._path, synchronous=synchronous, timeout=timeout, pool_size=self.pool_size
+            self._path,
+            synchronous=synchronous,
+            timeout=timeout,
+            pool_size=self.pool_size,
+            listen_url=listen_url,
         )
 
     @property

@@ -11,7 +11,8 @@ function for append-only, an advisory lock where SQLite takes its one write lock
 Live viewers. An insert into ``events`` NOTIFYs the channel ``loom_journal`` with the execution
 id (a trigger, so imports and every writer notify, in the same transaction as the insert: a
 notification is only delivered once the rows are visible). ``journal.watch(execution_id, ...)``
-LISTENs on a connection of its own and reads what was appended since it last looked.
+waits on the process's one listening connection (``_listener``), at ``listen_url`` when the
+journal's URL goes through a transaction pooler, and looks every second whatever happens.
 
 Connections. The backend holds a pool (psycopg_pool) of up to ``pool_size`` connections. Each
 read, and each write to an execution, borrows one for its statements (a transaction stays on its
@@ -28,31 +29,52 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal, TypeVar
 
 import psycopg
 
-from loom_nb._pg import NOTIFY_CHANNEL, Pool, first_line, is_postgres_url, open_pool, redact
+from loom_nb._pg import Pool, connection_error, is_postgres_url, open_pool, redact
 from loom_nb.errors import ConfigurationError, JournalError
-from loom_nb.journal._backend import JournalBackend
+from loom_nb.journal._backend import JournalBackend, Listener
+from loom_nb.journal._listener import subscribe
 
 __all__ = ["PostgresBackend"]
 
+T = TypeVar("T")
+
 
 class PostgresBackend(JournalBackend):
-    """A pool of up to ``pool_size`` connections to the database at ``path`` (a libpq URL)."""
+    """A pool of up to ``pool_size`` connections to the database at ``path`` (a libpq URL).
+
+    ``listen_url`` is where watches LISTEN (a direct connection to the same database when
+    ``path`` goes through a transaction pooler); None listens at ``path``.
+    """
 
     Error: ClassVar[type[Exception]] = psycopg.Error
     IntegrityError: ClassVar[type[Exception]] = psycopg.IntegrityError
     BEGIN_WRITE: ClassVar[str] = "BEGIN"
+    watch_poll: ClassVar[float] = 1.0
 
-    def __init__(self, path: str, *, synchronous: str, timeout: float, pool_size: int) -> None:
-        if not is_postgres_url(path):
-            raise ConfigurationError(
-                f"a PostgreSQL journal takes a postgresql:// URL, not {path!r}.",
-                code="invalid_journal_url",
-            )
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: str,
+        timeout: float,
+        pool_size: int,
+        listen_url: str | None = None,
+    ) -> None:
+        for what, url in (("journal", path), ("listen_url", listen_url)):
+            if url is not None and not is_postgres_url(url):
+                raise ConfigurationError(
+                    f"a PostgreSQL {what} takes a postgresql:// URL, not {redact(str(url))!r}.",
+                    code="invalid_journal_url",
+                )
         self.path = path
+        self.where = redact(path)
+        """The URL without its password, for messages."""
+        self.listen_url = listen_url
         self._locks: dict[str, threading.Lock] = {}
         self.conn: Pool = open_pool(path, synchronous=synchronous, timeout=timeout, size=pool_size)
 
@@ -69,12 +91,30 @@ class PostgresBackend(JournalBackend):
             lock = self._locks.setdefault(execution_id, threading.Lock())
         return _Scope(lock, self.conn) if database else lock
 
-    def listen(self) -> _Listener:
-        return _Listener(self.path)
+    def listen(self, execution_id: str) -> Listener:
+        """A subscription on this process's listening connection for ``listen_url`` (or the URL)."""
+        return subscribe(self.listen_url or self.path, execution_id)
 
     def damaged(self, exc: BaseException) -> JournalError | None:
         """Never: the server answers for its own storage."""
         return None
+
+    def read(self, query: Callable[[], T]) -> T:
+        """Run a read; on a connection found broken (a restarted server, a terminated backend),
+        once more on a new one: a read changes nothing, so trying again is safe."""
+        try:
+            return super().read(query)
+        except JournalError as exc:
+            if exc.code != "journal_connection_lost" or not self.conn.drop_broken():
+                raise
+        return super().read(query)
+
+    def failure(self, exc: BaseException, *, doing: Literal["read", "write"]) -> JournalError:
+        """What happened to the connection (lost, refused, the server full, the pooler), or the
+        server's reason for refusing the statement; never SQLite's advice."""
+        if isinstance(exc, JournalError):
+            return exc
+        return connection_error(exc, where=self.where, connecting=False, doing=doing)
 
 
 class _Scope:
@@ -88,38 +128,14 @@ class _Scope:
 
     def __enter__(self) -> None:
         self._lock.acquire()
-        self._pooled.__enter__()
+        try:
+            self._pooled.__enter__()
+        except BaseException:
+            self._lock.release()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         try:
             self._pooled.__exit__()
         finally:
             self._lock.release()
-
-
-class _Listener:
-    """A connection of its own that LISTENs for appends (the watch thread waits on it)."""
-
-    def __init__(self, url: str) -> None:
-        try:
-            self._conn = psycopg.connect(url, autocommit=True)
-            self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        except psycopg.Error as exc:
-            raise JournalError(
-                f"cannot follow the journal at {redact(url)}: {first_line(exc)}.",
-                code="journal_unavailable",
-            ) from exc
-
-    def wait(self, execution_id: str, timeout: float) -> bool:
-        """Block until an append to ``execution_id`` is announced (True) or ``timeout`` passes."""
-        try:
-            for note in self._conn.notifies(timeout=timeout, stop_after=1):
-                if note.payload == execution_id:
-                    return True
-        except psycopg.Error:
-            return False
-        return False
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._conn.close()

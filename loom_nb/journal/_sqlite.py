@@ -40,6 +40,7 @@ class SqliteBackend(JournalBackend):
     Error: ClassVar[type[Exception]] = sqlite3.Error
     IntegrityError: ClassVar[type[Exception]] = sqlite3.IntegrityError
     BEGIN_WRITE: ClassVar[str] = "BEGIN IMMEDIATE"
+    watch_poll: ClassVar[float] = 0.25
 
     def __init__(
         self, path: str, *, synchronous: str, timeout: float, lock: threading.Lock
@@ -58,7 +59,7 @@ class SqliteBackend(JournalBackend):
         """The journal's one lock (it guards the connection, every lease and every claim)."""
         return self._lock
 
-    def listen(self) -> Listener:
+    def listen(self, execution_id: str) -> Listener:
         """SQLite has no notifications: a watch sleeps between looks."""
         return PollListener()
 

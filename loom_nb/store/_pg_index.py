@@ -70,9 +70,7 @@ class PostgresIndex:
             try:
                 self._db = open_pool(target, synchronous="NORMAL", timeout=30.0, size=4)
             except JournalError as exc:
-                raise StoreError(
-                    f"cannot open the store's index: {exc.message}", code="store_unavailable"
-                ) from exc
+                raise _store_error(store_url, "open", exc) from exc
             self._own = True
             self._where = self._db.location
         else:
@@ -141,17 +139,39 @@ class PostgresIndex:
     def _run(self, what: str, statement: Any) -> Any:
         import psycopg
 
-        from loom_nb._pg import first_line
+        from loom_nb._pg import connection_error
 
         try:
             return statement()
         except (psycopg.Error, JournalError) as exc:
-            text = first_line(exc)
-            raise StoreError(
-                f"the S3 store {self._store} could not {what} its PostgreSQL index: {text}. Check "
-                "that the database is reachable, then retry.",
-                code="store_unavailable",
-            ) from exc
+            if isinstance(exc, JournalError):
+                raise _store_error(self._store, what, exc) from exc
+            doing = "read" if what in ("read", "list") else "write"
+            failure = connection_error(exc, where=self._where, connecting=False, doing=doing)
+            raise _store_error(self._store, what, failure) from exc
+
+
+_STORE_CODES = {
+    "journal_too_many_connections": "store_too_many_connections",
+    "journal_pooler_error": "store_pooler_error",
+    "journal_connection_lost": "store_connection_lost",
+}
+"""The store's code for each connection failure the shared PostgreSQL module names."""
+
+
+def _store_error(store: str, what: str, failure: JournalError) -> StoreError:
+    """A failed index statement as the store's error: the connection's kind keeps its remedy."""
+    code = _STORE_CODES.get(failure.code)
+    if code is not None:
+        return StoreError(
+            f"the S3 store {store} could not {what} its PostgreSQL index: {failure.message}",
+            code=code,
+        )
+    return StoreError(
+        f"the S3 store {store} could not {what} its PostgreSQL index: {failure.message} Check "
+        "that the database is reachable, then retry.",
+        code="store_unavailable",
+    )
 
 
 def _marker(row: tuple[Any, ...]) -> Marker:

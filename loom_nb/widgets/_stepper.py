@@ -167,8 +167,10 @@ class ReplayStepper(StaticFallbackWidget):
             return base
         return next(f"{base}-{n}" for n in range(2, len(taken) + 3) if f"{base}-{n}" not in taken)
 
-    def follow(self, *, poll: float = 0.25) -> None:
-        """Show new turns as the run journals them (``journal.watch``: LISTEN/NOTIFY or polling).
+    def follow(self, *, poll: float | None = None) -> None:
+        """Show new turns as the run journals them (``journal.watch``: LISTEN/NOTIFY or polling;
+        ``poll`` seconds between looks, by default the journal's: 0.25 on SQLite, 1 on
+        PostgreSQL, where a notification usually ends the wait first).
 
         Called with an event loop running (a notebook cell), the redraws run on that loop, not
         on the watch's thread; without one, on the watch's thread (under the view's lock).

@@ -22,15 +22,19 @@ from loom_nb.errors import JournalError
 from loom_nb.journal import Journal
 from loom_nb.journal._journal import PostgresJournal
 from tests import services
-from tests.conftest import JournalBackend
+from tests.conftest import JournalBackend, pooler_or_unavailable
 
 
-@pytest.fixture
-def pg(postgres_service: str | None, tmp_path: Path) -> Iterator[JournalBackend]:
-    """PostgreSQL journals only (what these tests pin has no SQLite counterpart)."""
+@pytest.fixture(params=["postgres", "pgbouncer"])
+def pg(
+    request: pytest.FixtureRequest, postgres_service: str | None, tmp_path: Path
+) -> Iterator[JournalBackend]:
+    """PostgreSQL journals only (what these tests pin has no SQLite counterpart), directly and
+    through PgBouncer."""
     if postgres_service is None:
         services.unavailable(f"PostgreSQL at {services.postgres_url()} is not reachable")
-    backend = JournalBackend("postgres", tmp_path, postgres_service)
+    pooler = pooler_or_unavailable(request) if request.param == "pgbouncer" else None
+    backend = JournalBackend(request.param, tmp_path, postgres_service, pooler)
     yield backend
     backend.close()
 
@@ -214,7 +218,9 @@ _WRITE_LOCK = 0x6C6F6F6D_7772  # the journal's write lock (see loom_nb._pg)
 
 
 def _holding_the_write_lock(url: str) -> psycopg.Connection[Any]:
-    """Another session holding the journal's write lock: opening a new execution waits on it."""
+    """Another session holding the journal's write lock: opening a new execution waits on it.
+
+    A session lock: ``url`` must reach the server directly, not through a transaction pooler."""
     blocker = psycopg.connect(url, autocommit=True)
     blocker.execute("SELECT pg_advisory_lock(%s)", (_WRITE_LOCK,))
     return blocker
@@ -225,7 +231,7 @@ def test_threads_on_other_executions_do_not_wait_for_a_blocked_one(pg: JournalBa
     journal = pg.open("j")
     running = journal.execution("running")
     asyncio.run(running.execute("warm", _add_one, 0))  # its lease is held: a step is one INSERT
-    blocker = _holding_the_write_lock(pg.url("j"))
+    blocker = _holding_the_write_lock(pg.direct_url("j"))
     opened = threading.Event()
 
     def open_new() -> None:
@@ -261,7 +267,7 @@ def test_a_full_pool_makes_threads_wait_and_then_reports_unavailable(pg: Journal
     journal = pg.open("j", pool_size=1, timeout=1)
     assert journal.pool_size == 1
     journal.execution("old")
-    blocker = _holding_the_write_lock(pg.url("j"))
+    blocker = _holding_the_write_lock(pg.direct_url("j"))
     waiter = threading.Thread(target=lambda: journal.execution("new"))
     waiter.start()
     try:

@@ -47,7 +47,7 @@ def test_reads_and_writes_hold_the_journals_one_lock() -> None:
     assert backend.reading() is lock
     assert backend.writing("e") is lock
     assert backend.writing("e", database=False) is lock
-    assert isinstance(backend.listen(), PollListener)
+    assert isinstance(backend.listen("e"), PollListener)
     backend.close()
 
 

@@ -32,9 +32,9 @@ def s3(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend]
     backend.close()
 
 
-@pytest.fixture(params=["s3", "s3+postgres"])
+@pytest.fixture(params=["s3", "s3+postgres", "s3+pgbouncer"])
 def s3_any(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend]:
-    """S3 with either index: marker objects, or rows in PostgreSQL."""
+    """S3 with either index: marker objects, or rows in PostgreSQL (directly or through PgBouncer)."""
     backend = open_store_backend(request, request.param, tmp_path)
     yield backend
     backend.close()
