@@ -89,6 +89,9 @@ class S3ContentStore:
     standard ``AWS_*`` environment variables unless given: ``endpoint`` (an ``http://`` endpoint
     is allowed for a local server), ``region``, ``access_key_id``, ``secret_access_key``.
     ``chunk_size`` is the part size of multipart uploads (``put_file`` of a larger file).
+    ``timeout`` is how many seconds one request may take, its body included (default 120): a
+    server that stalls ends the call in ``StoreError`` code ``store_timeout``; raise it for very
+    large blobs on a slow link. ``max_retries`` retries a failed request (transient errors).
     ``clock`` supplies the put times the garbage collector compares (default: UTC now).
     ``index`` keeps the per-tenant index in PostgreSQL instead of marker objects: a PostgreSQL
     ``Journal`` (its connection pool is shared) or a ``postgresql://`` URL (the table is
@@ -112,6 +115,7 @@ class S3ContentStore:
         clock: Callable[[], datetime] | None = None,
         max_retries: int = 3,
         index: str | Journal | None = None,
+        timeout: float = 120.0,
     ) -> None:
         if not AVAILABLE:  # pragma: no cover - the optional dependency is missing
             raise ConfigurationError(
@@ -124,10 +128,21 @@ class S3ContentStore:
                 f"chunk_size must be an int of at least 5 MiB (S3's smallest part), not {chunk_size!r}.",
                 code="invalid_chunk_size",
             )
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout <= 86_400
+        ):
+            raise ConfigurationError(
+                f"timeout must be a number of seconds above 0 (at most a day), not {timeout!r}.",
+                code="invalid_timeout",
+            )
         self.url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
         """The store's ``s3://bucket/prefix`` URL."""
         self.chunk_size = chunk_size
         """Part size of multipart uploads, in bytes."""
+        self.timeout = float(timeout)
+        """Seconds one request to the server may take (its body included)."""
         self._clock = clock or (lambda: datetime.now(UTC))
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._seen_lock = threading.Lock()
@@ -140,8 +155,9 @@ class S3ContentStore:
             access_key_id=access_key_id,
             secret_access_key=secret_access_key,
             max_retries=max_retries,
+            timeout=self.timeout,
         )
-        self._objects = S3Objects(self.url, self._s3)
+        self._objects = S3Objects(self.url, self._s3, timeout=self.timeout)
         if index is None:
             index = os.environ.get(INDEX_ENV) or None
         initial: TenantIndex

@@ -2,8 +2,13 @@
 
 ``S3Objects`` is a bucket under a prefix: put, copy, delete, get, head and list, each wrapped so
 a missing object is ``ContentNotFoundError``, a conditional create that found the object is
-``Exists`` (internal), and anything else (the server, the network, the credentials) is a
-``StoreError`` (``store_unavailable``) naming the store, the operation and what to check. The
+``Exists`` (internal), a request the server did not answer within the store's ``timeout`` is a
+``StoreError`` (``store_timeout``), and anything else (the server, the network, the credentials)
+is a ``StoreError`` (``store_unavailable``) naming the store, the operation and what to check.
+
+Every request has a deadline (``timeout``, the whole request, body included; connecting has at
+most five seconds of it), so a server that accepts a connection and then never answers ends the
+call with ``store_timeout`` instead of holding it forever. The
 store's own logic (markers, erasing, hashing) lives in ``_s3`` and ``_s3_index``; nothing here
 knows what a blob or a tenant is beyond the ``blobs/<hex>`` key.
 
@@ -33,7 +38,16 @@ if TYPE_CHECKING:
     from obstore import ObjectMeta
     from obstore.store import S3Store
 
-__all__ = ["AVAILABLE", "Exists", "S3Objects", "blob", "connect", "parse_url", "sound"]
+__all__ = [
+    "AVAILABLE",
+    "Exists",
+    "S3Objects",
+    "blob",
+    "connect",
+    "parse_url",
+    "sound",
+    "timed_out",
+]
 
 AVAILABLE = obstore is not None
 """Whether obstore, the S3 client, is installed."""
@@ -77,6 +91,7 @@ def connect(
     access_key_id: str | None,
     secret_access_key: str | None,
     max_retries: int,
+    timeout: float = 120.0,
 ) -> S3Store:
     """An obstore client for ``bucket``/``prefix``: arguments first, then ``AWS_*`` variables.
 
@@ -104,7 +119,11 @@ def connect(
             config[name] = value
     if "region" not in config and not os.environ.get("AWS_REGION") and endpoint:
         config["region"] = "us-east-1"  # S3-compatible servers ignore it; signing needs one
-    options: dict[str, Any] = {"timeout": "120s", "connect_timeout": "5s"}
+    millis = max(1, round(timeout * 1000))
+    options: dict[str, Any] = {
+        "timeout": f"{millis}ms",
+        "connect_timeout": f"{min(millis, 5000)}ms",
+    }
     if endpoint and endpoint.startswith("http://"):
         options["allow_http"] = True
     retry: Any = {
@@ -139,9 +158,11 @@ class S3Objects:
     call; a 64-character ``where`` is a blob's digest and a missing object names its address.
     """
 
-    def __init__(self, url: str, s3: S3Store) -> None:
+    def __init__(self, url: str, s3: S3Store, *, timeout: float = 120.0) -> None:
         self.url = url
         self.s3 = s3
+        self.timeout = timeout
+        """Seconds a request may take (its deadline, for messages)."""
 
     def put(self, what: str, where: str, key: str, data: Any, **options: Any) -> Any:
         return self.call(what, where, lambda: obstore.put(self.s3, key, data, **options))
@@ -222,13 +243,30 @@ class S3Objects:
             self.fail(what, where, exc)
 
     def fail(self, what: str, where: str, exc: BaseException) -> NoReturn:
-        """Raise ``store_unavailable`` for a failed ``what`` on ``where``."""
+        """Raise ``store_timeout`` (no answer in time) or ``store_unavailable`` for a failed ``what`` on ``where``."""
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if timed_out(exc):
+            raise StoreError(
+                f"the S3 store {self.url} did not answer a {what} of {where} within "
+                f"{self.timeout:g} s (the server accepted the connection but stalled, or is "
+                "overloaded). Check that the server is up and healthy, then retry; for very large "
+                "blobs on a slow link open the store with a longer timeout= (seconds).",
+                code="store_timeout",
+                timeout=self.timeout,
+            ) from exc
         raise StoreError(
             f"the S3 store {self.url} failed to {what} {where}: {text}. Check that the server is "
             "reachable, the bucket exists and the credentials may read and write it, then retry.",
             code="store_unavailable",
         ) from exc
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a client error is a request that ran out of time (obstore reports it in its text)."""
+    if isinstance(exc, TimeoutError):
+        return True
+    text = str(exc)
+    return "kind: Timeout" in text or "TimedOut" in text or "operation timed out" in text
 
 
 def blob(digest: str) -> str:
