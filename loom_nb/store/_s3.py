@@ -37,6 +37,7 @@ the tenant markers (and the interface the PostgreSQL index, ``_pg_index``, fills
 from __future__ import annotations
 
 import builtins
+import contextlib
 import hashlib
 import os
 import threading
@@ -319,20 +320,39 @@ class S3ContentStore:
         self._check_layout()
         now = micros(self._clock())
         marker = self._choice.index.record(digest, encoded_tenant, size, now)
-        present = self._blob_meta(digest) if (large or digest in self._seen) else None
-        fresh = False
-        if present is None:
-            try:
-                upload(False)
-                fresh = True
-            except Exists:
-                present = self._blob_meta(digest)
-        if not fresh and (present is None or not sound(present, size, md5)):
-            upload(True)  # vanished, or a damaged copy: rewrite it
+        try:
+            present = self._blob_meta(digest) if (large or digest in self._seen) else None
+            fresh = False
+            if present is None:
+                try:
+                    upload(False)
+                    fresh = True
+                except Exists:
+                    present = self._blob_meta(digest)
+            if not fresh and (present is None or not sound(present, size, md5)):
+                upload(True)  # vanished, or a damaged copy: rewrite it
+        except BaseException:
+            self._withdraw(digest, encoded_tenant, marker, size, now)
+            raise
         self._remember(digest)
         if not fresh:
             # The blob was (or may have been) there: earlier markers hold its first put time.
             self._choice.index.settle(marker, now, encoded_tenant, digest, size)
+
+    def _withdraw(self, digest: str, encoded: str, marker: str, size: int, now: int) -> None:
+        """Take back the entry of a put whose upload failed (cut off, timed out, refused).
+
+        Left behind, ``list()`` and ``stat()`` would show a blob ``has()`` and ``get()`` say is
+        absent. Best effort, and only while the blob is not there: when it is (another put of
+        the same bytes landed), the entry is true. A put killed outright cannot withdraw; its
+        entry is reclaimed by the content sweep once older than the TTL.
+        """
+        with contextlib.suppress(Exception):
+            if self._blob_meta(digest) is not None:
+                return
+        with contextlib.suppress(Exception):
+            mine = Marker(marker, "", now, size, now, encoded)
+            self._choice.index.remove(digest, [mine], what="withdraw")
 
     def _remember(self, digest: str) -> None:
         """Note a blob as present, so the next put of it looks before sending the bytes."""

@@ -52,6 +52,63 @@ def _assert_absent_everywhere(store: Any, address: str) -> None:
     assert not store.has(address)
 
 
+def test_a_put_cut_off_mid_upload_leaves_no_index_entry(s3_any: StoreBackend) -> None:
+    """The blob upload is reset half-way: the put raises store_unavailable, and list(), stat(),
+    tenants() and has() all agree the blob is absent; the same put then succeeds."""
+    data = bytes(range(256)) * 4096  # 1 MiB
+    address = address_of(data)
+    upstream = s3_any._endpoint
+    assert upstream is not None
+    with FaultyEndpoint(upstream, _blob_puts("cut")) as endpoint:
+        store = _through(s3_any, endpoint)
+        with pytest.raises(StoreError) as info:
+            store.put(data, "alice")
+        assert info.value.code == "store_unavailable"
+        assert [fault for fault, _, _ in endpoint.faults][:1] == ["cut"]
+    direct = s3_any.open()
+    _assert_absent_everywhere(direct, address)
+    assert direct.put(data, "alice").address == address
+    assert direct.stat(address).tenants == {"alice"}
+    assert direct.get(address) == data
+
+
+def test_a_multipart_upload_cut_off_leaves_no_index_entry(
+    s3_any: StoreBackend, tmp_path: Path
+) -> None:
+    """put_file of a file larger than a part: a part upload is reset, and no entry is left."""
+    source = tmp_path / "big.bin"
+    source.write_bytes(bytes(range(251)) * (11 * MiB // 251))
+    address = address_of(source.read_bytes())
+    upstream = s3_any._endpoint
+    assert upstream is not None
+    with FaultyEndpoint(upstream, _blob_puts("cut")) as endpoint:
+        store = _through(s3_any, endpoint, chunk_size=5 * MiB)
+        with pytest.raises(StoreError):
+            store.put_file(source, "alice")
+        assert any("partNumber" in path for _, _, path in endpoint.faults)
+    _assert_absent_everywhere(s3_any.open(), address)
+
+
+def test_a_dedupe_put_that_fails_keeps_the_blob_and_its_other_tenants(
+    s3_any: StoreBackend,
+) -> None:
+    """A put whose upload fails while the blob IS there (another tenant stored it) leaves the
+    blob and that tenant's entry; only the failed put's own entry goes, if any."""
+    data = b"already here" * 1000
+    address = address_of(data)
+    direct = s3_any.open()
+    direct.put(data, "bob")
+    s3_any.damage(direct, address, data[:-1] + b"?")  # same size, damaged: the put rewrites it
+    upstream = s3_any._endpoint
+    assert upstream is not None
+    with FaultyEndpoint(upstream, _blob_puts("cut")) as endpoint:
+        store = _through(s3_any, endpoint)
+        with pytest.raises(StoreError):
+            store.put(data, "alice")
+    assert "bob" in direct.tenants(address)
+    assert direct.has(address)
+
+
 # -- servers that hang ---------------------------------------------------------------------------
 
 
@@ -86,6 +143,21 @@ def test_a_server_that_accepts_and_never_answers_times_out(operation: str) -> No
     assert "s3://bucket/p" in info.value.message
     assert "timeout=" in info.value.message
     assert elapsed < 15
+
+
+def test_a_blob_upload_that_hangs_times_out_and_takes_its_entry_back(
+    s3_any: StoreBackend,
+) -> None:
+    """The marker goes up, then the blob upload hangs: store_timeout, and no entry is left."""
+    data = b"stalled upload" * 100
+    upstream = s3_any._endpoint
+    assert upstream is not None
+    with FaultyEndpoint(upstream, _blob_puts("hang")) as endpoint:
+        store = _through(s3_any, endpoint, timeout=1.0, max_retries=0)
+        with pytest.raises(StoreError) as info:
+            store.put(data, "alice")
+        assert info.value.code == "store_timeout"
+    _assert_absent_everywhere(s3_any.open(), address_of(data))
 
 
 def test_a_blob_download_that_hangs_times_out(s3_any: StoreBackend) -> None:
