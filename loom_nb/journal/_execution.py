@@ -423,32 +423,9 @@ class Execution:
         A hole while another thread runs a step of this execution is that thread's step, not
         yet journaled: the call is refused as ``execution_busy`` (``owner`` is this call's).
         """
-        entries = self._timeline.entries
-        previous = entries[min(position, len(entries)) - 1] if position > 0 and entries else None
-        if previous is not None and previous.kind == "complete":
-            raise JournalError(
-                f"execution {self._id!r} is completed; {label!r} cannot run after it. Open a new "
-                "execution id for a new run.",
-                code="execution_completed",
-                execution_id=self._id,
-            )
-        if previous is not None and previous.kind == "park" and previous.state == "parked":
-            raise JournalError(
-                f"execution {self._id!r} is parked; {label!r} cannot run until it is resumed. "
-                "Call `await execution.resume(decision)` and run the code again.",
-                code="execution_parked",
-                execution_id=self._id,
-            )
-        if position > len(entries):
-            self._journal._check_busy(self._id, owner)
-            raise JournalError(
-                f"execution {self._id!r}: {label!r} would be journaled at position {position}, "
-                f"but the log ends at position {len(entries)}: an earlier call on this object "
-                "failed without being journaled. Open the execution again "
-                "(journal.execution(id)) and run the code from the top.",
-                code="position_gap",
-                execution_id=self._id,
-            )
+        self._timeline.check_live(
+            position, label, lambda: self._journal._check_busy(self._id, owner)
+        )
 
     def _diverge(self, position: int, entry: Entry, actual: str) -> None:
         expected = entry.label
