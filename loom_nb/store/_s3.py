@@ -41,6 +41,7 @@ import contextlib
 import hashlib
 import os
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -378,24 +379,39 @@ class S3ContentStore:
             self._erase(digest, {m.key for m in markers}, remove=[])
         return True
 
-    def purge(self, address: str, *, older_than: datetime | None = None) -> bool:
+    def purge(
+        self,
+        address: str,
+        *,
+        older_than: datetime | None = None,
+        keep: Callable[[str], bool] | None = None,
+    ) -> bool:
         """Erase the blob and every tenant marker; False when there was nothing to erase.
 
         With ``older_than`` nothing is erased if any tenant put the blob at or after that time,
-        and a put that lands while the erase runs keeps its blob.
+        and a put that lands while the erase runs keeps its blob. With ``keep``, once the blob is
+        moved aside ``keep(address)`` decides: True (or an exception) puts it back.
         """
         digest = check_address(address)[7:]
         markers = self._markers(digest)
         if older_than is not None and any(m.put >= micros(older_than) for m in markers):
             return False
-        erased = self._erase(digest, {m.key for m in markers}, remove=markers)
+        erased = self._erase(digest, {m.key for m in markers}, remove=markers, keep=keep)
         return erased is not None and (erased or bool(markers))
 
-    def _erase(self, digest: str, seen: set[str], *, remove: builtins.list[Marker]) -> bool | None:
-        """Move the blob aside, re-list the markers, restore it if a new put arrived, else drop it.
+    def _erase(
+        self,
+        digest: str,
+        seen: set[str],
+        *,
+        remove: builtins.list[Marker],
+        keep: Callable[[str], bool] | None = None,
+    ) -> bool | None:
+        """Move the blob aside, re-list the markers, restore it if a new put arrived (or ``keep``
+        says so), else drop it.
 
-        Returns whether a blob was erased, or None when a put arrived and the erase was undone.
-        ``remove`` are the markers to delete once the blob is gone.
+        Returns whether a blob was erased, or None when the erase was undone. ``remove`` are the
+        markers to delete once the blob is gone.
         """
         trash = f"trash/{digest}/{uuid.uuid4().hex}"
         try:
@@ -405,11 +421,15 @@ class S3ContentStore:
         else:
             moved = True
             self._objects.delete("erase", digest, blob(digest))
-        arrived = [m for m in self._markers(digest) if m.key not in seen]
-        if arrived:
-            if moved:
+        wanted = True  # until decided (an error on the way puts the blob back, then propagates)
+        try:
+            arrived = [m for m in self._markers(digest) if m.key not in seen]
+            wanted = bool(arrived) or (keep is not None and keep("sha256:" + digest))
+        finally:
+            if wanted and moved:
                 self._objects.copy("erase", digest, trash, blob(digest))
                 self._objects.delete_quietly([trash])
+        if wanted:
             return None
         if remove:
             self._choice.index.remove(digest, remove, what="erase")
@@ -428,7 +448,7 @@ class S3ContentStore:
         bytes writes a sound copy.
         """
         digest = check_address(address)[7:]
-        result = self._objects.get("get", digest, blob(digest))
+        result = self._fetch(digest)
         # Hashed while it streams (each chunk as it arrives, not a second pass over the whole),
         # then joined once: one copy, as a bare client's bytes(result.bytes()) makes.
         check = hashlib.sha256()
@@ -444,6 +464,24 @@ class S3ContentStore:
                 address=address,
             )
         return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+    def _fetch(self, digest: str) -> Any:
+        """The blob's GET, waiting a moment while an erase holds it in ``trash/`` to decide.
+
+        An erase puts a blob back when a put or a step in flight wants it (``_erase``); a read
+        landing in between would otherwise report it absent.
+        """
+        waits = iter((0.05, 0.1, 0.2, 0.4, 0.8))
+        while True:
+            try:
+                return self._objects.get("get", digest, blob(digest))
+            except ContentNotFoundError:
+                delay = next(waits, None)
+                if delay is None or not any(
+                    True for _ in self._objects.listing(f"trash/{digest}/")
+                ):
+                    raise
+                time.sleep(delay)
 
     def has(self, address: str) -> bool:
         """Whether a blob is stored at ``address`` (some tenant recorded and the object present)."""
