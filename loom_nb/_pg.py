@@ -3,7 +3,7 @@
 One database holds both: the journal's ``events`` and ``leases`` and the store's
 ``loom_store_tenants``. Whichever opens it first applies the migrations, an ordered list of named
 steps (``m001_events`` ... ``m004_leases``, the same shapes as SQLite's, then the PostgreSQL-only
-``pg001_notify`` and ``pg002_store_tenants``), recorded in ``loom_journal_migrations`` and checked
+``pg001_notify`` and ``pg002_store_tenants``, then ``m005_pins``, SQLite's shape again), recorded in ``loom_journal_migrations`` and checked
 under an advisory lock, so two processes opening a new database at once do not both create it; a
 database with a migration this code does not know (a newer loom_nb wrote it) is refused
 (``journal_too_new``). The list is one for both users: either may be the first to open a database.
@@ -152,6 +152,22 @@ def _pg002_store_tenants(cur: psycopg.Cursor[Any]) -> None:
     )
 
 
+def _m005_pins(cur: psycopg.Cursor[Any]) -> None:
+    # The content each step in flight reads (issue 30), so the content sweep keeps it.
+    cur.execute(
+        """
+        CREATE TABLE pins (
+            execution_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            address TEXT NOT NULL,
+            created DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (execution_id, position, address)
+        )
+        """
+    )
+    cur.execute("CREATE INDEX pins_by_address ON pins (address)")
+
+
 PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("m001_events", _m001_events),
     ("m002_append_only", _m002_append_only),
@@ -159,6 +175,7 @@ PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("m004_leases", _m004_leases),
     ("pg001_notify", _pg001_notify),
     ("pg002_store_tenants", _pg002_store_tenants),
+    ("m005_pins", _m005_pins),
 ]
 """The PostgreSQL schema, oldest first; names shared with the SQLite list mean the same shape."""
 

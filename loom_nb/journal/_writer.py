@@ -40,6 +40,8 @@ from loom_nb.journal._sql import (
     LEASE_PUT,
     LEASE_RENEW,
     LEASE_TAKE,
+    PIN,
+    UNPIN,
     now_iso,
 )
 
@@ -99,6 +101,8 @@ class Writer:
         *,
         release: bool = False,
         owner: Owner | None = None,
+        pins: tuple[str, ...] = (),
+        unpin: int | None = None,
     ) -> None:
         """Append ``rows`` (kind, step_id, position, payload) at ``ordinal`` on, atomically.
 
@@ -107,7 +111,9 @@ class Writer:
         commit) is the whole append, and the (execution_id, ordinal) uniqueness still refuses a
         row another writer got in first. ``release`` gives the lease back in the same commit
         (completion, park). While another owner (thread and ``Execution`` object) of this process
-        runs a step of the execution, the append is refused (``hold``).
+        runs a step of the execution, the append is refused (``hold``). ``pins`` are content
+        addresses pinned at the first row's position, ``unpin`` a position whose pins go, both
+        in the same transaction as the rows (``_pins``).
         """
         backend = self._backend
         created = now_iso()
@@ -118,7 +124,9 @@ class Writer:
         with backend.writing(execution_id):
             self._check_running(execution_id, owner)
             now = time.time()
-            if not release and self._holds(execution_id, ordinal, now):
+            if not (release or pins or unpin is not None) and self._holds(
+                execution_id, ordinal, now
+            ):
                 try:
                     backend.conn.execute(statement, values)
                 except backend.IntegrityError as exc:
@@ -134,6 +142,13 @@ class Writer:
                     backend.conn.execute(statement, values)
                 except backend.IntegrityError as exc:
                     raise _moved(execution_id) from exc
+                if pins:
+                    position = rows[0][2]
+                    backend.conn.executemany(
+                        PIN, [(execution_id, position, address, now) for address in pins]
+                    )
+                if unpin is not None:
+                    backend.conn.execute(UNPIN, (execution_id, unpin))
                 if release:
                     backend.conn.execute(LEASE_DROP, (execution_id, self.me().token))
                 return expires
