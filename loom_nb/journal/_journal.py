@@ -359,6 +359,16 @@ class Journal:
         Model steps' messages are expanded whole, given in ``earlier`` the expansions of the
         events before ``seq`` (what a watch accumulates; empty when reading from the start).
         """
+        _check_id(execution_id)
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 2**63:
+            raise JournalError(
+                f"seq is a non-negative int (an event's seq), not {seq!r}.", code="invalid_argument"
+            )
+        if earlier is not None and not isinstance(earlier, dict):
+            raise JournalError(
+                f"earlier is a dict (a watch's expansions) or None, not {type(earlier).__name__}.",
+                code="invalid_argument",
+            )
         with self._backend.reading():
             rows = self._conn.execute(
                 "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
