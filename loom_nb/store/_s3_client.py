@@ -21,6 +21,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -52,6 +53,9 @@ __all__ = [
 AVAILABLE = obstore is not None
 """Whether obstore, the S3 client, is installed."""
 
+_BUCKET = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,253}[A-Za-z0-9])?")
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
+
 
 class Exists(Exception):
     """Internal: a conditional create found the object already there."""
@@ -72,7 +76,18 @@ def parse_url(url: object) -> tuple[str, str]:
             "(credentials go in arguments or AWS_* environment variables, not the URL).",
             code="invalid_store_url",
         )
+    if not _BUCKET.fullmatch(bucket):
+        raise ConfigurationError(
+            f"{url!r}: {bucket!r} is not a bucket name; a bucket is letters, digits, dots, "
+            "hyphens and underscores, starting and ending with a letter or digit (at most 255).",
+            code="invalid_store_url",
+        )
     prefix = parts.path.strip("/")
+    if not prefix.isprintable():
+        raise ConfigurationError(
+            f"{url!r}: the prefix {prefix!r} holds a control character.",
+            code="invalid_store_url",
+        )
     if any(segment in ("", ".", "..") for segment in prefix.split("/")) and prefix:
         raise ConfigurationError(
             f"{url!r}: the prefix {prefix!r} has an empty, '.' or '..' segment.",
@@ -117,6 +132,8 @@ def connect(
                     code="invalid_s3_option",
                 )
             config[name] = value
+    if endpoint:
+        _check_endpoint(endpoint)
     if "region" not in config and not os.environ.get("AWS_REGION") and endpoint:
         config["region"] = "us-east-1"  # S3-compatible servers ignore it; signing needs one
     millis = max(1, round(timeout * 1000))
@@ -149,6 +166,28 @@ def connect(
             "credentials (arguments or AWS_* environment variables).",
             code="store_unavailable",
         ) from exc
+
+
+def _check_endpoint(endpoint: str) -> None:
+    """Refuse an endpoint the client could not turn into requests (it would panic, not fail)."""
+    problem = None
+    try:
+        parts = urlsplit(endpoint)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        problem = str(exc)
+    else:
+        if parts.scheme not in ("http", "https"):
+            problem = "it is not an http:// or https:// URL"
+        elif not _HOST.fullmatch(host) or not endpoint.isprintable() or " " in endpoint:
+            problem = f"{host!r} is not a host name or an IP address"
+    if problem is not None:
+        raise ConfigurationError(
+            f"the S3 endpoint {endpoint!r} is not usable: {problem}. Write it as "
+            "http(s)://host[:port] (argument endpoint= or AWS_ENDPOINT_URL).",
+            code="invalid_s3_option",
+        )
 
 
 class S3Objects:
@@ -240,6 +279,12 @@ class S3Objects:
                 address=f"sha256:{where}" if len(where) == 64 else where,
             ) from exc
         except (BaseError, OSError, RuntimeError) as exc:
+            self.fail(what, where, exc)
+        except BaseException as exc:
+            # The client's Rust side panics (a BaseException) on a request it cannot build;
+            # the URL and endpoint are checked up front, this keeps anything left typed.
+            if type(exc).__name__ != "PanicException":
+                raise
             self.fail(what, where, exc)
 
     def fail(self, what: str, where: str, exc: BaseException) -> NoReturn:
