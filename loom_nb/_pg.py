@@ -1,12 +1,13 @@
 """The PostgreSQL database the journal and the S3 store's tenant index share (issue 16), through psycopg 3.
 
-One database holds both: the journal's ``events`` and ``leases`` and the store's
-``loom_store_tenants``. Whichever opens it first applies the migrations, an ordered list of named
-steps (``m001_events`` ... ``m004_leases``, the same shapes as SQLite's, then the PostgreSQL-only
-``pg001_notify`` and ``pg002_store_tenants``, then ``m005_pins``, SQLite's shape again), recorded in ``loom_journal_migrations`` and checked
-under an advisory lock, so two processes opening a new database at once do not both create it; a
-database with a migration this code does not know (a newer loom_nb wrote it) is refused
-(``journal_too_new``). The list is one for both users: either may be the first to open a database.
+One database holds both: the journal's ``events``, ``leases`` and ``content_pins`` and the
+store's ``loom_store_tenants``. Whichever opens it first applies the migrations, an ordered list
+of named steps (``m001_events`` ... ``m004_leases``, the same shapes as SQLite's, then the
+PostgreSQL-only ``pg001_notify`` and ``pg002_store_tenants``, then ``m005_content_pins``,
+SQLite's shape again), recorded in ``loom_journal_migrations`` and checked under an advisory
+lock, so two processes opening a new database at once do not both create it; a database with a
+migration this code does not know (a newer loom_nb wrote it) is refused (``journal_too_new``).
+The list is one for both users: either may be the first to open a database.
 
 Connections. ``open_pool`` returns a ``Pool`` (psycopg_pool) that looks like one DB-API
 connection speaking the journal's SQL (``?`` placeholders): each statement, or each ``with pool:``
@@ -152,11 +153,11 @@ def _pg002_store_tenants(cur: psycopg.Cursor[Any]) -> None:
     )
 
 
-def _m005_pins(cur: psycopg.Cursor[Any]) -> None:
+def _m005_content_pins(cur: psycopg.Cursor[Any]) -> None:
     # The content each step in flight reads (issue 30), so the content sweep keeps it.
     cur.execute(
         """
-        CREATE TABLE pins (
+        CREATE TABLE content_pins (
             execution_id TEXT NOT NULL,
             position INTEGER NOT NULL,
             address TEXT NOT NULL,
@@ -165,7 +166,7 @@ def _m005_pins(cur: psycopg.Cursor[Any]) -> None:
         )
         """
     )
-    cur.execute("CREATE INDEX pins_by_address ON pins (address)")
+    cur.execute("CREATE INDEX content_pins_by_address ON content_pins (address)")
 
 
 PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
@@ -175,7 +176,7 @@ PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("m004_leases", _m004_leases),
     ("pg001_notify", _pg001_notify),
     ("pg002_store_tenants", _pg002_store_tenants),
-    ("m005_pins", _m005_pins),
+    ("m005_content_pins", _m005_content_pins),
 ]
 """The PostgreSQL schema, oldest first; names shared with the SQLite list mean the same shape."""
 

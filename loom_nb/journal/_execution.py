@@ -16,7 +16,7 @@ one commit: that halves the cost of the cheap steps, and a crash inside one lose
 needs (an unfinished step is re-run either way, and no row of it was written). ``_suspend``
 tells the two apart. A step whose input cites stored content (media refs) journals its start,
 with pins on that content, before its function runs, so the content sweep keeps what it is
-about to read (``_pins``).
+about to read (``_content_pins``).
 
 A step whose ``fn`` raised is journaled as ``step_failed`` and the exception propagates. Replay
 does not serve failures: reaching a failed (or interrupted) step runs it again, and from there
@@ -56,6 +56,7 @@ from loom_nb.journal._codec import (
     storable_text,
     text_hash,
 )
+from loom_nb.journal._content_pins import Pins, input_pins, request_pins
 from loom_nb.journal._divergence import (
     Divergence,
     changed_input,
@@ -64,7 +65,6 @@ from loom_nb.journal._divergence import (
     diverged_payload,
 )
 from loom_nb.journal._fork import fork_rows
-from loom_nb.journal._pins import Pins, input_pins, request_pins
 from loom_nb.journal._requests import EncodedInput, ModelBase, ModelStepInput, model_input
 from loom_nb.journal._suspend import StartOnSuspend
 from loom_nb.journal._timeline import Entry, ExecutionStatus, Timeline
@@ -237,7 +237,7 @@ class Execution:
         ``make_input`` is called only when the step runs live (a model call builds its journaled
         delta only then); ``input_hash`` (default: the hash of the input's canonical JSON) is
         what replay compares with the recorded hash; ``pins`` (default: what the input cites)
-        is the stored content the step reads (``_pins``).
+        is the stored content the step reads (``_content_pins``).
         """
         with self._positions:  # threads sharing this object take distinct positions
             position = self._next
@@ -346,7 +346,7 @@ class Execution:
         """Run the step and journal its outcome, holding the execution's claim (``_run``).
 
         A step with ``pins`` journals its start (and the pins) before ``fn`` runs, so the
-        content it reads is pinned before the store is read (``_pins``); its outcome unpins.
+        content it reads is pinned before the store is read (``_content_pins``); its outcome unpins.
         """
         # No await between taking the position and journaling the start: concurrent calls
         # journal their steps in position order.

@@ -24,9 +24,9 @@ from loom_nb.errors import ConfigurationError, JournalError
 from loom_nb.journal._backend import JournalBackend, Listener
 from loom_nb.journal._claims import DEFAULT_CLAIM_THRESHOLD, unclaim
 from loom_nb.journal._codec import decode, dumps, is_storable_id
+from loom_nb.journal._content_pins import pinned_content
 from loom_nb.journal._divergence import Divergence, check_divergence
 from loom_nb.journal._execution import Execution
-from loom_nb.journal._pins import pinned_content
 from loom_nb.journal._principal import principal_from_json, principal_to_json
 from loom_nb.journal._recording import export_jsonl, import_jsonl
 from loom_nb.journal._requests import expanded_events

@@ -2,7 +2,7 @@
 
 Plain SQL with ``?`` placeholders (the PostgreSQL connection rewrites them), over the shape the
 migrations create (``_schema`` for SQLite, ``loom_nb._pg`` for PostgreSQL): ``events``,
-``leases`` and ``pins`` rows. No backend-specific syntax belongs here.
+``leases`` and ``content_pins`` rows. No backend-specific syntax belongs here.
 """
 
 from __future__ import annotations
@@ -49,17 +49,17 @@ LEASE_RENEW = "UPDATE leases SET expires = ? WHERE execution_id = ? AND token = 
 LEASE_DROP = "DELETE FROM leases WHERE execution_id = ? AND token = ?"
 LAST_ORDINAL = "SELECT MAX(ordinal) FROM events WHERE execution_id = ?"
 PIN = (
-    "INSERT INTO pins (execution_id, position, address, created) VALUES (?, ?, ?, ?) "
+    "INSERT INTO content_pins (execution_id, position, address, created) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (execution_id, position, address) DO UPDATE SET created = excluded.created"
 )
-UNPIN = "DELETE FROM pins WHERE execution_id = ? AND position = ?"
+UNPIN = "DELETE FROM content_pins WHERE execution_id = ? AND position = ?"
 PINNED = (
-    "SELECT DISTINCT pins.address FROM pins "
-    "LEFT JOIN leases ON leases.execution_id = pins.execution_id "
-    "WHERE (pins.created >= ? OR leases.expires > ?)"
+    "SELECT DISTINCT content_pins.address FROM content_pins "
+    "LEFT JOIN leases ON leases.execution_id = content_pins.execution_id "
+    "WHERE (content_pins.created >= ? OR leases.expires > ?)"
 )
 """Addresses of pins that count: made since a moment, or of an execution whose lease is live."""
-PINNED_ADDRESS = PINNED + " AND pins.address = ?"
+PINNED_ADDRESS = PINNED + " AND content_pins.address = ?"
 SELECT = (
     "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
     "WHERE execution_id = ? ORDER BY seq"

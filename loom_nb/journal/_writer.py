@@ -113,7 +113,7 @@ class Writer:
         (completion, park). While another owner (thread and ``Execution`` object) of this process
         runs a step of the execution, the append is refused (``hold``). ``pins`` are content
         addresses pinned at the first row's position, ``unpin`` a position whose pins go, both
-        in the same transaction as the rows (``_pins``).
+        in the same transaction as the rows (``_content_pins``).
         """
         backend = self._backend
         created = now_iso()

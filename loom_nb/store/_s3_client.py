@@ -288,7 +288,7 @@ class S3Objects:
             self.fail(what, where, exc)
 
     def fail(self, what: str, where: str, exc: BaseException) -> NoReturn:
-        """Raise ``store_timeout`` (no answer in time) or ``store_unavailable`` for a failed ``what`` on ``where``."""
+        """Raise ``store_timeout`` (no answer in time), else ``store_unavailable``, for ``what``."""
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if timed_out(exc):
             raise StoreError(

@@ -1,4 +1,4 @@
-"""Pins: the stored content a step in flight reads, recorded before it reads it (issue 30).
+"""Content pins: the stored content a step in flight reads, recorded before it reads it (issue 30).
 
 The content sweep keeps what the journal cites (ADR 0120 decision 10), but a step's input is
 journaled with its outcome: while a slow model call is in flight, nothing in the log says which
@@ -8,19 +8,19 @@ blobs used recently.
 
 So a step whose input cites stored content (a model request's media refs, anywhere in the
 request: the resolver reads them all; or any ref or claim-check marker in another step's input)
-writes ``pins`` rows, one per address, in the same transaction as its ``step_started`` event,
-which is then committed BEFORE the step's function runs and reads the store. Its outcome deletes
-them in the same transaction as the outcome event, whose journaled input cites the refs from
-then on. ``journal.pinned_content`` lists the pins that count: those of an execution whose
+writes ``content_pins`` rows, one per address, in the same transaction as its ``step_started``
+event, which is then committed BEFORE the step's function runs and reads the store. Its outcome
+deletes them in the same transaction as the outcome event, whose journaled input cites the refs
+from then on. ``journal.pinned_content`` lists the pins that count: those of an execution whose
 writer lease is live (the step is really running: a heartbeat renews the lease through a slow
 call) or made since the sweep's cutoff. The pin of a step whose process died lapses with its
 lease and the TTL.
 
-Pins live in a table of their own, not in the start event, so events and recordings keep their
-shape (a start's payload is still ``{}``) and the sweep can ask about one address with one
-indexed read: just before a blob is erased (after the store has made it unreadable), the sweep
-asks again, so a step that started after the sweep looked either is seen and keeps the blob, or
-finds the blob already gone and fails before calling the model (``sweep_unpinned_content``).
+Content pins live in a table of their own, not in the start event, so events and recordings keep
+their shape (a start's payload is still ``{}``) and the sweep can ask about one address with one
+indexed read: just before a blob is erased (after the store has made it unreadable), the sweep asks
+again, so a step that started after the sweep looked either is seen and keeps the blob, or finds
+the blob already gone and fails before calling the model (``sweep_unpinned_content``).
 """
 
 from __future__ import annotations
