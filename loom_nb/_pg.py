@@ -1,6 +1,6 @@
 """The PostgreSQL database the journal and the S3 store's tenant index share (issue 16), through psycopg 3.
 
-One database holds both: the journal's ``events`` and ``leases`` and the store's
+One database holds both: the journal's ``events``, ``leases`` and ``content_pins`` and the store's
 ``loom_store_tenants``. Whichever opens it first applies the migrations (``_pg_migrations``), so
 either may be the first to open a database.
 

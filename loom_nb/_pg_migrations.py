@@ -1,7 +1,8 @@
 """The PostgreSQL schema the journal and the S3 store's index share, as ordered migrations (issue 16).
 
 An ordered list of named steps (``m001_events`` ... ``m004_leases``, the same shapes as SQLite's,
-then the PostgreSQL-only ``pg001_notify`` and ``pg002_store_tenants``), recorded in
+then the PostgreSQL-only ``pg001_notify`` and ``pg002_store_tenants``, then
+``m005_content_pins``, SQLite's shape again), recorded in
 ``loom_journal_migrations`` and checked in one transaction under a transaction-scoped advisory
 lock, so two processes opening a new database at once do not both create it, also behind a
 transaction pooler (issue 33); a database with a migration this code does not know (a newer
@@ -122,6 +123,22 @@ def _pg002_store_tenants(cur: psycopg.Cursor[Any]) -> None:
     )
 
 
+def _m005_content_pins(cur: psycopg.Cursor[Any]) -> None:
+    # The content each step in flight reads (issue 30), so the content sweep keeps it.
+    cur.execute(
+        """
+        CREATE TABLE content_pins (
+            execution_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            address TEXT NOT NULL,
+            created DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (execution_id, position, address)
+        )
+        """
+    )
+    cur.execute("CREATE INDEX content_pins_by_address ON content_pins (address)")
+
+
 PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("m001_events", _m001_events),
     ("m002_append_only", _m002_append_only),
@@ -129,6 +146,7 @@ PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("m004_leases", _m004_leases),
     ("pg001_notify", _pg001_notify),
     ("pg002_store_tenants", _pg002_store_tenants),
+    ("m005_content_pins", _m005_content_pins),
 ]
 """The PostgreSQL schema, oldest first; names shared with the SQLite list mean the same shape."""
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -114,16 +115,22 @@ def _is_text(data: bytes) -> bool:
 
 
 def read_path(path: Any) -> tuple[bytes, str]:
-    """The bytes of the file at ``path`` and its name; ``MediaError(unreadable_path)`` otherwise."""
+    """The bytes of the file at ``path`` and its name; ``MediaError(unreadable_path)`` otherwise.
+
+    Only a regular file is read: a folder, a pipe, a device (``/dev/zero`` would never end) or a
+    socket is refused by name, and the file is opened without blocking, so a pipe swapped in for
+    the file meanwhile cannot stall the call either. A name the OS cannot take (a NUL, a bad
+    ``__fspath__``) is refused the same way.
+    """
     if not isinstance(path, str | os.PathLike):
         raise MediaError(
             f"a path is a str or os.PathLike, not {type(path).__name__}; for bytes use "
             "ImagePart.from_bytes(data) (or pass the bytes to Chat directly).",
             code="unreadable_path",
         )
-    target = Path(path).expanduser()
     try:
-        data = target.read_bytes()
+        target = Path(path).expanduser()
+        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError as exc:
         raise MediaError(
             f"no file at {os.fspath(target)!r}; check the path (relative paths start at the "
@@ -131,19 +138,34 @@ def read_path(path: Any) -> tuple[bytes, str]:
             code="unreadable_path",
             path=os.fspath(target),
         ) from exc
-    except IsADirectoryError as exc:
+    except (OSError, ValueError, TypeError, RuntimeError) as exc:
+        shown = repr(path)[:200]
         raise MediaError(
-            f"{os.fspath(target)!r} is a folder, not a file; name one file inside it.",
+            f"cannot read {shown}: {getattr(exc, 'strerror', None) or exc}. Check the name and "
+            "its permissions (the kernel's user must be able to read it).",
             code="unreadable_path",
-            path=os.fspath(target),
+            path=shown,
         ) from exc
-    except OSError as exc:
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = (
+            "a folder, not a file; name one file inside it"
+            if stat.S_ISDIR(mode)
+            else ("not a regular file (a pipe, a device or a socket); name a file")
+        )
         raise MediaError(
-            f"cannot read {os.fspath(target)!r}: {exc.strerror or exc}. Check its permissions "
-            "(the kernel's user must be able to read it).",
-            code="unreadable_path",
-            path=os.fspath(target),
-        ) from exc
+            f"{os.fspath(target)!r} is {what}.", code="unreadable_path", path=os.fspath(target)
+        )
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read()
+        except OSError as exc:
+            raise MediaError(
+                f"cannot read {os.fspath(target)!r}: {exc.strerror or exc}.",
+                code="unreadable_path",
+                path=os.fspath(target),
+            ) from exc
     return data, target.name
 
 

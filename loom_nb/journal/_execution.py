@@ -14,7 +14,9 @@ flight. A synchronous ``fn``, or an awaitable that finishes without ever suspend
 provider, a cached answer), cannot be interleaved with anything, so its start and outcome share
 one commit: that halves the cost of the cheap steps, and a crash inside one loses nothing replay
 needs (an unfinished step is re-run either way, and no row of it was written). ``_suspend``
-tells the two apart.
+tells the two apart. A step whose input cites stored content (media refs) journals its start,
+with pins on that content, before its function runs, so the content sweep keeps what it is
+about to read (``_content_pins``).
 
 A step whose ``fn`` raised is journaled as ``step_failed`` and the exception propagates. Replay
 does not serve failures: reaching a failed (or interrupted) step runs it again, and from there
@@ -54,6 +56,7 @@ from loom_nb.journal._codec import (
     storable_text,
     text_hash,
 )
+from loom_nb.journal._content_pins import Pins, input_pins, request_pins
 from loom_nb.journal._divergence import (
     Divergence,
     changed_input,
@@ -206,8 +209,9 @@ class Execution:
         self._check_step(step_id, fn)
         prepared = model_input(request, self.model_base, self._next, capabilities)
         make_input = prepared.journaled if reads_input else lambda: prepared.journaled_text(step_id)
+        pins = request_pins(request)  # its messages' refs, earlier turns' included
         try:
-            output = await self._execute(step_id, fn, make_input, lambda: prepared.input_hash)
+            output = await self._execute(step_id, fn, make_input, lambda: prepared.input_hash, pins)
         except BaseException:
             self.model_base = None  # the next call journals its messages in full
             raise
@@ -233,12 +237,14 @@ class Execution:
         fn: StepFn,
         make_input: Callable[[], Any],
         input_hash: Callable[[], str] | None,
+        pins: Pins | None = None,
     ) -> Any:
         """``execute`` with the input made on demand and, optionally, its hash given.
 
         ``make_input`` is called only when the step runs live (a model call builds its journaled
         delta only then); ``input_hash`` (default: the hash of the input's canonical JSON) is
-        what replay compares with the recorded hash.
+        what replay compares with the recorded hash; ``pins`` (default: what the input cites)
+        is the stored content the step reads (``_content_pins``).
         """
         with self._positions:  # threads sharing this object take distinct positions
             position = self._next
@@ -251,7 +257,7 @@ class Execution:
             elif entry.state == "completed":
                 recorded = self._fields(entry.payload, position)
                 if self._input_changed(recorded, step_id, make_input, input_hash, position):
-                    return await self._run(position, step_id, fn, make_input(), input_hash)
+                    return await self._run(position, step_id, fn, make_input(), input_hash, pins)
                 return self._claimed(recorded, "output", position)
             else:
                 self._live_from = position  # failed or interrupted: run it again, live
@@ -260,7 +266,7 @@ class Execution:
         except BaseException:
             self._release(position)
             raise
-        return await self._run(position, step_id, fn, value, input_hash)
+        return await self._run(position, step_id, fn, value, input_hash, pins)
 
     def _input_changed(
         self,
@@ -310,6 +316,7 @@ class Execution:
         fn: StepFn,
         input: Any,
         input_hash: Callable[[], str] | None,
+        pins: Pins | None,
     ) -> Any:
         owner = self._owner()
         try:
@@ -320,6 +327,8 @@ class Execution:
             else:
                 input_text = encode_text(input, step_id=step_id, what="input")
             digest = input_hash() if input_hash is not None else text_hash(input_text)
+            if pins is None:
+                pins = input_pins(input_text)
             # One writer: refused here, before fn does anything, when another holds the run
             # (another process, or another thread or Execution object of this one).
             self._journal._hold(self._id, self._ordinal, owner)
@@ -327,7 +336,7 @@ class Execution:
             self._release(position)
             raise
         try:
-            return await self._run_held(position, step_id, fn, input, input_text, digest)
+            return await self._run_held(position, step_id, fn, input, input_text, digest, pins)
         finally:
             self._journal._let_go(self._id, owner)
 
@@ -339,8 +348,13 @@ class Execution:
         input: Any,
         input_text: str,
         digest: str,
+        pins: Pins,
     ) -> Any:
-        """Run the step and journal its outcome, holding the execution's claim (``_run``)."""
+        """Run the step and journal its outcome, holding the execution's claim (``_run``).
+
+        A step with ``pins`` journals its start (and the pins) before ``fn`` runs, so the
+        content it reads is pinned before the store is read (``_content_pins``); its outcome unpins.
+        """
         # No await between taking the position and journaling the start: concurrent calls
         # journal their steps in position order.
         started = False
@@ -349,16 +363,18 @@ class Execution:
 
         def start() -> None:
             nonlocal started
-            self._write("step_started", step_id, position, "{}")
+            self._write("step_started", step_id, position, "{}", pins=pins)
             started = True
 
         try:
+            if pins:
+                start()
             result = fn(input)
             if inspect.isawaitable(result):
                 # When the step suspends (I/O, where crashes, cancellations and other tasks
                 # land), its start is made durable first, so a log cut short shows which step
                 # was in flight; one that never suspends is journaled in one commit below.
-                result = await StartOnSuspend(result, start)
+                result = await (result if started else StartOnSuspend(result, start))
             output_text, output = encode_value(result, step_id=step_id, what="output")
         except BaseException as exc:
             error = {
@@ -366,11 +382,16 @@ class Execution:
                 "message": str(exc),
                 "type": type(exc).__qualname__,
             }
-            self._settle(started, "step_failed", step_id, position, fields, error=dumps(error))
+            error_text = dumps(error)
+            self._settle(
+                started, "step_failed", step_id, position, fields, bool(pins), error=error_text
+            )
             raise
         finally:
             self._journal._in_flight(self._id, -1)
-        self._settle(started, "step_completed", step_id, position, fields, output=output_text)
+        self._settle(
+            started, "step_completed", step_id, position, fields, bool(pins), output=output_text
+        )
         return output
 
     def _settle(
@@ -380,11 +401,14 @@ class Execution:
         step_id: str,
         position: int,
         fields: dict[str, str],
+        pinned: bool,
         **outcome: str,
     ) -> None:
-        """Journal a step's outcome; a step that never suspended gets its start in the same commit."""
+        """Journal a step's outcome (removing its pins, if it ``pinned``); a step that never
+        suspended gets its start in the same commit."""
         if started:
-            self._write(kind, step_id, position, self._step_payload(**fields, **outcome))
+            payload = self._step_payload(**fields, **outcome)
+            self._write(kind, step_id, position, payload, unpin=position if pinned else None)
             return
         try:
             payload = self._step_payload(**fields, **outcome)
@@ -406,10 +430,18 @@ class Execution:
         )
 
     def _append(
-        self, rows: list[tuple[str, str | None, int | None, str]], *, release: bool = False
+        self,
+        rows: list[tuple[str, str | None, int | None, str]],
+        *,
+        release: bool = False,
+        pins: Pins = (),
+        unpin: int | None = None,
     ) -> None:
         """Append rows at this execution's next ordinal (the journal checks the lease)."""
-        self._journal._append(self._id, self._ordinal, rows, release=release, owner=self._owner())
+        owner = self._owner()
+        self._journal._append(
+            self._id, self._ordinal, rows, release=release, owner=owner, pins=pins, unpin=unpin
+        )
         self._ordinal += len(rows)
 
     def _owner(self) -> Owner:
@@ -430,32 +462,9 @@ class Execution:
         A hole while another thread runs a step of this execution is that thread's step, not
         yet journaled: the call is refused as ``execution_busy`` (``owner`` is this call's).
         """
-        entries = self._timeline.entries
-        previous = entries[min(position, len(entries)) - 1] if position > 0 and entries else None
-        if previous is not None and previous.kind == "complete":
-            raise JournalError(
-                f"execution {self._id!r} is completed; {label!r} cannot run after it. Open a new "
-                "execution id for a new run.",
-                code="execution_completed",
-                execution_id=self._id,
-            )
-        if previous is not None and previous.kind == "park" and previous.state == "parked":
-            raise JournalError(
-                f"execution {self._id!r} is parked; {label!r} cannot run until it is resumed. "
-                "Call `await execution.resume(decision)` and run the code again.",
-                code="execution_parked",
-                execution_id=self._id,
-            )
-        if position > len(entries):
-            self._journal._check_busy(self._id, owner)
-            raise JournalError(
-                f"execution {self._id!r}: {label!r} would be journaled at position {position}, "
-                f"but the log ends at position {len(entries)}: an earlier call on this object "
-                "failed without being journaled. Open the execution again "
-                "(journal.execution(id)) and run the code from the top.",
-                code="position_gap",
-                execution_id=self._id,
-            )
+        self._timeline.check_live(
+            position, label, lambda: self._journal._check_busy(self._id, owner)
+        )
 
     def _diverge(self, position: int, entry: Entry, actual: str) -> None:
         expected = entry.label
@@ -466,9 +475,17 @@ class Execution:
         self._live_from = position
 
     def _write(
-        self, kind: str, step_id: str | None, position: int, payload: str, *, release: bool = False
+        self,
+        kind: str,
+        step_id: str | None,
+        position: int,
+        payload: str,
+        *,
+        release: bool = False,
+        pins: Pins = (),
+        unpin: int | None = None,
     ) -> None:
-        self._append([(kind, step_id, position, payload)], release=release)
+        self._append([(kind, step_id, position, payload)], release=release, pins=pins, unpin=unpin)
         self._timeline.apply(kind, step_id, position, payload)
 
     def _field(self, payload: str | None, name: str, position: int) -> Any:

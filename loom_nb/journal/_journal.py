@@ -24,6 +24,7 @@ from loom_nb.errors import ConfigurationError, JournalError
 from loom_nb.journal._backend import JournalBackend, Listener
 from loom_nb.journal._claims import DEFAULT_CLAIM_THRESHOLD, unclaim
 from loom_nb.journal._codec import decode, dumps, is_storable_id
+from loom_nb.journal._content_pins import pinned_content
 from loom_nb.journal._divergence import Divergence, check_divergence
 from loom_nb.journal._execution import Execution
 from loom_nb.journal._principal import principal_from_json, principal_to_json
@@ -363,6 +364,25 @@ class Journal:
                 yield decode(text, where=f"event {seq}")
             last = batch[-1][0]
 
+    def pinned_content(
+        self,
+        *,
+        used_since: datetime,
+        now: datetime | None = None,
+        address: str | None = None,
+    ) -> set[str]:
+        """The content addresses steps in flight read (issue 30), for the content sweep.
+
+        A step whose input cites stored content pins those addresses when it starts, before it
+        reads the store, and its outcome removes the pins (its journaled input cites them from
+        then on). A pin counts while its execution's writer lease is live at ``now`` (default:
+        the current time) or when it was made at or after ``used_since``; the pin of a step whose
+        process died lapses. With ``address``, only that address is looked up (what the sweep
+        asks again just before erasing a blob). ``sweep_unpinned_content(store, [journal], ...)``
+        and ``loom-nb store gc`` keep these.
+        """
+        return pinned_content(self._backend, used_since=used_since, now=now, address=address)
+
     def events_after(
         self, execution_id: str, seq: int, *, earlier: dict[int, list[Any]] | None = None
     ) -> list[Event]:
@@ -371,6 +391,16 @@ class Journal:
         Model steps' messages are expanded whole, given in ``earlier`` the expansions of the
         events before ``seq`` (what a watch accumulates; empty when reading from the start).
         """
+        _check_id(execution_id)
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 2**63:
+            raise JournalError(
+                f"seq is a non-negative int (an event's seq), not {seq!r}.", code="invalid_argument"
+            )
+        if earlier is not None and not isinstance(earlier, dict):
+            raise JournalError(
+                f"earlier is a dict (a watch's expansions) or None, not {type(earlier).__name__}.",
+                code="invalid_argument",
+            )
         with self._backend.reading():
             rows = self._backend.read(
                 lambda: self._conn.execute(
@@ -437,9 +467,14 @@ class Journal:
         *,
         release: bool = False,
         owner: Owner | None = None,
+        pins: tuple[str, ...] = (),
+        unpin: int | None = None,
     ) -> None:
-        """Append ``rows`` (kind, step_id, position, payload) at ``ordinal`` on, under the lease."""
-        self._writer.append(execution_id, ordinal, rows, release=release, owner=owner)
+        """Append ``rows`` (kind, step_id, position, payload) at ``ordinal`` on, under the lease
+        (pinning ``pins`` at the first row's position, unpinning the position ``unpin``)."""
+        self._writer.append(
+            execution_id, ordinal, rows, release=release, owner=owner, pins=pins, unpin=unpin
+        )
 
     def _hold(self, execution_id: str, ordinal: int, owner: Owner | None = None) -> None:
         """Make sure this process may write ``execution_id`` next at ``ordinal``, or raise."""

@@ -1,7 +1,8 @@
-"""Leases: one writer per execution, and takeover when the writer died (issue 15).
+"""Leases: one writer per execution, and takeover when the writer died (issues 15 and 30).
 
-A process that runs an execution live holds its lease: one row per execution naming the holder
-(a token unique to the process), its host and pid, and when the lease expires. The row is taken
+A journal handle that runs an execution live holds its lease: one row per execution naming the
+holder (a token unique to the ``Journal`` object, see below), its host and pid, and when the
+lease expires. The row is taken
 or renewed in the same transaction as an append, so no step is journaled by a process that does
 not hold the lease; before a step's function runs, the lease is checked and the log is checked
 not to have moved since the execution was opened, so a second writer is refused BEFORE it runs
@@ -16,6 +17,13 @@ call. Completing or parking an execution releases it. A holder that died stops r
 - on another host, or when the pid was reused by another process, the lease is free once it
   expired.
 
+The holder is the journal handle, not the process: two ``Journal`` objects on one database in
+one process (two notebooks' cells, a widget and a cell) are two writers, and the second is
+refused exactly as a second process is. Each handle's token is registered here while the handle
+lives (``register``); a lease held by this very process under a token no longer registered
+belongs to a handle that was closed or collected (a cell run again), so it is dead at once, as a
+killed process's is.
+
 The decision is pure Python (``decide``) over the row's values, so another journal backend reads
 the same row shape and takes the same decisions; only the SQL that stores the row is per backend.
 Besides the lease, the events table is unique on (execution_id, ordinal): even a writer that
@@ -26,11 +34,12 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Holder", "LeaseRow", "decide", "me", "pid_alive"]
+__all__ = ["Holder", "LeaseRow", "decide", "forget", "new_holder", "pid_alive", "register"]
 
 
 @dataclass(frozen=True)
@@ -50,16 +59,33 @@ class LeaseRow:
     expires: float
 
 
-_ME: Holder | None = None
+_LIVE: set[str] = set()
+"""Tokens of the journal handles of this process that may still hold leases."""
+_LIVE_LOCK = threading.Lock()
 
 
-def me() -> Holder:
-    """This process as a lease holder (a new token after ``fork``, since the pid changes)."""
-    global _ME
-    pid = os.getpid()
-    if _ME is None or _ME.pid != pid:
-        _ME = Holder(token=f"{uuid.uuid4().hex}", host=socket.gethostname(), pid=pid)
-    return _ME
+def new_holder() -> Holder:
+    """A new lease holder for a journal handle in this process (registered as live)."""
+    holder = Holder(token=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid())
+    register(holder.token)
+    return holder
+
+
+def register(token: str) -> None:
+    """Note a handle's token as live in this process."""
+    with _LIVE_LOCK:
+        _LIVE.add(token)
+
+
+def forget(token: str) -> None:
+    """The handle with this token was closed or collected: its leases are dead from now on."""
+    with _LIVE_LOCK:
+        _LIVE.discard(token)
+
+
+def _live(token: str) -> bool:
+    with _LIVE_LOCK:
+        return token in _LIVE
 
 
 def pid_alive(pid: int) -> bool:
@@ -90,14 +116,20 @@ def decide(row: LeaseRow | None, holder: Holder, now: float) -> Decision:
     """What ``holder`` may do with the lease ``row`` at time ``now``.
 
     ``mine``: it already holds it (renew). ``free``: nobody does. ``dead``: the holder's process
-    on this host is gone. ``expired``: the lease ran out. ``busy``: a live holder has it.
+    on this host is gone, or the holder is a handle of this process that was closed or
+    collected. ``expired``: the lease ran out. ``busy``: a live holder has it (another process,
+    or another live handle of this one).
     """
     if row is None:
         return "free"
     if row.holder.token == holder.token:
         return "mine"
-    if row.holder.host == holder.host and not pid_alive(row.holder.pid):
-        return "dead"
+    if row.holder.host == holder.host:
+        if row.holder.pid == holder.pid:
+            if not _live(row.holder.token):
+                return "dead"
+        elif not pid_alive(row.holder.pid):
+            return "dead"
     if row.expires <= now:
         return "expired"
     return "busy"

@@ -64,8 +64,14 @@ def export_jsonl(
     lines = recording_lines(journal, execution_id)
     with ExitStack() as stack:
         out = _open(stack, path_or_file, "w")
-        for line in lines:
-            out.write(line + "\n")
+        try:
+            for line in lines:
+                out.write(line + "\n")
+        except (OSError, ValueError, TypeError) as exc:  # a full disk, a binary file
+            raise JournalError(
+                f"cannot write the recording: {exc}. Give a path or a file open for text.",
+                code="recording_unavailable",
+            ) from exc
     return len(lines)
 
 
@@ -81,8 +87,7 @@ def import_jsonl(
     timeline) before anything is written; a bad line is a ``JournalError`` naming its number.
     """
     with ExitStack() as stack:
-        source = _open(stack, path_or_file, "r")
-        text = source.read()
+        text = _text_of(_open(stack, path_or_file, "r"))
     numbered = _numbered(text)
     records = [_parse_line(line, number) for number, line in numbered]
     if not records:
@@ -204,9 +209,34 @@ def _open(stack: ExitStack, path_or_file: str | os.PathLike[str] | IO[str], mode
     if isinstance(path_or_file, str | os.PathLike):
         try:
             return stack.enter_context(open(path_or_file, mode, encoding="utf-8", newline="\n"))
-        except OSError as exc:
+        except (OSError, ValueError, TypeError) as exc:  # also a NUL in the name, a bad fspath
             raise JournalError(
-                f"cannot open the recording {os.fspath(path_or_file)!r}: {exc}.",
+                f"cannot open the recording {path_or_file!r}: {exc}.",
                 code="recording_unavailable",
             ) from exc
+    method = "read" if mode == "r" else "write"
+    if not callable(getattr(path_or_file, method, None)):
+        raise JournalError(
+            f"a recording is a path or an open text file (with {method}()), not "
+            f"{type(path_or_file).__name__}.",
+            code="invalid_argument",
+        )
     return path_or_file
+
+
+def _text_of(source: IO[str]) -> str:
+    """The whole text of an open recording (a binary or undecodable one is refused)."""
+    try:
+        text = source.read()
+    except (OSError, ValueError) as exc:
+        raise JournalError(
+            f"cannot read the recording: {exc}. A recording is UTF-8 text (JSON Lines).",
+            code="recording_unavailable",
+        ) from exc
+    if not isinstance(text, str):
+        raise JournalError(
+            f"the recording file gave {type(text).__name__}, not text; open it in text mode "
+            "(open(path, encoding='utf-8')).",
+            code="invalid_argument",
+        )
+    return text

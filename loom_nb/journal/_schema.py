@@ -16,6 +16,9 @@ The shape another backend mirrors (issue 15):
   writers can never interleave rows in one execution: the second insert of an ordinal fails.
 - ``leases(execution_id PRIMARY KEY, token, host, pid, expires, acquired)``: who may write the
   execution (see ``_lease``). Unlike ``events``, a lease row is updated and deleted.
+- ``content_pins(execution_id, position, address, created)``: the stored content a step in
+  flight reads, written with its start and deleted with its outcome (see ``_content_pins``),
+  looked up by address.
 
 A database that records a migration this code does not know was written by a newer loom_nb;
 it is refused at open (``journal_too_new``) rather than written with an older idea of the shape.
@@ -97,11 +100,28 @@ def m004_leases(conn: sqlite3.Connection) -> None:
     )
 
 
+def m005_content_pins(conn: sqlite3.Connection) -> None:
+    """The content each step in flight reads (issue 30), so the content sweep keeps it."""
+    conn.execute(
+        """
+        CREATE TABLE content_pins (
+            execution_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            address TEXT NOT NULL,
+            created REAL NOT NULL,
+            PRIMARY KEY (execution_id, position, address)
+        )
+        """
+    )
+    conn.execute("CREATE INDEX content_pins_by_address ON content_pins (address)")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_events,
     m002_append_only,
     m003_event_ordinal,
     m004_leases,
+    m005_content_pins,
 ]
 """Every migration, oldest first; the function name is the migration's identity."""
 

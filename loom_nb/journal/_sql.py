@@ -1,8 +1,8 @@
 """The journal's portable SQL: the statements every backend runs, and how ``created`` is stored.
 
 Plain SQL with ``?`` placeholders (the PostgreSQL connection rewrites them), over the shape the
-migrations create (``_schema`` for SQLite, ``loom_nb._pg`` for PostgreSQL): ``events`` rows and
-``leases`` rows. No backend-specific syntax belongs here.
+migrations create (``_schema`` for SQLite, ``loom_nb._pg`` for PostgreSQL): ``events``,
+``leases`` and ``content_pins`` rows. No backend-specific syntax belongs here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,11 @@ __all__ = [
     "LEASE_PUT",
     "LEASE_RENEW",
     "LEASE_TAKE",
+    "PIN",
+    "PINNED",
+    "PINNED_ADDRESS",
     "SELECT",
+    "UNPIN",
     "Row",
     "now_iso",
 ]
@@ -44,6 +48,18 @@ LEASE_TAKE = (
 LEASE_RENEW = "UPDATE leases SET expires = ? WHERE execution_id = ? AND token = ?"
 LEASE_DROP = "DELETE FROM leases WHERE execution_id = ? AND token = ?"
 LAST_ORDINAL = "SELECT MAX(ordinal) FROM events WHERE execution_id = ?"
+PIN = (
+    "INSERT INTO content_pins (execution_id, position, address, created) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (execution_id, position, address) DO UPDATE SET created = excluded.created"
+)
+UNPIN = "DELETE FROM content_pins WHERE execution_id = ? AND position = ?"
+PINNED = (
+    "SELECT DISTINCT content_pins.address FROM content_pins "
+    "LEFT JOIN leases ON leases.execution_id = content_pins.execution_id "
+    "WHERE (content_pins.created >= ? OR leases.expires > ?)"
+)
+"""Addresses of pins that count: made since a moment, or of an execution whose lease is live."""
+PINNED_ADDRESS = PINNED + " AND content_pins.address = ?"
 SELECT = (
     "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
     "WHERE execution_id = ? ORDER BY seq"

@@ -14,6 +14,7 @@ not fit (a completion for a step never started, a position past the end) is a da
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
@@ -136,6 +137,36 @@ class Timeline:
             self.entries.append(Entry("complete", None, "done", payload))
         else:
             self._damaged(kind, position, "the event kind is unknown")
+
+    def check_live(self, position: int, label: str, on_gap: Callable[[], None]) -> None:
+        """Refuse to run ``label`` live at ``position`` past a completion or an unresumed park,
+        or past a hole in the log (``on_gap`` is called first: it may raise a better refusal)."""
+        entries = self.entries
+        previous = entries[min(position, len(entries)) - 1] if position > 0 and entries else None
+        if previous is not None and previous.kind == "complete":
+            raise JournalError(
+                f"execution {self.execution_id!r} is completed; {label!r} cannot run after it. "
+                "Open a new execution id for a new run.",
+                code="execution_completed",
+                execution_id=self.execution_id,
+            )
+        if previous is not None and previous.kind == "park" and previous.state == "parked":
+            raise JournalError(
+                f"execution {self.execution_id!r} is parked; {label!r} cannot run until it is "
+                "resumed. Call `await execution.resume(decision)` and run the code again.",
+                code="execution_parked",
+                execution_id=self.execution_id,
+            )
+        if position > len(entries):
+            on_gap()
+            raise JournalError(
+                f"execution {self.execution_id!r}: {label!r} would be journaled at position "
+                f"{position}, but the log ends at position {len(entries)}: an earlier call on "
+                "this object failed without being journaled. Open the execution again "
+                "(journal.execution(id)) and run the code from the top.",
+                code="position_gap",
+                execution_id=self.execution_id,
+            )
 
     def _at(self, kind: str, position: int) -> Entry:
         if position >= len(self.entries):

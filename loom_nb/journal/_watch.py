@@ -102,7 +102,11 @@ class JournalWatch:
                 f"poll must be a number of seconds from 0.01 to 60, not {poll!r}.",
                 code="invalid_argument",
             )
-        if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
+        if (
+            isinstance(after_seq, bool)
+            or not isinstance(after_seq, int)
+            or not 0 <= after_seq < 2**63
+        ):
             raise JournalError(
                 f"after_seq must be a non-negative int, not {after_seq!r}.", code="invalid_argument"
             )

@@ -1,8 +1,9 @@
 """The journal's write side: appends under the writer lease, one writer per execution (issue 15).
 
-One execution has one writer at a time: the process running it live holds its lease (``_lease``
-decides; this module stores it), taken in the same transaction as an append, and checked before
-a step's function runs; another process, or a stale ``Execution`` object of this one, gets
+One execution has one writer at a time: the journal handle running it live holds its lease
+(``_lease`` decides; this module stores it), taken in the same transaction as an append, and
+checked before a step's function runs; another process, another ``Journal`` object on the same
+database in this process, or a stale ``Execution`` object of this one, gets
 ``ExecutionBusyError`` before it runs anything. Within the process the lease is per execution
 too: while a step runs, it is claimed by the ``Execution`` object and thread running it, and
 another thread (or another object) trying to run a step of the same execution, or to append to
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 import time
 import weakref
@@ -28,7 +30,7 @@ from typing import Any
 
 from loom_nb.errors import ExecutionBusyError, JournalError
 from loom_nb.journal._backend import JournalBackend
-from loom_nb.journal._lease import Holder, LeaseRow, decide, me
+from loom_nb.journal._lease import Holder, LeaseRow, decide, forget, new_holder
 from loom_nb.journal._sql import (
     INSERT,
     INSERTS,
@@ -38,6 +40,8 @@ from loom_nb.journal._sql import (
     LEASE_PUT,
     LEASE_RENEW,
     LEASE_TAKE,
+    PIN,
+    UNPIN,
     now_iso,
 )
 
@@ -78,6 +82,16 @@ class Writer:
         self.heartbeat: threading.Thread | None = None
         """The thread renewing leases of steps in flight, once one was."""
         self._closed = threading.Event()
+        self._holder: Holder | None = None
+
+    def me(self) -> Holder:
+        """This writer (its journal handle) as a lease holder: a token of its own, a new one
+        after ``fork`` (the pid changed); forgotten when the writer is closed or collected."""
+        holder = self._holder
+        if holder is None or holder.pid != os.getpid():
+            holder = self._holder = new_holder()
+            weakref.finalize(self, forget, holder.token)
+        return holder
 
     def append(
         self,
@@ -87,6 +101,8 @@ class Writer:
         *,
         release: bool = False,
         owner: Owner | None = None,
+        pins: tuple[str, ...] = (),
+        unpin: int | None = None,
     ) -> None:
         """Append ``rows`` (kind, step_id, position, payload) at ``ordinal`` on, atomically.
 
@@ -95,7 +111,9 @@ class Writer:
         commit) is the whole append, and the (execution_id, ordinal) uniqueness still refuses a
         row another writer got in first. ``release`` gives the lease back in the same commit
         (completion, park). While another owner (thread and ``Execution`` object) of this process
-        runs a step of the execution, the append is refused (``hold``).
+        runs a step of the execution, the append is refused (``hold``). ``pins`` are content
+        addresses pinned at the first row's position, ``unpin`` a position whose pins go, both
+        in the same transaction as the rows (``_content_pins``).
         """
         backend = self._backend
         created = now_iso()
@@ -106,7 +124,9 @@ class Writer:
         with backend.writing(execution_id):
             self._check_running(execution_id, owner)
             now = time.time()
-            if not release and self._holds(execution_id, ordinal, now):
+            if not (release or pins or unpin is not None) and self._holds(
+                execution_id, ordinal, now
+            ):
                 try:
                     backend.conn.execute(statement, values)
                 except backend.IntegrityError as exc:
@@ -122,8 +142,15 @@ class Writer:
                     backend.conn.execute(statement, values)
                 except backend.IntegrityError as exc:
                     raise _moved(execution_id) from exc
+                if pins:
+                    position = rows[0][2]
+                    backend.conn.executemany(
+                        PIN, [(execution_id, position, address, now) for address in pins]
+                    )
+                if unpin is not None:
+                    backend.conn.execute(UNPIN, (execution_id, unpin))
                 if release:
-                    backend.conn.execute(LEASE_DROP, (execution_id, me().token))
+                    backend.conn.execute(LEASE_DROP, (execution_id, self.me().token))
                 return expires
 
             expires = backend.transaction(body, what="append")
@@ -198,7 +225,7 @@ class Writer:
     def _take_lease(self, execution_id: str, ordinal: int, now: float) -> float:
         """Inside a write transaction: take or renew the lease, or raise; return its expiry."""
         conn = self._backend.conn
-        holder = me()
+        holder = self.me()
         found = conn.execute(LEASE_GET, (execution_id,)).fetchone()
         row = None
         if found is not None:
@@ -261,7 +288,7 @@ class Writer:
                 if held is None or self._closed.is_set():
                     continue
                 expires = time.time() + self.lease_ttl
-                backend.conn.execute(LEASE_RENEW, (expires, execution_id, me().token))
+                backend.conn.execute(LEASE_RENEW, (expires, execution_id, self.me().token))
                 held.expires = expires
 
     def append_rows(self, rows: Iterable[NewRow]) -> None:
@@ -296,7 +323,7 @@ class Writer:
         """Stop renewing and give back the leases this process holds, so another can take over at once."""
         backend = self._backend
         self._closed.set()
-        token = me().token
+        token = self.me().token
         with self._lock:
             held = list(self._held)
         for execution_id in held:
@@ -306,6 +333,7 @@ class Writer:
         with self._lock:
             self._held.clear()
             backend.close()
+        forget(token)
 
 
 def _heartbeat(ref: weakref.ref[Writer], closed: threading.Event, interval: float) -> None:
@@ -330,6 +358,19 @@ class _Held:
 
 def _busy(execution_id: str, row: LeaseRow, now: float) -> ExecutionBusyError:
     left = max(0.0, row.expires - now)
+    if row.holder.pid == os.getpid() and row.holder.host == socket.gethostname():
+        return ExecutionBusyError(
+            f"execution {execution_id!r} is being run through another Journal object of this "
+            f"process (pid {row.holder.pid}; its lease runs {left:.0f} s more unless renewed): "
+            "two handles on one journal are two writers. Run the execution through that "
+            "journal, or close it (journal.close()) and open the execution again here, or run a "
+            "copy under a new id (execution.fork(step, new_id)).",
+            execution_id=execution_id,
+            pid=row.holder.pid,
+            host=row.holder.host,
+            expires=row.expires,
+            reason="other_journal",
+        )
     return ExecutionBusyError(
         f"execution {execution_id!r} is being run by another live writer (pid {row.holder.pid} "
         f"on host {row.holder.host!r}; its lease runs {left:.0f} s more unless renewed). Only "

@@ -10,9 +10,18 @@ what it cites too: a media ref inside a claim-checked transcript stays pinned. S
 blob last stored less than ``ttl`` ago is kept; an older one is reclaimed only when
 ``reclaim_orphans`` is set, otherwise the report says what would go (a dry run).
 
+Steps in flight. A step's input is journaled with its outcome, so while a slow model call runs
+the log does not yet cite what it reads. A log that can say what its steps in flight read
+(``pinned_content``, as a ``Journal`` does: each step pins the content its input cites before it
+reads the store) has those pins kept too, whatever the blobs' age; a pin of a step whose process
+died lapses after the TTL (issue 30).
+
 Marking finishes before anything is deleted, so a log that fails to read aborts the sweep with
 nothing reclaimed. A put racing the sweep wins: the store re-checks the blob's age under its
-write lock before erasing it.
+write lock before erasing it. A step starting while the sweep runs is honoured the same way:
+the store makes each blob unreadable before erasing it and asks the logs about it once more
+(``purge(keep=...)``), so the step either pinned it by then (the blob is put back) or finds it
+gone and fails before calling the model, never after it fetched bytes that are then erased.
 """
 
 from __future__ import annotations
@@ -26,7 +35,13 @@ from typing import Any
 from loom_nb.errors import ConfigurationError, LoomError, StoreError
 from loom_nb.store._protocol import ContentStore
 
-__all__ = ["CONTENT_MARKER", "SweepReport", "cited_addresses", "sweep_unpinned_content"]
+__all__ = [
+    "CONTENT_MARKER",
+    "SweepReport",
+    "cited_addresses",
+    "cited_in",
+    "sweep_unpinned_content",
+]
 
 CONTENT_MARKER = "__loomContent"
 """Key of the store's claim-check marker object ``{"__loomContent": address}``."""
@@ -39,7 +54,8 @@ class SweepReport:
     dry_run: bool
     """True when nothing was deleted (``reclaim_orphans`` was not set)."""
     pinned: tuple[str, ...]
-    """Stored addresses cited by the scanned logs (kept whatever their age)."""
+    """Stored addresses cited by the scanned logs or pinned by their steps in flight (kept
+    whatever their age)."""
     kept: tuple[str, ...]
     """Every address kept: pinned, younger than the TTL, or re-stored during the sweep."""
     reclaimed: tuple[str, ...]
@@ -61,8 +77,9 @@ def sweep_unpinned_content(
     """Mark the addresses the logs cite, then reclaim uncited blobs older than ``ttl``.
 
     ``logs`` holds objects with ``iter_payloads()`` (a journal) or plain iterables of JSON
-    payloads; a payload given as JSON text is parsed. Without ``reclaim_orphans`` nothing is
-    deleted and the report lists what would be.
+    payloads; a payload given as JSON text is parsed. A log with ``pinned_content(used_since=,
+    now=, address=None)`` (a journal) also keeps what its steps in flight read. Without
+    ``reclaim_orphans`` nothing is deleted and the report lists what would be.
     """
     if not isinstance(ttl, timedelta) or ttl < timedelta(0):
         raise ConfigurationError(
@@ -74,8 +91,20 @@ def sweep_unpinned_content(
             "now must be timezone-aware (for example datetime.now(UTC)); a naive time is ambiguous.",
             code="naive_datetime",
         )
+    logs = _listed(logs)
     cited = cited_addresses(logs, store=store)
     cutoff = moment - ttl
+    pinning = [log for log in logs if callable(getattr(log, "pinned_content", None))]
+    for log in pinning:
+        cited |= set(log.pinned_content(used_since=cutoff, now=moment))
+
+    def keep(address: str) -> bool:
+        """Asked by the store once the blob is unreadable: did a step pin it since we looked?"""
+        return any(
+            address in log.pinned_content(used_since=cutoff, now=moment, address=address)
+            for log in pinning
+        )
+
     pinned: list[str] = []
     kept: list[str] = []
     reclaimed: list[str] = []
@@ -84,7 +113,8 @@ def sweep_unpinned_content(
         if entry.address in cited:
             pinned.append(entry.address)
         elif entry.last_put < cutoff and (
-            not reclaim_orphans or store.purge(entry.address, older_than=cutoff)
+            not reclaim_orphans
+            or store.purge(entry.address, older_than=cutoff, keep=keep if pinning else None)
         ):
             reclaimed.append(entry.address)
             reclaimed_bytes += entry.size
@@ -106,11 +136,7 @@ def cited_addresses(logs: Iterable[Any], *, store: ContentStore | None = None) -
 
     With ``store``, each claim-checked blob is read and what it cites is marked as well.
     """
-    if isinstance(logs, str | bytes) or not isinstance(logs, Iterable):
-        raise ConfigurationError(
-            f"logs must be an iterable of journals or of payload iterables, not {type(logs).__name__}.",
-            code="invalid_logs",
-        )
+    logs = _listed(logs)
     cited: set[str] = set()
     claims: list[str] = []
     for log in logs:
@@ -126,6 +152,23 @@ def cited_addresses(logs: Iterable[Any], *, store: ContentStore | None = None) -
         if payload is not None:
             _mark(payload, cited, claims)
     return cited
+
+
+def cited_in(value: Any) -> set[str]:
+    """The addresses one JSON value cites (claim-check markers and media refs, at any depth)."""
+    cited: set[str] = set()
+    _mark(value, cited, [])
+    return cited
+
+
+def _listed(logs: Any) -> list[Any]:
+    """The logs as a list (a sweep reads them more than once), or ``invalid_logs``."""
+    if isinstance(logs, str | bytes) or not isinstance(logs, Iterable):
+        raise ConfigurationError(
+            f"logs must be an iterable of journals or of payload iterables, not {type(logs).__name__}.",
+            code="invalid_logs",
+        )
+    return list(logs)
 
 
 def _claimed_payload(store: ContentStore, address: str) -> Any:

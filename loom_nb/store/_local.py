@@ -3,7 +3,8 @@
 Layout under the store directory::
 
     objects/ab/cdef...      one file per blob, named by its sha256 hex (first two digits shard)
-    tmp/                    puts in progress (same file system, so the final rename is atomic)
+    tmp/                    puts in progress (same file system, so the final rename is atomic),
+                            and blobs a sweep moved aside while it decides (``erase-<hex>-...``)
     corrupt/                blobs that failed their hash check on read, moved aside
     index.sqlite3           rows (address, tenant, size, created, last_put); WAL mode
 
@@ -16,6 +17,11 @@ lock: a blob file is immutable once renamed, and every read re-hashes it, so a c
 raises ``ContentIntegrityError`` instead of returning wrong bytes (and is moved aside, so storing
 the original bytes again repairs it). A ``put`` of bytes already present compares them with the
 stored copy before taking the dedupe path, so it repairs a copy damaged in place (same size) too.
+
+A sweep's ``purge(keep=...)`` moves the blob aside under the write lock, asks ``keep`` and puts it
+back or erases it before releasing the lock; a read that finds no file waits for the lock and
+looks once more, so it never reports a blob absent that the sweep then keeps. A blob left aside
+by a process killed mid-decision is put back when the store is next opened.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import sqlite3
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,6 +111,7 @@ class LocalContentStore:
             for migrate in _MIGRATIONS[version:]:
                 migrate(db)
             db.execute(f"PRAGMA user_version = {len(_MIGRATIONS)}")
+        self._restore_erasures()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -195,10 +203,18 @@ class LocalContentStore:
                 self._blob(address).unlink(missing_ok=True)
             return True
 
-    def purge(self, address: str, *, older_than: datetime | None = None) -> bool:
+    def purge(
+        self,
+        address: str,
+        *,
+        older_than: datetime | None = None,
+        keep: Callable[[str], bool] | None = None,
+    ) -> bool:
         """Erase the blob and every tenant row; False when there was nothing to erase.
 
         With ``older_than`` nothing is erased if any tenant put the blob at or after that time.
+        With ``keep``, the blob is moved aside first and ``keep(address)`` decides: True (or an
+        exception) puts it back and nothing is erased.
         """
         check_address(address)
         with self._write() as db:
@@ -211,10 +227,27 @@ class LocalContentStore:
                 and last_put >= older_than.timestamp()
             ):
                 return False
-            rows = db.execute("DELETE FROM content WHERE address = ?", (address,)).rowcount
             blob = self._blob(address)
-            present = blob.exists()
-            blob.unlink(missing_ok=True)
+            aside: Path | None = None
+            if keep is not None:
+                aside = self._tmp / f"erase-{address[7:]}-{uuid.uuid4().hex[:12]}"
+                try:
+                    os.replace(blob, aside)  # unreadable from here until keep() answers
+                except FileNotFoundError:
+                    aside = None
+                try:
+                    kept = keep(address)
+                except BaseException:
+                    if aside is not None:
+                        os.replace(aside, blob)
+                    raise
+                if kept:
+                    if aside is not None:
+                        os.replace(aside, blob)
+                    return False
+            present = aside is not None or blob.exists()
+            rows = db.execute("DELETE FROM content WHERE address = ?", (address,)).rowcount
+            (aside or blob).unlink(missing_ok=True)
             return present or rows > 0
 
     # -- reading ---------------------------------------------------------------------------------
@@ -226,16 +259,20 @@ class LocalContentStore:
         bytes writes a sound copy.
         """
         check_address(address)
-        try:
-            with self._blob(address).open("rb") as blob:
-                inode = os.fstat(blob.fileno()).st_ino
-                data = blob.read()
-        except FileNotFoundError as exc:
+        found = self._read(address)
+        if found is None:
+            # A sweep may hold the blob aside while it decides (purge with keep): its write
+            # lock is held until then, so wait for it and look once more.
+            with self._write():
+                pass
+            found = self._read(address)
+        if found is None:
             raise ContentNotFoundError(
                 f"no blob at {address} in {self.path}. Store it first with put() or "
                 "`loom-nb store put`.",
                 address=address,
-            ) from exc
+            )
+        inode, data = found
         if "sha256:" + hashlib.sha256(data).hexdigest() != address:
             self._quarantine(address, inode)
             raise ContentIntegrityError(
@@ -303,6 +340,30 @@ class LocalContentStore:
             )
             for key, group in grouped.items()
         ]
+
+    def _read(self, address: str) -> tuple[int, bytes] | None:
+        """The blob file's inode and bytes, or None when there is no file."""
+        try:
+            with self._blob(address).open("rb") as blob:
+                return os.fstat(blob.fileno()).st_ino, blob.read()
+        except FileNotFoundError:
+            return None
+
+    def _restore_erasures(self) -> None:
+        """Put back blobs a sweep moved aside and never decided on (its process was killed)."""
+        for aside in self._tmp.glob("erase-*"):
+            digest = aside.name.split("-")[1]
+            address = f"sha256:{digest}"
+            with self._write() as db, contextlib.suppress(OSError):
+                blob = self._blob(address)
+                indexed = db.execute(
+                    "SELECT 1 FROM content WHERE address = ? LIMIT 1", (address,)
+                ).fetchone()
+                if indexed is not None and not blob.exists():
+                    blob.parent.mkdir(exist_ok=True)
+                    os.replace(aside, blob)
+                else:
+                    aside.unlink()
 
     def _quarantine(self, address: str, inode: int) -> None:
         """Move a corrupted blob aside, unless a put replaced it since it was read."""

@@ -29,7 +29,7 @@ def open_store(url_or_path: str | os.PathLike[str], **options: Any) -> ContentSt
 
     ``options`` are passed to the store (``LocalContentStore(path, durable=..., clock=...)``,
     ``S3ContentStore(url, endpoint=..., region=..., access_key_id=..., secret_access_key=...,
-    chunk_size=..., clock=...)``).
+    chunk_size=..., timeout=..., max_retries=..., index=..., clock=...)``).
     """
     if isinstance(url_or_path, os.PathLike):
         return _local(os.fspath(url_or_path), options)

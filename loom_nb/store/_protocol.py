@@ -82,11 +82,20 @@ class ContentStore(Protocol):
         """Every stored blob, ordered by address."""
         ...
 
-    def purge(self, address: str, *, older_than: datetime | None = None) -> bool:
+    def purge(
+        self,
+        address: str,
+        *,
+        older_than: datetime | None = None,
+        keep: Callable[[str], bool] | None = None,
+    ) -> bool:
         """Erase the blob and all its tenants (for garbage collection); False when nothing was erased.
 
         With ``older_than``, nothing happens if any tenant stored the blob at or after that time
-        (a put racing the sweep wins).
+        (a put racing the sweep wins). With ``keep``, the store first makes the blob unreadable,
+        then calls ``keep(address)``: True puts it back untouched and nothing is erased (a step
+        started using it meanwhile); an exception puts it back too, and propagates. A read that
+        lands in between waits for the decision rather than reporting the blob absent.
         """
         ...
 

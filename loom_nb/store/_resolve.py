@@ -115,7 +115,11 @@ class StoreResolver:
         self.store = store
 
     async def resolve(self, ref: ContentRef, context: ResolveContext) -> bytes:
-        """The bytes at ``ref.address`` if the principal's tenant stored them and they fit the budget."""
+        """The bytes at ``ref.address`` if the principal's tenant stored them and they fit the budget.
+
+        A ref that declares a size must match the blob's (``StoreError`` code ``size_mismatch``),
+        checked against the index before the read and against the bytes after it.
+        """
         address = check_address(ref.address)
         if not context.execution_id or context.principal is None:
             missing = "execution_id" if not context.execution_id else "principal"
@@ -142,8 +146,10 @@ class StoreResolver:
                 code="over_budget",
                 address=address,
             )
+        _check_size(ref, entry.size)  # the index's size: refused before any byte is read
         _check_cancel(context, address)
         data = await asyncio.to_thread(self.store.get, address)
+        _check_size(ref, len(data))  # the bytes themselves, hash-verified by get()
         _check_cancel(context, address)
         return data
 
@@ -153,6 +159,17 @@ def _stat_or_none(store: ContentStore, address: str) -> StoreEntry | None:
         return store.stat(address)
     except ContentNotFoundError:
         return None
+
+
+def _check_size(ref: ContentRef, size: int) -> None:
+    """Refuse a blob whose length is not the size its ref declares (a ref without one passes)."""
+    if ref.size is not None and ref.size != size:
+        raise StoreError(
+            f"{ref.address}: the ref declares {ref.size} bytes but the stored blob has {size}. "
+            "The ref was edited or built by hand; use the ref put() returned.",
+            code="size_mismatch",
+            address=ref.address,
+        )
 
 
 def _check_cancel(context: ResolveContext, address: str) -> None:

@@ -37,9 +37,11 @@ the tenant markers (and the interface the PostgreSQL index, ``_pg_index``, fills
 from __future__ import annotations
 
 import builtins
+import contextlib
 import hashlib
 import os
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -89,6 +91,9 @@ class S3ContentStore:
     standard ``AWS_*`` environment variables unless given: ``endpoint`` (an ``http://`` endpoint
     is allowed for a local server), ``region``, ``access_key_id``, ``secret_access_key``.
     ``chunk_size`` is the part size of multipart uploads (``put_file`` of a larger file).
+    ``timeout`` is how many seconds one request may take, its body included (default 120): a
+    server that stalls ends the call in ``StoreError`` code ``store_timeout``; raise it for very
+    large blobs on a slow link. ``max_retries`` retries a failed request (transient errors).
     ``clock`` supplies the put times the garbage collector compares (default: UTC now).
     ``index`` keeps the per-tenant index in PostgreSQL instead of marker objects: a PostgreSQL
     ``Journal`` (its connection pool is shared) or a ``postgresql://`` URL (the table is
@@ -112,6 +117,7 @@ class S3ContentStore:
         clock: Callable[[], datetime] | None = None,
         max_retries: int = 3,
         index: str | Journal | None = None,
+        timeout: float = 120.0,
     ) -> None:
         if not AVAILABLE:  # pragma: no cover - the optional dependency is missing
             raise ConfigurationError(
@@ -124,10 +130,21 @@ class S3ContentStore:
                 f"chunk_size must be an int of at least 5 MiB (S3's smallest part), not {chunk_size!r}.",
                 code="invalid_chunk_size",
             )
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout <= 86_400
+        ):
+            raise ConfigurationError(
+                f"timeout must be a number of seconds above 0 (at most a day), not {timeout!r}.",
+                code="invalid_timeout",
+            )
         self.url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
         """The store's ``s3://bucket/prefix`` URL."""
         self.chunk_size = chunk_size
         """Part size of multipart uploads, in bytes."""
+        self.timeout = float(timeout)
+        """Seconds one request to the server may take (its body included)."""
         self._clock = clock or (lambda: datetime.now(UTC))
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._seen_lock = threading.Lock()
@@ -140,8 +157,9 @@ class S3ContentStore:
             access_key_id=access_key_id,
             secret_access_key=secret_access_key,
             max_retries=max_retries,
+            timeout=self.timeout,
         )
-        self._objects = S3Objects(self.url, self._s3)
+        self._objects = S3Objects(self.url, self._s3, timeout=self.timeout)
         if index is None:
             index = os.environ.get(INDEX_ENV) or None
         initial: TenantIndex
@@ -303,20 +321,39 @@ class S3ContentStore:
         self._check_layout()
         now = micros(self._clock())
         marker = self._choice.index.record(digest, encoded_tenant, size, now)
-        present = self._blob_meta(digest) if (large or digest in self._seen) else None
-        fresh = False
-        if present is None:
-            try:
-                upload(False)
-                fresh = True
-            except Exists:
-                present = self._blob_meta(digest)
-        if not fresh and (present is None or not sound(present, size, md5)):
-            upload(True)  # vanished, or a damaged copy: rewrite it
+        try:
+            present = self._blob_meta(digest) if (large or digest in self._seen) else None
+            fresh = False
+            if present is None:
+                try:
+                    upload(False)
+                    fresh = True
+                except Exists:
+                    present = self._blob_meta(digest)
+            if not fresh and (present is None or not sound(present, size, md5)):
+                upload(True)  # vanished, or a damaged copy: rewrite it
+        except BaseException:
+            self._withdraw(digest, encoded_tenant, marker, size, now)
+            raise
         self._remember(digest)
         if not fresh:
             # The blob was (or may have been) there: earlier markers hold its first put time.
             self._choice.index.settle(marker, now, encoded_tenant, digest, size)
+
+    def _withdraw(self, digest: str, encoded: str, marker: str, size: int, now: int) -> None:
+        """Take back the entry of a put whose upload failed (cut off, timed out, refused).
+
+        Left behind, ``list()`` and ``stat()`` would show a blob ``has()`` and ``get()`` say is
+        absent. Best effort, and only while the blob is not there: when it is (another put of
+        the same bytes landed), the entry is true. A put killed outright cannot withdraw; its
+        entry is reclaimed by the content sweep once older than the TTL.
+        """
+        with contextlib.suppress(Exception):
+            if self._blob_meta(digest) is not None:
+                return
+        with contextlib.suppress(Exception):
+            mine = Marker(marker, "", now, size, now, encoded)
+            self._choice.index.remove(digest, [mine], what="withdraw")
 
     def _remember(self, digest: str) -> None:
         """Note a blob as present, so the next put of it looks before sending the bytes."""
@@ -342,24 +379,39 @@ class S3ContentStore:
             self._erase(digest, {m.key for m in markers}, remove=[])
         return True
 
-    def purge(self, address: str, *, older_than: datetime | None = None) -> bool:
+    def purge(
+        self,
+        address: str,
+        *,
+        older_than: datetime | None = None,
+        keep: Callable[[str], bool] | None = None,
+    ) -> bool:
         """Erase the blob and every tenant marker; False when there was nothing to erase.
 
         With ``older_than`` nothing is erased if any tenant put the blob at or after that time,
-        and a put that lands while the erase runs keeps its blob.
+        and a put that lands while the erase runs keeps its blob. With ``keep``, once the blob is
+        moved aside ``keep(address)`` decides: True (or an exception) puts it back.
         """
         digest = check_address(address)[7:]
         markers = self._markers(digest)
         if older_than is not None and any(m.put >= micros(older_than) for m in markers):
             return False
-        erased = self._erase(digest, {m.key for m in markers}, remove=markers)
+        erased = self._erase(digest, {m.key for m in markers}, remove=markers, keep=keep)
         return erased is not None and (erased or bool(markers))
 
-    def _erase(self, digest: str, seen: set[str], *, remove: builtins.list[Marker]) -> bool | None:
-        """Move the blob aside, re-list the markers, restore it if a new put arrived, else drop it.
+    def _erase(
+        self,
+        digest: str,
+        seen: set[str],
+        *,
+        remove: builtins.list[Marker],
+        keep: Callable[[str], bool] | None = None,
+    ) -> bool | None:
+        """Move the blob aside, re-list the markers, restore it if a new put arrived (or ``keep``
+        says so), else drop it.
 
-        Returns whether a blob was erased, or None when a put arrived and the erase was undone.
-        ``remove`` are the markers to delete once the blob is gone.
+        Returns whether a blob was erased, or None when the erase was undone. ``remove`` are the
+        markers to delete once the blob is gone.
         """
         trash = f"trash/{digest}/{uuid.uuid4().hex}"
         try:
@@ -369,11 +421,15 @@ class S3ContentStore:
         else:
             moved = True
             self._objects.delete("erase", digest, blob(digest))
-        arrived = [m for m in self._markers(digest) if m.key not in seen]
-        if arrived:
-            if moved:
+        wanted = True  # until decided (an error on the way puts the blob back, then propagates)
+        try:
+            arrived = [m for m in self._markers(digest) if m.key not in seen]
+            wanted = bool(arrived) or (keep is not None and keep("sha256:" + digest))
+        finally:
+            if wanted and moved:
                 self._objects.copy("erase", digest, trash, blob(digest))
                 self._objects.delete_quietly([trash])
+        if wanted:
             return None
         if remove:
             self._choice.index.remove(digest, remove, what="erase")
@@ -392,7 +448,7 @@ class S3ContentStore:
         bytes writes a sound copy.
         """
         digest = check_address(address)[7:]
-        result = self._objects.get("get", digest, blob(digest))
+        result = self._fetch(digest)
         # Hashed while it streams (each chunk as it arrives, not a second pass over the whole),
         # then joined once: one copy, as a bare client's bytes(result.bytes()) makes.
         check = hashlib.sha256()
@@ -408,6 +464,24 @@ class S3ContentStore:
                 address=address,
             )
         return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+    def _fetch(self, digest: str) -> Any:
+        """The blob's GET, waiting a moment while an erase holds it in ``trash/`` to decide.
+
+        An erase puts a blob back when a put or a step in flight wants it (``_erase``); a read
+        landing in between would otherwise report it absent.
+        """
+        waits = iter((0.05, 0.1, 0.2, 0.4, 0.8))
+        while True:
+            try:
+                return self._objects.get("get", digest, blob(digest))
+            except ContentNotFoundError:
+                delay = next(waits, None)
+                if delay is None or not any(
+                    True for _ in self._objects.listing(f"trash/{digest}/")
+                ):
+                    raise
+                time.sleep(delay)
 
     def has(self, address: str) -> bool:
         """Whether a blob is stored at ``address`` (some tenant recorded and the object present)."""

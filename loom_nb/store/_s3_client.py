@@ -2,8 +2,13 @@
 
 ``S3Objects`` is a bucket under a prefix: put, copy, delete, get, head and list, each wrapped so
 a missing object is ``ContentNotFoundError``, a conditional create that found the object is
-``Exists`` (internal), and anything else (the server, the network, the credentials) is a
-``StoreError`` (``store_unavailable``) naming the store, the operation and what to check. The
+``Exists`` (internal), a request the server did not answer within the store's ``timeout`` is a
+``StoreError`` (``store_timeout``), and anything else (the server, the network, the credentials)
+is a ``StoreError`` (``store_unavailable``) naming the store, the operation and what to check.
+
+Every request has a deadline (``timeout``, the whole request, body included; connecting has at
+most five seconds of it), so a server that accepts a connection and then never answers ends the
+call with ``store_timeout`` instead of holding it forever. The
 store's own logic (markers, erasing, hashing) lives in ``_s3`` and ``_s3_index``; nothing here
 knows what a blob or a tenant is beyond the ``blobs/<hex>`` key.
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -33,10 +39,22 @@ if TYPE_CHECKING:
     from obstore import ObjectMeta
     from obstore.store import S3Store
 
-__all__ = ["AVAILABLE", "Exists", "S3Objects", "blob", "connect", "parse_url", "sound"]
+__all__ = [
+    "AVAILABLE",
+    "Exists",
+    "S3Objects",
+    "blob",
+    "connect",
+    "parse_url",
+    "sound",
+    "timed_out",
+]
 
 AVAILABLE = obstore is not None
 """Whether obstore, the S3 client, is installed."""
+
+_BUCKET = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,253}[A-Za-z0-9])?")
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
 
 
 class Exists(Exception):
@@ -58,7 +76,18 @@ def parse_url(url: object) -> tuple[str, str]:
             "(credentials go in arguments or AWS_* environment variables, not the URL).",
             code="invalid_store_url",
         )
+    if not _BUCKET.fullmatch(bucket):
+        raise ConfigurationError(
+            f"{url!r}: {bucket!r} is not a bucket name; a bucket is letters, digits, dots, "
+            "hyphens and underscores, starting and ending with a letter or digit (at most 255).",
+            code="invalid_store_url",
+        )
     prefix = parts.path.strip("/")
+    if not prefix.isprintable():
+        raise ConfigurationError(
+            f"{url!r}: the prefix {prefix!r} holds a control character.",
+            code="invalid_store_url",
+        )
     if any(segment in ("", ".", "..") for segment in prefix.split("/")) and prefix:
         raise ConfigurationError(
             f"{url!r}: the prefix {prefix!r} has an empty, '.' or '..' segment.",
@@ -77,6 +106,7 @@ def connect(
     access_key_id: str | None,
     secret_access_key: str | None,
     max_retries: int,
+    timeout: float = 120.0,
 ) -> S3Store:
     """An obstore client for ``bucket``/``prefix``: arguments first, then ``AWS_*`` variables.
 
@@ -102,9 +132,15 @@ def connect(
                     code="invalid_s3_option",
                 )
             config[name] = value
+    if endpoint:
+        _check_endpoint(endpoint)
     if "region" not in config and not os.environ.get("AWS_REGION") and endpoint:
         config["region"] = "us-east-1"  # S3-compatible servers ignore it; signing needs one
-    options: dict[str, Any] = {"timeout": "120s", "connect_timeout": "5s"}
+    millis = max(1, round(timeout * 1000))
+    options: dict[str, Any] = {
+        "timeout": f"{millis}ms",
+        "connect_timeout": f"{min(millis, 5000)}ms",
+    }
     if endpoint and endpoint.startswith("http://"):
         options["allow_http"] = True
     retry: Any = {
@@ -132,6 +168,28 @@ def connect(
         ) from exc
 
 
+def _check_endpoint(endpoint: str) -> None:
+    """Refuse an endpoint the client could not turn into requests (it would panic, not fail)."""
+    problem = None
+    try:
+        parts = urlsplit(endpoint)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        problem = str(exc)
+    else:
+        if parts.scheme not in ("http", "https"):
+            problem = "it is not an http:// or https:// URL"
+        elif not _HOST.fullmatch(host) or not endpoint.isprintable() or " " in endpoint:
+            problem = f"{host!r} is not a host name or an IP address"
+    if problem is not None:
+        raise ConfigurationError(
+            f"the S3 endpoint {endpoint!r} is not usable: {problem}. Write it as "
+            "http(s)://host[:port] (argument endpoint= or AWS_ENDPOINT_URL).",
+            code="invalid_s3_option",
+        )
+
+
 class S3Objects:
     """The objects of the store at ``url``, through the client ``s3``; every call's errors mapped.
 
@@ -139,9 +197,11 @@ class S3Objects:
     call; a 64-character ``where`` is a blob's digest and a missing object names its address.
     """
 
-    def __init__(self, url: str, s3: S3Store) -> None:
+    def __init__(self, url: str, s3: S3Store, *, timeout: float = 120.0) -> None:
         self.url = url
         self.s3 = s3
+        self.timeout = timeout
+        """Seconds a request may take (its deadline, for messages)."""
 
     def put(self, what: str, where: str, key: str, data: Any, **options: Any) -> Any:
         return self.call(what, where, lambda: obstore.put(self.s3, key, data, **options))
@@ -220,15 +280,38 @@ class S3Objects:
             ) from exc
         except (BaseError, OSError, RuntimeError) as exc:
             self.fail(what, where, exc)
+        except BaseException as exc:
+            # The client's Rust side panics (a BaseException) on a request it cannot build;
+            # the URL and endpoint are checked up front, this keeps anything left typed.
+            if type(exc).__name__ != "PanicException":
+                raise
+            self.fail(what, where, exc)
 
     def fail(self, what: str, where: str, exc: BaseException) -> NoReturn:
-        """Raise ``store_unavailable`` for a failed ``what`` on ``where``."""
+        """Raise ``store_timeout`` (no answer in time), else ``store_unavailable``, for ``what``."""
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if timed_out(exc):
+            raise StoreError(
+                f"the S3 store {self.url} did not answer a {what} of {where} within "
+                f"{self.timeout:g} s (the server accepted the connection but stalled, or is "
+                "overloaded). Check that the server is up and healthy, then retry; for very large "
+                "blobs on a slow link open the store with a longer timeout= (seconds).",
+                code="store_timeout",
+                timeout=self.timeout,
+            ) from exc
         raise StoreError(
             f"the S3 store {self.url} failed to {what} {where}: {text}. Check that the server is "
             "reachable, the bucket exists and the credentials may read and write it, then retry.",
             code="store_unavailable",
         ) from exc
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a client error is a request that ran out of time (obstore reports it in its text)."""
+    if isinstance(exc, TimeoutError):
+        return True
+    text = str(exc)
+    return "kind: Timeout" in text or "TimedOut" in text or "operation timed out" in text
 
 
 def blob(digest: str) -> str:

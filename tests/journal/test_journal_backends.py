@@ -51,7 +51,7 @@ def test_a_postgresql_url_opens_the_postgres_journal_with_its_migrations(
         names = [
             r[0] for r in conn.execute("SELECT name FROM loom_journal_migrations ORDER BY name")
         ]
-    assert names == [name for name, _ in PG_MIGRATIONS]
+    assert names == sorted(name for name, _ in PG_MIGRATIONS)  # each once (listed by name)
 
 
 def test_a_journal_written_by_a_newer_version_is_refused_at_open(pg: JournalBackend) -> None:

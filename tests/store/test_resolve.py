@@ -166,6 +166,24 @@ async def test_store_resolver_refuses_a_blob_over_the_budget_left(store: Content
     assert await StoreResolver(store).resolve(ref, _context(max_bytes=10)) == b"0123456789"
 
 
+async def test_store_resolver_refuses_a_ref_whose_declared_size_is_not_the_blobs(
+    store: ContentStore,
+) -> None:
+    """Called directly, the resolver checks the ref's declared size: 77 bytes behind a ref
+    declaring 78 (or 76) are refused with code size_mismatch; the right size and no size read."""
+    data = bytes(range(77))
+    stored = store.put(data, "alice")
+    resolver = StoreResolver(store)
+    for declared in (78, 76, 0):
+        with pytest.raises(StoreError) as info:
+            await resolver.resolve(_ref(data, size=declared), _context("alice"))
+        assert info.value.code == "size_mismatch"
+        assert f"declares {declared} bytes" in info.value.message
+        assert "77" in info.value.message
+    assert await resolver.resolve(stored, _context("alice")) == data
+    assert await resolver.resolve(_ref(data), _context("alice")) == data
+
+
 async def test_store_resolver_honours_a_set_cancel_event(store: ContentStore) -> None:
     """A fetch whose cancel event is already set is refused with code cancelled."""
     ref = store.put(b"x", "alice")
