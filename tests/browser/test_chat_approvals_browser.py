@@ -44,7 +44,7 @@ def _parked_view(page: Any, server: JupyterServer, name: str, final: str) -> Any
     tv.wait_for(timeout=30_000)
     assert tv.count() == 1
     state = tv.locator(".loom-tool-use .loom-approval-state")
-    assert state.inner_text() == "⏸ awaiting approval"
+    assert state.inner_text() == "awaiting approval"
     assert "awaiting approval: call_1" in tv.locator(".loom-header").inner_text()
     assert tv.locator(".loom-tool-result").count() == 0
     tv.element_handle().evaluate("(el) => { el.dataset.loomMark = 'displayed-once'; }")

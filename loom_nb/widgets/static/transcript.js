@@ -146,7 +146,9 @@ class TranscriptDom extends MediaDom {
 
   fence(view) {
     const box = h("fieldset", "loom-fence");
-    box.appendChild(h("legend", null, "⚠ untrusted · " + view.origin + (view.closed === false ? " (fence not closed)" : "")));
+    const legend = h("legend", null, " untrusted · " + view.origin + (view.closed === false ? " (fence not closed)" : ""));
+    legend.prepend(badge("!"));
+    box.appendChild(legend);
     for (const item of view.items || []) box.appendChild(this.item(item));
     return box;
   }
@@ -169,7 +171,9 @@ class TranscriptDom extends MediaDom {
     const by = typeof a.by === "string" && a.by ? " by " + a.by : "";
     const why = typeof a.reason === "string" && a.reason ? ": " + a.reason : "";
     if (a.state === "awaiting") {
-      bar.appendChild(h("span", "loom-approval-state", "⏸ awaiting approval" + why));
+      const state = h("span", "loom-approval-state", "awaiting approval" + why);
+      state.prepend(icon("pause"));
+      bar.appendChild(state);
       if (this.model.get("decidable") === true) {
         const note = h("span", "loom-approval-note");
         const buttons = [];
@@ -252,7 +256,7 @@ class TranscriptDom extends MediaDom {
   audio(view) {
     const node = h("div", "loom-audio");
     if (view.stream) {
-      node.appendChild(this.loader(view, String(view.stream.media_type), "▶ load and play", (url, box) => {
+      node.appendChild(this.loader(view, String(view.stream.media_type), "► load and play", (url, box) => {
         const player = h("audio");
         player.controls = true;
         player.loop = false;
@@ -289,7 +293,7 @@ class TranscriptDom extends MediaDom {
     if (view.unavailable) return this.unavailable(node, view);
     const thumb = png(view.thumb);
     if (thumb) return this.pdf(node, view, thumb);
-    node.append(h("span", "loom-icon", "📄"), meta(view));
+    node.append(icon("file"), meta(view));
     if (typeof view.preview === "string") {
       const more = h("details");
       more.append(h("summary", null, "contents"), h("pre", "loom-code", view.preview + (view.preview_omitted ? " …" : "")));
@@ -305,8 +309,8 @@ class TranscriptDom extends MediaDom {
     img.setAttribute("src", thumb);
     const pages = Number(view.pages) || 1;
     const bar = h("div", "loom-pager");
-    const prev = h("button", "loom-button", "◀");
-    const next = h("button", "loom-button", "▶");
+    const prev = h("button", "loom-button", "◄");
+    const next = h("button", "loom-button", "►");
     const label = h("span", "loom-page-label", "page 1 / " + pages);
     const page = h("img", "loom-page");
     page.setAttribute("alt", "PDF page");
