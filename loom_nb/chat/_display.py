@@ -121,4 +121,5 @@ class ChatDisplay(ChatRuns):
             on_decision=self._on_view_decision if self._parked is not None else None,
             on_stop=self.stop if self._stoppable and self._caller is not None else None,
             live_text=self.live_text,
+            settled=not self.busy,
         )

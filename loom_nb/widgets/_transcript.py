@@ -14,7 +14,9 @@ outputs, GitHub and nbval see) and a deterministic ``text/plain``.
 Following a chat: ``display(chat)`` makes a view the ``Chat`` keeps (weakly) and updates in place
 as turns land (``_follow``: the messages already shown stay as drawn, new ones are drawn, stats
 and approvals are set from the chat) and while a reply streams (``live_text``, a provisional
-card below the transcript). The static ``text/html`` is what the view showed when displayed.
+card below the transcript). The bundle's static ``text/html`` is what the view showed when
+displayed; a view displayed under a display id republishes it when the chat settles
+(``_publish_static``).
 
 Approvals: a call marked awaiting (``view.await_approval(call_id)``, or read from a parked
 execution's journal) shows "awaiting approval"; with an ``on_decision(call_id, approved)``
@@ -432,9 +434,17 @@ class TranscriptView(StaticFallbackWidget):
 
     # -- static forms ----------------------------------------------------------------------------
 
+    _published: Any = None  # the output this view was displayed in, when it has a display id
+
     def to_static_html(self) -> str:
         """The static HTML of the current views (the ``text/html`` fallback)."""
         return html_of_views(self.header, list(self.messages))
+
+    def _publish_static(self) -> None:
+        """Republish the static HTML of the output this view was displayed in, if it has a
+        display id (a displayed ``Chat``'s views: see ``loom_nb.widgets._display.Published``)."""
+        if self._published is not None:
+            self._published.publish(self.to_static_html())
 
     def __repr__(self) -> str:
         roles = [m.role for m in self._transcript.messages]

@@ -364,17 +364,10 @@ export default {
     const dom = new TranscriptDom(model, el);
     dom.update();
     dom.updateLive();
-    const onChange = () => dom.update();
-    const onLive = () => dom.updateLive();
-    const onRedraw = () => { dom.rendered = dom.rendered.map((r) => ({ ...r, sig: "" })); dom.update(); };
-    const onMsg = (msg, buffers) => dom.answer(msg, buffers);
-    model.on("change:messages", onChange);
-    model.on("change:header", onChange);
-    model.on("change:decidable", onRedraw);
-    model.on("change:live_text", onLive);
-    model.on("change:stoppable", onLive);
-    model.on("msg:custom", onMsg);
-    return () => {
+    let attached = false, stopped = false;
+    const stop = () => {
+      if (stopped) return;
+      stopped = true;
       model.off("change:messages", onChange);
       model.off("change:header", onChange);
       model.off("change:decidable", onRedraw);
@@ -383,5 +376,30 @@ export default {
       model.off("msg:custom", onMsg);
       dom.revoke();
     };
+    // A displayed chat republishes its output's static HTML as turns land, and JupyterLab then
+    // draws the output again: a new view, while the old view's element is taken out of the page
+    // without the view being removed. A view whose element had a parent and lost it stops
+    // listening, so replaced views do not pile up redrawing for nothing. (A cell scrolled out of
+    // a windowed notebook keeps its output's element in place, so it is not stopped.)
+    const live = () => {
+      if (el.parentNode) attached = true;
+      else if (attached) stop();
+      return !stopped;
+    };
+    const onChange = () => { if (live()) dom.update(); };
+    const onLive = () => { if (live()) dom.updateLive(); };
+    const onRedraw = () => {
+      if (!live()) return;
+      dom.rendered = dom.rendered.map((r) => ({ ...r, sig: "" }));
+      dom.update();
+    };
+    const onMsg = (msg, buffers) => { if (live()) dom.answer(msg, buffers); };
+    model.on("change:messages", onChange);
+    model.on("change:header", onChange);
+    model.on("change:decidable", onRedraw);
+    model.on("change:live_text", onLive);
+    model.on("change:stoppable", onLive);
+    model.on("msg:custom", onMsg);
+    return stop;
   },
 };
