@@ -49,6 +49,7 @@ from loom_nb.agent._tools import Toolset, menu_of
 from loom_nb.chat._attach import user_message
 from loom_nb.chat._cost import Totals, price_of
 from loom_nb.chat._display import ChatDisplay
+from loom_nb.chat._export import ChatExport
 from loom_nb.chat._money import check_limits, make_budget
 from loom_nb.chat._records import (
     DEFAULT_HOME,
@@ -93,7 +94,7 @@ __all__ = ["Chat", "ChatTurn"]
 _log = logging.getLogger(__name__)
 
 
-class Chat(ChatDisplay):
+class Chat(ChatExport, ChatDisplay):
     """A conversation over ``provider``: ``reply = await chat(text, *attachments)``.
 
     ``system`` is the system prompt, ``tools`` the ``ToolDefinition``s (or plain typed functions,
