@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +86,9 @@ class TranscriptView(StaticFallbackWidget):
     """Text of a reply still streaming, shown below the transcript ("" when none is in flight)."""
     stoppable = traitlets.Bool(False).tag(sync=True)
     """Whether the reply in flight has a Stop button (True while ``on_stop`` is set)."""
+    _key = traitlets.Unicode("").tag(sync=True)
+    """A random id of this view's model, by which a view the front end draws again (a republished
+    output) finds the DOM of the one it replaces; the front end's model objects differ per view."""
 
     def __init__(
         self,
@@ -102,6 +106,7 @@ class TranscriptView(StaticFallbackWidget):
         super().__init__(
             messages=transcript_views(self._transcript, self._ctx),
             header=transcript_header(self._transcript),
+            _key=uuid.uuid4().hex,
             **kwargs,
         )
         self._internal = False

@@ -47,6 +47,7 @@ def _parked_view(page: Any, server: JupyterServer, name: str, final: str) -> Any
     assert state.inner_text() == "awaiting approval"
     assert "awaiting approval: call_1" in tv.locator(".loom-header").inner_text()
     assert tv.locator(".loom-tool-result").count() == 0
+    tv.element_handle().evaluate("(el) => { el.dataset.loomMark = 'displayed-once'; }")
     return tv
 
 
@@ -57,12 +58,14 @@ SAVED_HTML = """() => {
 
 
 def _one_output_saving(page: Any, tv: Any, final: str) -> None:
-    """The cell still has its one output and one view (no second display), and the output's data,
-    what JupyterLab saves, is the transcript with the final reply (republished as the run settled)."""
+    """The cell still has its one output, whose data (what JupyterLab saves) is the transcript
+    with the final reply (republished as the run settled), and the same element shows it: the
+    view drawn for the update took the transcript over (no second output was displayed)."""
     assert tv.count() == 1
     count, html = page.evaluate(SAVED_HTML)
     assert count == 1
     assert final in html
+    assert tv.element_handle().evaluate("(el) => el.dataset.loomMark") == "displayed-once"
 
 
 def test_approve_resumes_the_chat_and_the_same_view_shows_the_result(

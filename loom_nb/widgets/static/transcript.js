@@ -353,6 +353,10 @@ function applySplice(model, msg) {
   model.set("messages", current.slice(0, msg.start).concat(msg.views));
 }
 
+// Each model's latest view, by the model's _key (the front end hands each view its own model
+// object), so a view drawn in its place can take over its DOM (see render).
+const LATEST = new Map();
+
 export default {
   initialize({ model }) {
     const onSplice = (msg) => applySplice(model, msg);
@@ -361,30 +365,46 @@ export default {
     return () => model.off("msg:custom", onSplice);
   },
   render({ model, el }) {
-    const dom = new TranscriptDom(model, el);
+    // JupyterLab draws an output again when its display is updated (a displayed chat republishes
+    // its static HTML as turns land): a new view, while the old view's element is taken out of
+    // the page without the view being removed. The new view takes over the old one's DOM (cards,
+    // opened details, loaded media), so an update costs no redraw; an old view that is not taken
+    // over stops listening at its next event, so replaced views do not pile up redrawing. A view
+    // counts as replaced once its element, having been on the page, has no parent: a cell
+    // scrolled out of a windowed notebook keeps its output's element in place.
+    const key = String(model.get("_key") || "");
+    const previous = key ? LATEST.get(key) : undefined;
+    let dom;
+    if (previous && previous.replaced()) {
+      previous.handOver();
+      dom = previous.dom;
+      el.appendChild(dom.root);
+    } else {
+      dom = new TranscriptDom(model, el);
+    }
     dom.update();
     dom.updateLive();
-    let attached = false, stopped = false;
-    const stop = () => {
-      if (stopped) return;
-      stopped = true;
+    let attached = false, listening = true, handedOver = false;
+    const replaced = () => {
+      if (el.parentNode) attached = true;
+      return attached && !el.parentNode;
+    };
+    const unlisten = () => {
+      if (!listening) return;
+      listening = false;
       model.off("change:messages", onChange);
       model.off("change:header", onChange);
       model.off("change:decidable", onRedraw);
       model.off("change:live_text", onLive);
       model.off("change:stoppable", onLive);
       model.off("msg:custom", onMsg);
-      dom.revoke();
     };
-    // A displayed chat republishes its output's static HTML as turns land, and JupyterLab then
-    // draws the output again: a new view, while the old view's element is taken out of the page
-    // without the view being removed. A view whose element had a parent and lost it stops
-    // listening, so replaced views do not pile up redrawing for nothing. (A cell scrolled out of
-    // a windowed notebook keeps its output's element in place, so it is not stopped.)
+    for (const wait of [0, 1000]) setTimeout(replaced, wait); // notes when it is on the page
+    const record = { dom, replaced, handOver: () => { unlisten(); handedOver = true; } };
+    if (key) LATEST.set(key, record);
     const live = () => {
-      if (el.parentNode) attached = true;
-      else if (attached) stop();
-      return !stopped;
+      if (replaced()) unlisten();
+      return listening;
     };
     const onChange = () => { if (live()) dom.update(); };
     const onLive = () => { if (live()) dom.updateLive(); };
@@ -400,6 +420,11 @@ export default {
     model.on("change:live_text", onLive);
     model.on("change:stoppable", onLive);
     model.on("msg:custom", onMsg);
-    return stop;
+    return () => {
+      unlisten();
+      if (handedOver) return; // the DOM lives on in the view that took it over, media URLs too
+      dom.revoke();
+      if (LATEST.get(key) === record) LATEST.delete(key);
+    };
   },
 };
