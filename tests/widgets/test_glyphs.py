@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loom_nb.widgets._base import STATIC
+from loom_nb.widgets._mcp import MCPServerView
 from loom_nb.widgets._promptpad import PromptPad
 from loom_nb.widgets._stepper import ReplayStepper
 from loom_nb.widgets._transcript import TranscriptView
@@ -12,7 +13,9 @@ from loom_nb.widgets._upload import MediaUpload
 from tests.glyphs import emoji_in, is_emoji
 
 
-@pytest.mark.parametrize("widget", [TranscriptView, ReplayStepper, MediaUpload, PromptPad])
+@pytest.mark.parametrize(
+    "widget", [TranscriptView, ReplayStepper, MediaUpload, PromptPad, MCPServerView]
+)
 def test_front_end_modules_hold_no_emoji(widget: type) -> None:
     """Each widget's shipped module and styles (what the browser runs) are free of emoji."""
     assert emoji_in(widget._esm) == []  # type: ignore[attr-defined]
