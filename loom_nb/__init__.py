@@ -9,6 +9,8 @@ a transcript view, yet those classes live on layers below the notebook layer and
 ``_repr_mimebundle_`` (DESIGN.md "Layers"). So ``import loom_nb`` (which runs before any of them
 can be imported) registers the notebook layer's bundles with IPython's mimebundle formatter when
 an IPython shell is running, by module and class name: nothing is imported until a value is shown.
+A ``Chat`` is also registered with IPython's display hook for objects that display themselves:
+it is shown under a display id, so its saved output can follow its later turns.
 """
 
 from __future__ import annotations
@@ -170,17 +172,30 @@ def _bundle_function(name: str) -> Any:
     return show
 
 
-def _register_display(formatter: Any = None) -> None:
+# (module, class) -> the function of loom_nb.widgets._display that displays it itself, under a
+# display id (IPython's ipython_display_formatter): values whose display is updated later.
+_LIVE_DISPLAYS: dict[tuple[str, str], str] = {
+    ("loom_nb.chat._chat", "Chat"): "display_chat",
+}
+
+
+def _register_display(formatter: Any = None, live: Any = None) -> None:
     """Register the transcript display with ``formatter`` (default: the running IPython shell's
-    mimebundle formatter; with no shell running there is nothing to register with)."""
+    mimebundle formatter; with no shell running there is nothing to register with), and the
+    displays under a display id with ``live`` (default: that shell's ipython_display_formatter;
+    none when a ``formatter`` is given without it)."""
     if formatter is None:
         ipython = sys.modules.get("IPython")  # loaded in any running shell; never imported here
         shell = getattr(ipython, "get_ipython", lambda: None)()
         if shell is None:
             return
         formatter = shell.display_formatter.mimebundle_formatter
+        live = shell.display_formatter.ipython_display_formatter
     for (module, cls), name in _DISPLAYS.items():
         formatter.for_type_by_name(module, cls, _bundle_function(name))
+    for (module, cls), name in _LIVE_DISPLAYS.items():
+        if live is not None:
+            live.for_type_by_name(module, cls, _bundle_function(name))
 
 
 _register_display()

@@ -1,4 +1,4 @@
-"""The conversation layer: ``Chat`` (journaled turns, agent runs, forks, resume, usage and cost)."""
+"""The conversation layer: ``Chat`` (journaled turns, agent runs, forks, resume, usage and cost, export)."""
 
 from loom_nb.chat._catalog import ChatSummary, chats
 from loom_nb.chat._chat import Chat, ChatTurn

@@ -52,6 +52,7 @@ from loom_nb.agent._tools import Toolset, menu_of
 from loom_nb.chat._attach import user_message
 from loom_nb.chat._cost import Totals, answered, price_for
 from loom_nb.chat._edits import ChatEdits
+from loom_nb.chat._export import ChatExport
 from loom_nb.chat._log import Mark
 from loom_nb.chat._marks import ChatMarks
 from loom_nb.chat._money import check_limits, make_budget
@@ -97,7 +98,7 @@ __all__ = ["Chat", "ChatTurn"]
 T = TypeVar("T")
 
 
-class Chat(ChatDisplay, ChatEdits, ChatMarks, ChatRuns):
+class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns):
     """A conversation over ``provider``: ``reply = await chat(text, *attachments)``.
 
     ``system`` is the system prompt, ``tools`` the ``ToolDefinition``s (or plain typed functions,

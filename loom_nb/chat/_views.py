@@ -5,9 +5,11 @@ the chat's header and repr (``ChatDisplay``).
 attached: the chat keeps its views in a ``WeakSet`` (a chat never keeps a closed view alive) and
 updates every one of them as a turn lands, a run parks or resumes (the view's own Approve /
 Decline included), a turn is undone, and, while a reply streams, with its text so far; the
-header's turns, tokens and cost follow. The bundle's static ``text/html`` (what a saved notebook
-shows without a kernel) is the transcript as it was when displayed. Without ipywidgets the
-display is that static HTML alone, and there is no view to keep.
+header's turns, tokens and cost follow. Once no reply is in flight, a view displayed with a
+display id (the notebook layer's display of a chat) also republishes its output's static
+``text/html`` (what a saved notebook shows without a kernel), so the saved output is the
+transcript as it last stood, not as it was first shown. Without ipywidgets the display is that
+static HTML alone, and there is no view to keep.
 
 The views are duck-typed (``_follow``, ``on_decision``, ``on_stop``, ``live_text``, ``comm``):
 the notebook layer makes them, this layer only updates them.
@@ -73,14 +75,22 @@ class LiveViews:
         on_decision: Callable[[str, bool], Any] | None,
         on_stop: Callable[[], bool] | None,
         live_text: str,
+        settled: bool = True,
     ) -> None:
-        """Show ``transcript`` under ``header`` in each of ``views``, with the chat's hooks."""
+        """Show ``transcript`` under ``header`` in each of ``views``, with the chat's hooks.
+
+        ``settled`` (no reply in flight): each view also republishes its output's static HTML
+        (``_publish_static``, when it has one), so a saved notebook records what the view shows.
+        """
         for view in views:
             try:
                 view._follow(transcript, header)
                 view.on_decision = on_decision
                 view.on_stop = on_stop
                 view.live_text = live_text
+                publish = getattr(view, "_publish_static", None) if settled else None
+                if callable(publish):
+                    publish()
             except Exception:  # a view that cannot draw must not fail the turn, which is journaled
                 self.drop(view, "a displayed view could not be updated")
 
@@ -261,6 +271,7 @@ class ChatDisplay:
             if self._stoppable and self._caller is not None and not self._held
             else None,
             live_text=self.live_text,
+            settled=not self.busy,
         )
 
 

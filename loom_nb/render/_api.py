@@ -158,21 +158,32 @@ def render_transcript(
     full_images: bool = False,
     pdf_pages: int = 3,
     anchors: bool = False,
+    header: str | None = None,
 ) -> str:
     """A whole transcript as HTML (messages, an ``LlmRequest`` or an ``Execution``).
 
     ``full_images`` also embeds each image at reading size (behind "full size"); ``pdf_pages``
     caps the page images embedded per PDF. ``anchors`` gives tool calls and results ids and links
     to each other: only for pages that keep ids (``to_html`` sets it; JupyterLab strips ids from
-    saved outputs, so notebook output goes without).
+    saved outputs, so notebook output goes without). ``header`` replaces the line above the
+    transcript (default: its message count and tools).
     """
     _check_viewer(store, principal, "render_transcript()")
     transcript = transcript_of(messages_or_request)
     ctx = RenderContext(
         store=store, principal=principal, full_images=full_images, pdf_pages=pdf_pages
     )
+    check_type(
+        header,
+        str,
+        name="header",
+        where="render_transcript()",
+        error=ConfigurationError,
+        optional=True,
+    )
     views = transcript_views(transcript, ctx)
-    return html_of_views(transcript_header(transcript), views, anchors=anchors)
+    head = header if header is not None else transcript_header(transcript)
+    return html_of_views(head, views, anchors=anchors)
 
 
 def html_of_views(header: str, views: list[View], *, anchors: bool = False) -> str:
@@ -206,12 +217,14 @@ def to_html(
     title: str = "loom_nb transcript",
     full_images: bool = True,
     pdf_pages: int = 10,
+    header: str | None = None,
 ) -> Path:
     """Write ``transcript`` as a standalone HTML page at ``path`` and return the path.
 
     The page uses the same renderer as the notebook output, embeds media as re-encoded images
     and PDF page images, links each tool result to its call (anchors), and carries a
-    Content-Security-Policy that forbids every script.
+    Content-Security-Policy that forbids every script. ``header`` is the line above the
+    transcript (default: its message count and tools).
     """
     _check_viewer(store, principal, "to_html()")
     check_type(path, (str, os.PathLike), name="path", where="to_html()", error=ConfigurationError)
@@ -223,6 +236,7 @@ def to_html(
         full_images=full_images,
         pdf_pages=pdf_pages,
         anchors=True,
+        header=header,
     )
     out = Path(path)
     out.write_text(_PAGE.format(title=esc(title), body=body), encoding="utf-8")

@@ -28,6 +28,7 @@ __all__ = [
     "data_url",
     "esc",
     "human_size",
+    "kept",
     "theme",
 ]
 
@@ -40,6 +41,17 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 def theme(name: str, fallback: str) -> str:
     """``var(--jp-<name>, <fallback>)``: a JupyterLab theme colour, with a light fallback elsewhere."""
     return f"var(--jp-{name},{fallback})"
+
+
+def kept(prop: str, name: str, fallback: str) -> str:
+    """``prop`` set twice: to ``fallback`` (a hex colour), then to the theme's ``--jp-<name>``.
+
+    JupyterLab's sanitizer filters an untrusted output's inline style declaration by declaration
+    and refuses ``var()`` colours, so there only the hex declaration stays; everywhere else the
+    later one wins and the colour follows the theme. For colours that carry meaning in a saved
+    notebook (highlighted code), where ``theme`` alone would leave none.
+    """
+    return f"{prop}:{fallback};{prop}:{theme(name, fallback)}"
 
 
 INK = theme("content-font-color1", "#1f1f1f")
@@ -82,6 +94,12 @@ STYLE: dict[str, str] = {
     "code": "white-space:pre-wrap;word-break:break-word;font-family:monospace;font-size:12px;"
     f"color:{INK};background-color:{theme('cell-editor-background', '#f4f4f4')};"
     "margin:2px 0;padding:4px",
+    # A highlighted code block keeps its colours where the sanitizer strips var(): a light box
+    # with dark ink (``kept``), so its coloured runs stay readable in a dark theme too.
+    "code_block": "white-space:pre-wrap;word-break:break-word;font-family:monospace;"
+    f"font-size:12px;{kept('color', 'content-font-color1', '#1f1f1f')};"
+    f"{kept('background-color', 'cell-editor-background', '#f4f4f4')};margin:2px 0;padding:4px",
+    "badge": "font-weight:bold;border-width:1px;border-style:solid;border-radius:8px;padding:0 5px",
     "code_inline": f"font-family:monospace;font-size:12px;color:{INK};"
     f"background-color:{theme('cell-editor-background', '#f0f0f0')};padding:0 3px",
     "link": f"color:{LINK};text-decoration:underline",

@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_nb.render._html import STYLE, data_url, esc, human_size, theme
+from loom_nb.render._html import STYLE, data_url, esc, human_size, kept
 from loom_nb.render._markdown import BLOCK_TAGS, HL_CLASSES, INLINE_TAGS, safe_href
 
 __all__ = [
@@ -105,7 +105,8 @@ def html_of_view(view: View) -> str:
         state = "" if view.get("closed", True) else " (fence not closed)"
         return (
             f'<fieldset class="loom-fence" style="{STYLE["fence"]}">'
-            f'<legend style="{STYLE["fence_legend"]}">⚠ untrusted · {esc(view["origin"])}{state}</legend>'
+            f'<legend style="{STYLE["fence_legend"]}"><span style="{STYLE["badge"]}">!</span> '
+            f"untrusted · {esc(view['origin'])}{state}</legend>"
             f"{html_of_items(view['items'])}</fieldset>"
         )
     if kind == "tool_use":
@@ -194,7 +195,7 @@ def approval_text(approval: Any) -> str:
     reason = approval.get("reason")
     why = f": {reason}" if isinstance(reason, str) and reason else ""
     if state == "awaiting":
-        return f"⏸ awaiting approval{why}"
+        return f"awaiting approval{why}"
     if state == "approved":
         return f"✓ approved{who}{why}"
     if state == "declined":
@@ -372,26 +373,27 @@ def _file(view: View) -> str:
             f'<details><summary style="{STYLE["meta"]}">contents</summary>'
             f'<pre style="{STYLE["code"]}">{esc(view["preview"])}{more}</pre></details>'
         )
-    return f'<div class="loom-file" style="{STYLE["media"]}">📄{_meta(view)}{preview}</div>'
+    return f'<div class="loom-file" style="{STYLE["media"]}">{_meta(view)}{preview}</div>'
 
 
 # -- markdown ------------------------------------------------------------------------------------
 
 _HL_STYLE: dict[str, str] = {
-    "k": f"color:{theme('mirror-editor-keyword-color', '#007020')};font-weight:bold",
-    "nb": f"color:{theme('mirror-editor-builtin-color', '#007020')}",
-    "nf": f"color:{theme('mirror-editor-def-color', '#0b47b8')}",
-    "nt": f"color:{theme('mirror-editor-tag-color', '#007020')}",
-    "na": f"color:{theme('mirror-editor-attribute-color', '#4b5f00')}",
-    "nd": f"color:{theme('mirror-editor-meta-color', '#7a2cb8')}",
-    "s": f"color:{theme('mirror-editor-string-color', '#a11b1b')}",
-    "m": f"color:{theme('mirror-editor-number-color', '#116611')}",
-    "c": f"color:{theme('mirror-editor-comment-color', '#3d6b6b')};font-style:italic",
-    "o": f"color:{theme('mirror-editor-operator-color', '#7a2cb8')}",
-    "p": f"color:{theme('mirror-editor-punctuation-color', '#1f4f8a')}",
-    "e": f"color:{theme('mirror-editor-error-color', '#b00020')}",
+    "k": f"{kept('color', 'mirror-editor-keyword-color', '#007020')};font-weight:bold",
+    "nb": kept("color", "mirror-editor-builtin-color", "#007020"),
+    "nf": kept("color", "mirror-editor-def-color", "#0b47b8"),
+    "nt": kept("color", "mirror-editor-tag-color", "#007020"),
+    "na": kept("color", "mirror-editor-attribute-color", "#4b5f00"),
+    "nd": kept("color", "mirror-editor-meta-color", "#7a2cb8"),
+    "s": kept("color", "mirror-editor-string-color", "#a11b1b"),
+    "m": kept("color", "mirror-editor-number-color", "#116611"),
+    "c": f"{kept('color', 'mirror-editor-comment-color', '#3d6b6b')};font-style:italic",
+    "o": kept("color", "mirror-editor-operator-color", "#7a2cb8"),
+    "p": kept("color", "mirror-editor-punctuation-color", "#1f4f8a"),
+    "e": kept("color", "mirror-editor-error-color", "#b00020"),
 }
-"""Inline styles of highlighted code runs, from JupyterLab's editor colours (theme-aware)."""
+"""Inline styles of highlighted code runs: JupyterLab's editor colours (theme-aware), each after
+its hex fallback, which is what a saved (sanitized) output keeps (``_html.kept``)."""
 
 _TAG_STYLE: dict[str, str] = {
     "p": "margin:4px 0",
@@ -461,7 +463,10 @@ def _md_code(node: dict[str, Any]) -> str:
         body = esc(str(node.get("code", "")))
     lang = str(node.get("lang") or "")
     legend = f'<div style="{STYLE["meta"]}">{esc(lang)}</div>' if lang else ""
-    return f'<div class="loom-codeblock">{legend}<pre style="{STYLE["code"]}"><code>{body}</code></pre></div>'
+    style = STYLE["code_block"] if isinstance(runs, list) else STYLE["code"]
+    return (
+        f'<div class="loom-codeblock">{legend}<pre style="{style}"><code>{body}</code></pre></div>'
+    )
 
 
 def _md_image(node: dict[str, Any]) -> str:

@@ -31,8 +31,8 @@ __all__ = ["STATIC", "TRANSCRIPT_ESM", "StaticFallbackWidget", "esm_of", "media_
 STATIC = Path(__file__).parent / "static"
 """The widgets' front-end files (JavaScript and CSS), shipped in the wheel."""
 
-TRANSCRIPT_ESM = ("dom.js", "markdown.js", "media.js", "transcript.js")
-"""TranscriptView's front end, in load order: helpers, markdown, kernel round trips, the cards."""
+TRANSCRIPT_ESM = ("icons.js", "dom.js", "markdown.js", "media.js", "transcript.js")
+"""TranscriptView's front end, in load order: icons, helpers, markdown, kernel round trips, the cards."""
 
 _EXPORT = "export default {"
 

@@ -8,10 +8,21 @@ the widget can load (the live view), and in every case the static ``text/html`` 
 which survives JupyterLab's sanitizer, GitHub and nbval, plus a deterministic ``text/plain``. The
 widget is imported inside the call, so this module loads without ipywidgets: with no ipywidgets
 the bundle is the static HTML alone.
+
+A chat is different in one way: it keeps changing after it is shown. In a shell, ``display_chat``
+shows it (registered with IPython's ``ipython_display_formatter``, so ``display(chat)`` and
+``chat`` last in a cell both come here) as the same bundle published under a display id, and
+each live view made for it keeps that id (``Published``). When a turn lands the chat has its
+views republish their static ``text/html`` with ``update_display``, so the output a notebook
+saves (what GitHub, nbviewer and a reopened untrusted notebook show) is the transcript as it
+last stood, not the "0 turns" it was when the cell ran.
 """
 
 from __future__ import annotations
 
+import logging
+import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -27,14 +38,18 @@ if TYPE_CHECKING:
     from loom_nb.chat import Chat
 
 __all__ = [
+    "Published",
     "agent_result_bundle",
     "chat_bundle",
+    "display_chat",
     "message_bundle",
     "response_bundle",
     "transcript_bundle",
 ]
 
 Bundle = tuple[dict[str, Any], dict[str, Any]]
+
+_log = logging.getLogger(__name__)
 
 
 def transcript_bundle(
@@ -140,3 +155,77 @@ def agent_result_bundle(result: AgentResult, *, include: Any = None, exclude: An
 def chat_bundle(chat: Chat, *, include: Any = None, exclude: Any = None) -> Bundle:
     """A chat shown as its transcript; the live view is kept by the chat and follows its turns."""
     return transcript_bundle(**chat._display_arguments(), include=include, exclude=exclude)
+
+
+def display_chat(chat: Chat) -> None:
+    """Show ``chat`` under a display id whose static HTML its live views keep current.
+
+    What IPython calls for ``display(chat)`` and for ``chat`` last in a cell (``import loom_nb``
+    registers it in a running shell). The bundle is ``chat_bundle``'s.
+    """
+    from IPython.display import display
+
+    made: list[Any] = []
+    arguments = chat._display_arguments()
+    keep = arguments["on_view"]
+
+    def on_view(view: Any) -> None:
+        made.append(view)
+        keep(view)
+
+    arguments["on_view"] = on_view
+    data, _metadata = transcript_bundle(**arguments)
+    display_id = uuid.uuid4().hex
+    display(data, raw=True, display_id=display_id)
+    owner = weakref.ref(chat)
+    plain = data["text/plain"]
+
+    def current_plain() -> str:
+        live = owner()
+        return repr(live) if live is not None else plain
+
+    for view in made:
+        view._published = Published(display_id, data, current_plain)
+
+
+class Published:
+    """The output a view was displayed in, by display id, republished as the view changes.
+
+    ``publish(html)`` sends ``update_display`` with the output's other data unchanged (the widget
+    view, so a live front end keeps showing the widget), ``text/plain`` from ``plain()`` and the
+    new ``text/html``; the same HTML twice is sent once. Outside a running IPython shell it does
+    nothing. A failure to send is logged once and ends the republishing of that output; the live
+    view goes on.
+    """
+
+    def __init__(self, display_id: str, data: Mapping[str, Any], plain: Callable[[], str]) -> None:
+        self.display_id = display_id
+        """The display id the output was published under."""
+        self._data = {k: v for k, v in data.items() if k not in {"text/html", "text/plain"}}
+        self._html = data.get("text/html")
+        self._plain = plain
+        self._failed = False
+
+    def publish(self, html: str) -> bool:
+        """Republish the output with ``html``; True when an update was sent."""
+        if self._failed or html == self._html:
+            return False
+        from IPython.core.interactiveshell import InteractiveShell
+
+        if not InteractiveShell.initialized():
+            return False
+        from IPython.display import display
+
+        try:
+            data = {**self._data, "text/plain": self._plain(), "text/html": html}
+            display(data, raw=True, display_id=self.display_id, update=True)
+        except Exception:  # the saved output goes stale; the turn and the live view go on
+            self._failed = True
+            _log.warning(
+                "a displayed chat's saved output could not be updated; display the chat again "
+                "to save its current transcript",
+                exc_info=True,
+            )
+            return False
+        self._html = html
+        return True

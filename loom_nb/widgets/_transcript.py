@@ -14,7 +14,9 @@ outputs, GitHub and nbval see) and a deterministic ``text/plain``.
 Following a chat: ``display(chat)`` makes a view the ``Chat`` keeps (weakly) and updates in place
 as turns land (``_follow``: the messages already shown stay as drawn, new ones are drawn, stats
 and approvals are set from the chat) and while a reply streams (``live_text``, a provisional
-card below the transcript). The static ``text/html`` is what the view showed when displayed.
+card below the transcript). The bundle's static ``text/html`` is what the view showed when
+displayed; a view displayed under a display id republishes it when the chat settles
+(``_publish_static``).
 
 Approvals: a call marked awaiting (``view.await_approval(call_id)``, or read from a parked
 execution's journal) shows "awaiting approval"; with an ``on_decision(call_id, approved)``
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -83,6 +86,9 @@ class TranscriptView(StaticFallbackWidget):
     """Text of a reply still streaming, shown below the transcript ("" when none is in flight)."""
     stoppable = traitlets.Bool(False).tag(sync=True)
     """Whether the reply in flight has a Stop button (True while ``on_stop`` is set)."""
+    _key = traitlets.Unicode("").tag(sync=True)
+    """A random id of this view's model, by which a view the front end draws again (a republished
+    output) finds the DOM of the one it replaces; the front end's model objects differ per view."""
 
     def __init__(
         self,
@@ -100,6 +106,7 @@ class TranscriptView(StaticFallbackWidget):
         super().__init__(
             messages=transcript_views(self._transcript, self._ctx),
             header=transcript_header(self._transcript),
+            _key=uuid.uuid4().hex,
             **kwargs,
         )
         self._internal = False
@@ -432,9 +439,17 @@ class TranscriptView(StaticFallbackWidget):
 
     # -- static forms ----------------------------------------------------------------------------
 
+    _published: Any = None  # the output this view was displayed in, when it has a display id
+
     def to_static_html(self) -> str:
         """The static HTML of the current views (the ``text/html`` fallback)."""
         return html_of_views(self.header, list(self.messages))
+
+    def _publish_static(self) -> None:
+        """Republish the static HTML of the output this view was displayed in, if it has a
+        display id (a displayed ``Chat``'s views: see ``loom_nb.widgets._display.Published``)."""
+        if self._published is not None:
+            self._published.publish(self.to_static_html())
 
     def __repr__(self) -> str:
         roles = [m.role for m in self._transcript.messages]

@@ -25,7 +25,7 @@ from loom_nb.content import AudioPart, ContentRef, FilePart, ImagePart, RefSourc
 from loom_nb.errors import ContentValidationError, LoomError, StoreError
 from loom_nb.render._html import B64_PATTERN, STYLE, data_url, esc, human_size
 from loom_nb.render._media import MediaFailure, image_png, pdf_view
-from loom_nb.widgets._base import StaticFallbackWidget
+from loom_nb.widgets._base import StaticFallbackWidget, esm_of
 from loom_nb.widgets._media_types import ACCEPT, check_bytes, guess_type, modality, refusal
 
 __all__ = ["CHUNK_BYTES", "MAX_UPLOAD_BYTES", "MediaUpload"]
@@ -60,7 +60,7 @@ class MediaUpload(StaticFallbackWidget):
     thumbnail, and the last refusal.
     """
 
-    _esm = (_STATIC / "upload.js").read_text(encoding="utf-8")
+    _esm = esm_of(("icons.js", "upload.js"))
     _css = (_STATIC / "upload.css").read_text(encoding="utf-8")
 
     accept = traitlets.Unicode(ACCEPT).tag(sync=True)

@@ -42,7 +42,7 @@ def test_approve_and_decline_buttons_reach_the_kernel(
     calls = tv.locator(".loom-tool-use")
     assert calls.count() == 2
     for n in range(2):
-        assert calls.nth(n).locator(".loom-approval-state").inner_text() == "⏸ awaiting approval"
+        assert calls.nth(n).locator(".loom-approval-state").inner_text() == "awaiting approval"
     assert tv.locator(".loom-stats").inner_text() == "1,200 in · 40 out tokens · 1.3 s"
     page.screenshot(path=str(SCREENSHOTS / "approvals-awaiting.png"), full_page=True)
     calls.nth(0).locator(".loom-approve").click()

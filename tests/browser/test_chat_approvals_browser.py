@@ -44,11 +44,28 @@ def _parked_view(page: Any, server: JupyterServer, name: str, final: str) -> Any
     tv.wait_for(timeout=30_000)
     assert tv.count() == 1
     state = tv.locator(".loom-tool-use .loom-approval-state")
-    assert state.inner_text() == "⏸ awaiting approval"
+    assert state.inner_text() == "awaiting approval"
     assert "awaiting approval: call_1" in tv.locator(".loom-header").inner_text()
     assert tv.locator(".loom-tool-result").count() == 0
     tv.element_handle().evaluate("(el) => { el.dataset.loomMark = 'displayed-once'; }")
     return tv
+
+
+SAVED_HTML = """() => {
+  const cell = window.jupyterapp.shell.currentWidget.content.widgets[1];
+  return [cell.model.outputs.length, cell.model.outputs.get(0).data['text/html']];
+}"""
+
+
+def _one_output_saving(page: Any, tv: Any, final: str) -> None:
+    """The cell still has its one output, whose data (what JupyterLab saves) is the transcript
+    with the final reply (republished as the run settled), and the same element shows it: the
+    view drawn for the update took the transcript over (no second output was displayed)."""
+    assert tv.count() == 1
+    count, html = page.evaluate(SAVED_HTML)
+    assert count == 1
+    assert final in html
+    assert tv.element_handle().evaluate("(el) => el.dataset.loomMark") == "displayed-once"
 
 
 def test_approve_resumes_the_chat_and_the_same_view_shows_the_result(
@@ -73,8 +90,7 @@ def test_approve_resumes_the_chat_and_the_same_view_shows_the_result(
     assert "awaiting" not in header
     assert "· 1 turn ·" in header
     assert "270 in · 23 out" in header  # both model calls of the run
-    # The same element was updated in place (no second output was displayed).
-    assert tv.element_handle().evaluate("(el) => el.dataset.loomMark") == "displayed-once"
+    _one_output_saving(page, tv, "Done: Ana has the May figure.")
     page.screenshot(path=str(SCREENSHOTS / "chat-approval-approved.png"), full_page=True)
     close_notebook(page)
 
@@ -97,6 +113,6 @@ def test_decline_resumes_the_chat_and_the_same_view_shows_the_declined_result(
         == "✗ declined by the notebook view; the call was not run"
     )
     assert "awaiting" not in tv.locator(".loom-header").inner_text()
-    assert tv.element_handle().evaluate("(el) => el.dataset.loomMark") == "displayed-once"
+    _one_output_saving(page, tv, "Understood, nothing was sent.")
     page.screenshot(path=str(SCREENSHOTS / "chat-approval-declined.png"), full_page=True)
     close_notebook(page)

@@ -67,7 +67,7 @@ def _wait_images(page: Any, locator: Any) -> None:
 
 def _fences_hold_the_injection(panel: Any) -> None:
     legends = panel.locator(".loom-tv fieldset.loom-fence > legend").all_inner_texts()
-    assert "⚠ untrusted · tool:web_fetch" in legends
+    assert "! untrusted · tool:web_fetch" in legends
 
 
 def test_01_tour(lab: JupyterServer, browser_page: Any) -> None:
@@ -78,7 +78,7 @@ def test_01_tour(lab: JupyterServer, browser_page: Any) -> None:
     assert (
         saved.locator(".loom-transcript fieldset > legend")
         .first.inner_text()
-        .startswith("⚠ untrusted")
+        .startswith("! untrusted")
     )
     assert saved.locator(".loom-tv").count() == 0
     panel = _run_live(page, "01-tour")

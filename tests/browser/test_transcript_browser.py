@@ -69,7 +69,7 @@ def test_widget_renders_media_fence_and_linked_pair(
     assert pdf.evaluate("(img) => img.naturalWidth > 0")
     assert "3 pages" in tv.locator(".loom-pdf .loom-meta").inner_text()
     legend = tv.locator("fieldset.loom-fence > legend")
-    assert legend.inner_text() == "⚠ untrusted · tool:web_fetch"
+    assert legend.inner_text() == "! untrusted · tool:web_fetch"
     # the pager shows page images
     tv.locator(".loom-pdf .loom-pager button").nth(1).click()
     tv.locator(".loom-pdf .loom-page-label").filter(has_text="page 1 / 3").wait_for()
@@ -115,11 +115,11 @@ def test_hostile_transcript_runs_no_script(
     assert _dialogs(page) == []
     assert (
         panel.locator(
-            ".loom-tv script, .loom-transcript script, .loom-tv svg, .loom-transcript svg"
+            ".loom-tv script, .loom-transcript script, .loom-tv svg:not(.loom-icon), .loom-transcript svg"
         ).count()
         == 0
     )
     legends = panel.locator(".loom-tv fieldset.loom-fence > legend").all_inner_texts()
-    assert "⚠ untrusted · tool:web<script>" in legends
+    assert "! untrusted · tool:web<script>" in legends
     page.screenshot(path=str(SCREENSHOTS / "transcript-hostile.png"), full_page=True)
     close_notebook(page)

@@ -80,7 +80,8 @@ async def test_every_display_follows_the_turns_and_the_saved_html_stays() -> Non
         assert view.messages[2]["stats"]["output_tokens"] == 1
         assert view.messages[4]["stats"]["input_tokens"] == 12
         assert not view.decidable
-    # The bundle's static HTML is what a saved notebook shows: the chat as it was when displayed.
+    # The bundle itself is the chat as it was when displayed (in a shell, the output it was
+    # published as is then updated under its display id: tests/chat/test_saved_display.py).
     assert "chat live · 0 turns" in data["text/html"]
     assert "Hello." in first.to_static_html()  # the view's own static form is current
 
@@ -297,7 +298,7 @@ def test_in_a_kernel_the_displayed_view_gets_the_later_turns(jupyter_env: Path) 
     client.execute()
     (output,) = nb.cells[0].outputs
     model_id = output["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
-    assert "chat kernel · 0 turns" in output["data"]["text/html"]  # the saved static snapshot
+    assert "chat kernel · 2 turns" in output["data"]["text/html"]  # the saved static HTML follows
     assert nb.cells[1].outputs == []  # nothing printed: the view shows the stream
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     view = state[model_id]["state"]

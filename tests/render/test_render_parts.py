@@ -36,7 +36,11 @@ def data(raw: bytes) -> DataSource:
 
 
 def fences(html: str) -> list[str]:
-    return re.findall(r"<legend[^>]*>(.*?)</legend>", html)
+    """The fence labels of ``html`` as text (the warning badge's markup taken out)."""
+    return [
+        re.sub(r"<[^>]+>", "", legend)
+        for legend in re.findall(r"<legend[^>]*>(.*?)</legend>", html)
+    ]
 
 
 def test_text_is_escaped_exactly() -> None:
@@ -52,13 +56,13 @@ def test_text_with_origin_is_fenced_with_a_visible_label() -> None:
     """A text part with an origin sits in a fieldset whose legend reads 'untrusted · <origin>'."""
     html = render_part(TextPart(text="page", origin="tool:web_fetch"))
     assert tags_of(html)[:2] == ["fieldset", "legend"]
-    assert fences(html) == ["⚠ untrusted · tool:web_fetch"]
+    assert fences(html) == ["! untrusted · tool:web_fetch"]
 
 
 def test_untrusted_value_text_is_fenced_with_its_origin() -> None:
     """An Untrusted text value is boxed and labelled with the Untrusted's origin."""
     html = render_part(TextPart(text=Untrusted("hi", "peer:agent")))
-    assert fences(html) == ["⚠ untrusted · peer:agent"]
+    assert fences(html) == ["! untrusted · peer:agent"]
     assert ">hi</div>" in html
 
 
@@ -109,7 +113,7 @@ def test_untrusted_image_is_fenced() -> None:
     html = render_part(
         ImagePart(media_type="image/png", source=data(media.png()), origin="tool:cam")
     )
-    assert fences(html) == ["⚠ untrusted · tool:cam"]
+    assert fences(html) == ["! untrusted · tool:cam"]
     assert "loom-thumb" in html
 
 
@@ -155,7 +159,7 @@ def test_audio_of_an_unknown_type_is_listed_not_played() -> None:
 def test_untrusted_audio_is_fenced() -> None:
     """Audio with an origin is inside an untrusted box."""
     html = render_part(AudioPart(media_type="audio/wav", source=data(media.wav()), origin="upload"))
-    assert fences(html) == ["⚠ untrusted · upload"]
+    assert fences(html) == ["! untrusted · upload"]
     assert "<audio" in html
 
 
@@ -174,7 +178,7 @@ def test_pdf_shows_first_page_thumbnail_page_count_and_pages() -> None:
 def test_untrusted_pdf_is_fenced() -> None:
     """A PDF with an origin is inside an untrusted box."""
     part = FilePart(media_type="application/pdf", source=data(media.pdf(1)), origin="mcp:docs")
-    assert fences(render_part(part)) == ["⚠ untrusted · mcp:docs"]
+    assert fences(render_part(part)) == ["! untrusted · mcp:docs"]
 
 
 def test_text_file_preview_is_escaped() -> None:
@@ -202,7 +206,7 @@ def test_tool_use_shows_name_id_and_pretty_input() -> None:
 def test_tool_use_with_untrusted_input_is_fenced() -> None:
     """A tool call holding an Untrusted value anywhere in its input is boxed as untrusted."""
     html = render_part(ToolUsePart(id="t1", name="f", input={"a": [Untrusted("x", "web")]}))
-    assert fences(html) == ["⚠ untrusted · values inside the call&#x27;s input"]
+    assert fences(html) == ["! untrusted · values inside the call&#x27;s input"]
 
 
 def test_tool_result_pairs_with_its_call_by_visible_id_and_name() -> None:
@@ -250,11 +254,11 @@ def test_error_result_says_error_in_words() -> None:
     [
         (
             ToolResultPart(tool_use_id="t1", content="x", origin="tool:web"),
-            "⚠ untrusted · tool:web",
+            "! untrusted · tool:web",
         ),
         (
             ToolResultPart(tool_use_id="t1", content=Untrusted("x", "tool:rss")),
-            "⚠ untrusted · tool:rss",
+            "! untrusted · tool:rss",
         ),
     ],
 )
@@ -281,7 +285,7 @@ def test_guard_fences_in_text_become_boxes() -> None:
     """Text fenced by the guard shows the span inside a labelled box and the rest outside."""
     text = 'before\n<untrusted nonce="0123456789abcdef" origin="tool:web">\ninside\n</untrusted nonce="0123456789abcdef">\nafter'
     html = render_message(Message(role="user", content=text))
-    assert fences(html) == ["⚠ untrusted · tool:web"]
+    assert fences(html) == ["! untrusted · tool:web"]
     inner = re.search(r"</legend>(.*?)</fieldset>", html)
     assert inner is not None
     assert ">inside</div>" in inner.group(1)
@@ -302,7 +306,7 @@ def test_guard_fence_around_media_parts_boxes_the_media() -> None:
         ],
     )
     html = render_message(message)
-    assert fences(html) == ["⚠ untrusted · tool:cam"]
+    assert fences(html) == ["! untrusted · tool:cam"]
     inner = re.search(r"</legend>(.*?)</fieldset>", html, re.S)
     assert inner is not None
     assert "loom-thumb" in inner.group(1)
@@ -323,7 +327,7 @@ def test_an_unclosed_fence_runs_to_the_end_and_says_so() -> None:
     html = render_message(
         Message(role="user", content='ok <untrusted nonce="abcdefab" origin="w">rest')
     )
-    assert fences(html) == ["⚠ untrusted · w (fence not closed)"]
+    assert fences(html) == ["! untrusted · w (fence not closed)"]
 
 
 def test_guarded_request_renders_with_fences(store: FakeStore) -> None:
@@ -345,7 +349,7 @@ def test_guarded_request_renders_with_fences(store: FakeStore) -> None:
         system="be nice",
     )
     html = render_transcript(guard_request(request))
-    assert fences(html) == ["⚠ untrusted · tool:fetch"]
+    assert fences(html) == ["! untrusted · tool:fetch"]
     assert "page &lt;i&gt;" in html
     assert "tools: fetch" in html
     assert "be nice" in html

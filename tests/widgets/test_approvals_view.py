@@ -45,7 +45,7 @@ def test_awaiting_call_is_marked_in_views_and_static_html() -> None:
     assert _tool_view(view)["approval"] == {"state": "awaiting", "by": None, "reason": None}
     html = view.to_static_html()
     assert "tool call · delete · call call_1" in html
-    assert "⏸ awaiting approval" in html
+    assert ">awaiting approval" in html
     assert view.decidable is False  # no callback: no buttons
 
 
@@ -179,10 +179,10 @@ def test_parked_execution_shows_awaiting_then_who_decided() -> None:
         assert parked.status == "parked"
         html = render_transcript(journal.execution("run"))
         assert "tool call · delete · call c1" in html
-        assert "⏸ awaiting approval" in html
+        assert ">awaiting approval" in html
         assert TranscriptView(journal.execution("run")).awaiting == ["c1"]
         result_html = displayed(parked)["text/html"]
-        assert "⏸ awaiting approval" in result_html  # AgentResult's display too
+        assert ">awaiting approval" in result_html  # AgentResult's display too
         done = asyncio.run(
             agent_loop(
                 journal.execution("run"),

@@ -56,6 +56,6 @@ def test_saved_notebook_output_carries_static_html(jupyter_env: Path) -> None:
     assert "what is &lt;b&gt;2+2&lt;/b&gt;?" in html
     assert "tool call · calc · call t1" in html
     assert "result of calc · t1" in html
-    assert "⚠ untrusted · tool:calc" in html
+    assert "!</span> untrusted · tool:calc" in html
     assert unsafe_parts(html) == []
     assert "widgets" not in saved.metadata  # no widget state stored

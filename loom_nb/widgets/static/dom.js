@@ -1,6 +1,7 @@
-// TranscriptView front end, part 1 of 4 (dom.js, markdown.js, media.js, transcript.js, joined
-// into one module by loom_nb.widgets._base.esm_of): the helpers every part uses. The DOM is built
-// with textContent and setAttribute only; no string from the kernel is ever parsed as HTML.
+// TranscriptView front end, part 1 of 4 (dom.js, markdown.js, media.js, transcript.js, after the
+// shared icons.js, joined into one module by loom_nb.widgets._base.esm_of): the helpers every
+// part uses. The DOM is built with textContent and setAttribute only; no string from the kernel
+// is ever parsed as HTML.
 
 const B64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const AUDIO = new Set(["audio/wav", "audio/x-wav", "audio/wave", "audio/mpeg", "audio/mp3",

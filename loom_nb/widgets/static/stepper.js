@@ -21,8 +21,8 @@ class StepperDom {
     this.root = h("div", "loom-tv loom-stepper");
     this.title = h("div", "loom-header loom-step-head");
     const bar = h("div", "loom-step-bar");
-    this.prev = h("button", "loom-button loom-prev", "◀ previous");
-    this.next = h("button", "loom-button loom-next", "next ▶");
+    this.prev = h("button", "loom-button loom-prev", "◄ previous");
+    this.next = h("button", "loom-button loom-next", "next ►");
     this.slider = h("input", "loom-slider");
     this.slider.setAttribute("type", "range");
     this.slider.setAttribute("min", "0");

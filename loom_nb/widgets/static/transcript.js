@@ -146,7 +146,9 @@ class TranscriptDom extends MediaDom {
 
   fence(view) {
     const box = h("fieldset", "loom-fence");
-    box.appendChild(h("legend", null, "⚠ untrusted · " + view.origin + (view.closed === false ? " (fence not closed)" : "")));
+    const legend = h("legend", null, " untrusted · " + view.origin + (view.closed === false ? " (fence not closed)" : ""));
+    legend.prepend(badge("!"));
+    box.appendChild(legend);
     for (const item of view.items || []) box.appendChild(this.item(item));
     return box;
   }
@@ -169,7 +171,9 @@ class TranscriptDom extends MediaDom {
     const by = typeof a.by === "string" && a.by ? " by " + a.by : "";
     const why = typeof a.reason === "string" && a.reason ? ": " + a.reason : "";
     if (a.state === "awaiting") {
-      bar.appendChild(h("span", "loom-approval-state", "⏸ awaiting approval" + why));
+      const state = h("span", "loom-approval-state", "awaiting approval" + why);
+      state.prepend(icon("pause"));
+      bar.appendChild(state);
       if (this.model.get("decidable") === true) {
         const note = h("span", "loom-approval-note");
         const buttons = [];
@@ -252,7 +256,7 @@ class TranscriptDom extends MediaDom {
   audio(view) {
     const node = h("div", "loom-audio");
     if (view.stream) {
-      node.appendChild(this.loader(view, String(view.stream.media_type), "▶ load and play", (url, box) => {
+      node.appendChild(this.loader(view, String(view.stream.media_type), "► load and play", (url, box) => {
         const player = h("audio");
         player.controls = true;
         player.loop = false;
@@ -289,7 +293,7 @@ class TranscriptDom extends MediaDom {
     if (view.unavailable) return this.unavailable(node, view);
     const thumb = png(view.thumb);
     if (thumb) return this.pdf(node, view, thumb);
-    node.append(h("span", "loom-icon", "📄"), meta(view));
+    node.append(icon("file"), meta(view));
     if (typeof view.preview === "string") {
       const more = h("details");
       more.append(h("summary", null, "contents"), h("pre", "loom-code", view.preview + (view.preview_omitted ? " …" : "")));
@@ -305,8 +309,8 @@ class TranscriptDom extends MediaDom {
     img.setAttribute("src", thumb);
     const pages = Number(view.pages) || 1;
     const bar = h("div", "loom-pager");
-    const prev = h("button", "loom-button", "◀");
-    const next = h("button", "loom-button", "▶");
+    const prev = h("button", "loom-button", "◄");
+    const next = h("button", "loom-button", "►");
     const label = h("span", "loom-page-label", "page 1 / " + pages);
     const page = h("img", "loom-page");
     page.setAttribute("alt", "PDF page");
@@ -349,6 +353,10 @@ function applySplice(model, msg) {
   model.set("messages", current.slice(0, msg.start).concat(msg.views));
 }
 
+// Each model's latest view, by the model's _key (the front end hands each view its own model
+// object), so a view drawn in its place can take over its DOM (see render).
+const LATEST = new Map();
+
 export default {
   initialize({ model }) {
     const onSplice = (msg) => applySplice(model, msg);
@@ -357,13 +365,55 @@ export default {
     return () => model.off("msg:custom", onSplice);
   },
   render({ model, el }) {
-    const dom = new TranscriptDom(model, el);
+    // JupyterLab draws an output again when its display is updated (a displayed chat republishes
+    // its static HTML as turns land): a new view, while the old view's element is taken out of
+    // the page without the view being removed. The new view takes over the old one's DOM (cards,
+    // opened details, loaded media), so an update costs no redraw; an old view that is not taken
+    // over stops listening at its next event, so replaced views do not pile up redrawing. A view
+    // counts as replaced once its element, having been on the page, has no parent: a cell
+    // scrolled out of a windowed notebook keeps its output's element in place.
+    const key = String(model.get("_key") || "");
+    const previous = key ? LATEST.get(key) : undefined;
+    let dom;
+    if (previous && previous.replaced()) {
+      previous.handOver();
+      dom = previous.dom;
+      el.appendChild(dom.root);
+    } else {
+      dom = new TranscriptDom(model, el);
+    }
     dom.update();
     dom.updateLive();
-    const onChange = () => dom.update();
-    const onLive = () => dom.updateLive();
-    const onRedraw = () => { dom.rendered = dom.rendered.map((r) => ({ ...r, sig: "" })); dom.update(); };
-    const onMsg = (msg, buffers) => dom.answer(msg, buffers);
+    let attached = false, listening = true, handedOver = false;
+    const replaced = () => {
+      if (el.parentNode) attached = true;
+      return attached && !el.parentNode;
+    };
+    const unlisten = () => {
+      if (!listening) return;
+      listening = false;
+      model.off("change:messages", onChange);
+      model.off("change:header", onChange);
+      model.off("change:decidable", onRedraw);
+      model.off("change:live_text", onLive);
+      model.off("change:stoppable", onLive);
+      model.off("msg:custom", onMsg);
+    };
+    for (const wait of [0, 1000]) setTimeout(replaced, wait); // notes when it is on the page
+    const record = { dom, replaced, handOver: () => { unlisten(); handedOver = true; } };
+    if (key) LATEST.set(key, record);
+    const live = () => {
+      if (replaced()) unlisten();
+      return listening;
+    };
+    const onChange = () => { if (live()) dom.update(); };
+    const onLive = () => { if (live()) dom.updateLive(); };
+    const onRedraw = () => {
+      if (!live()) return;
+      dom.rendered = dom.rendered.map((r) => ({ ...r, sig: "" }));
+      dom.update();
+    };
+    const onMsg = (msg, buffers) => { if (live()) dom.answer(msg, buffers); };
     model.on("change:messages", onChange);
     model.on("change:header", onChange);
     model.on("change:decidable", onRedraw);
@@ -371,13 +421,10 @@ export default {
     model.on("change:stoppable", onLive);
     model.on("msg:custom", onMsg);
     return () => {
-      model.off("change:messages", onChange);
-      model.off("change:header", onChange);
-      model.off("change:decidable", onRedraw);
-      model.off("change:live_text", onLive);
-      model.off("change:stoppable", onLive);
-      model.off("msg:custom", onMsg);
+      unlisten();
+      if (handedOver) return; // the DOM lives on in the view that took it over, media URLs too
       dom.revoke();
+      if (LATEST.get(key) === record) LATEST.delete(key);
     };
   },
 };

@@ -1,4 +1,4 @@
-// MediaUpload front end: sends files to the kernel in acknowledged chunks (binary buffers),
+// MediaUpload front end (after icons.js, joined into one module): sends files to the kernel in acknowledged chunks (binary buffers),
 // shows a progress bar, and lists stored uploads. DOM built with textContent/setAttribute.
 
 const B64 = /^[A-Za-z0-9+/]*={0,2}$/;
@@ -84,7 +84,9 @@ export default {
           img.setAttribute("src", "data:image/png;base64," + item.thumb);
           row.appendChild(img);
         } else {
-          row.appendChild(h("div", "loom-up-icon", String(item.media_type).startsWith("audio/") ? "🔊" : "📄"));
+          const mark = h("div", "loom-up-icon");
+          mark.appendChild(icon(String(item.media_type).startsWith("audio/") ? "speaker" : "file"));
+          row.appendChild(mark);
         }
         const text = h("div");
         text.append(h("div", null, item.name), h("div", "loom-up-meta", [item.media_type, humanSize(item.size), item.address].join(" · ")));
