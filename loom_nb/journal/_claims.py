@@ -20,6 +20,7 @@ import json
 from typing import Any
 
 from loom_nb.errors import JournalError, LoomError
+from loom_nb.journal._codec import decode
 from loom_nb.store._protocol import ContentStore
 
 __all__ = ["CLAIM_MARKER", "DEFAULT_CLAIM_THRESHOLD", "claim", "payload_text", "unclaim"]
@@ -102,3 +103,26 @@ def unclaim(marker: Any, *, store: ContentStore | None, where: str) -> Any:
             code="journal_corrupt",
             address=address,
         ) from exc
+
+
+def recorded_fields(payload: str | None, where: str) -> dict[str, Any]:
+    """The fields of a recorded step payload (``{}`` for none); a malformed one raises with ``where``."""
+    try:
+        value = json.loads(payload or "{}")
+    except (RecursionError, ValueError):
+        value = decode(payload or "{}", where=where)  # raises with context
+    return value if isinstance(value, dict) else {}
+
+
+def claimed_field(
+    fields: dict[str, Any], name: str, *, store: ContentStore | None, where: str
+) -> Any:
+    """One field of a recorded payload, its claim-check resolved from ``store`` when it has one.
+
+    Only the field asked for is read back: serving a step's output never reads its claim-checked
+    input (a whole transcript, for a model call) from the store.
+    """
+    claimed = fields.get("claimed")
+    if isinstance(claimed, list) and name in claimed:
+        return unclaim(fields.get(name), store=store, where=f"{where}.{name}")
+    return fields.get(name)

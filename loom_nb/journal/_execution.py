@@ -40,15 +40,13 @@ the completed steps replay from the log and the same ``park`` call now returns t
 from __future__ import annotations
 
 import inspect
-import json
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from loom_nb.errors import JournalError
-from loom_nb.journal._claims import payload_text, unclaim
+from loom_nb.journal._claims import claimed_field, payload_text, recorded_fields
 from loom_nb.journal._codec import (
-    decode,
     dumps,
     encode_text,
     encode_value,
@@ -255,7 +253,7 @@ class Execution:
             if entry.kind != "step" or entry.step_id != step_id:
                 self._diverge(position, entry, step_id)
             elif entry.state == "completed":
-                recorded = self._fields(entry.payload, position)
+                recorded = recorded_fields(entry.payload, self._where(position))
                 if self._input_changed(recorded, step_id, make_input, input_hash, position):
                     return await self._run(position, step_id, fn, make_input(), input_hash, pins)
                 return self._claimed(recorded, "output", position)
@@ -489,26 +487,11 @@ class Execution:
         self._timeline.apply(kind, step_id, position, payload)
 
     def _field(self, payload: str | None, name: str, position: int) -> Any:
-        """One field of a recorded payload, its claim-check resolved (the replay hot path).
+        """One field of a recorded payload, its claim-check resolved (only that field is read)."""
+        return self._claimed(recorded_fields(payload, self._where(position)), name, position)
 
-        Only the field asked for is read back: serving a step's output never reads its
-        claim-checked input (a whole transcript, for a model call) from the store.
-        """
-        return self._claimed(self._fields(payload, position), name, position)
-
-    def _fields(self, payload: str | None, position: int) -> dict[str, Any]:
-        try:
-            value = json.loads(payload or "{}")
-        except (RecursionError, ValueError):
-            value = decode(payload or "{}", where=self._where(position))  # raises with context
-        return value if isinstance(value, dict) else {}
-
-    def _claimed(self, value: dict[str, Any], name: str, position: int) -> Any:
-        claimed = value.get("claimed")
-        if isinstance(claimed, list) and name in claimed:
-            where = f"{self._where(position)}.{name}"
-            return unclaim(value.get(name), store=self._journal.store, where=where)
-        return value.get(name)
+    def _claimed(self, fields: dict[str, Any], name: str, position: int) -> Any:
+        return claimed_field(fields, name, store=self._journal.store, where=self._where(position))
 
     def _where(self, position: int) -> str:
         return f"execution {self._id!r}, position {position}"
