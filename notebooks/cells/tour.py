@@ -144,6 +144,71 @@ replays the recorded turns from `journal.sqlite` with no model and no key (a cha
     ),
     (
         "md",
+        """## A reply in Markdown
+
+Replies are shown as Markdown: headings, lists, tables and code blocks (highlighted), drawn
+from a safe tree with raw HTML off, the same in the live view and in the saved notebook.""",
+    ),
+    (
+        "code",
+        """REPORT = \"\"\"## Revenue, first half
+
+- **Growth** every month, January to June
+- **Best month**: June
+
+| month | revenue (EUR) |
+|---|---:|
+| May | 48,200 |
+| June | 51,900 |
+
+```python
+growth = (51_900 - 48_200) / 48_200
+print(f"{growth:.1%}")  # 7.7%
+```\"\"\"
+
+notes = Chat(ScriptedProvider([{"text": REPORT, "usage": {"input_tokens": 60, "output_tokens": 90}}]),
+             journal=Journal(workdir / "journal.sqlite"), id="tour-notes")
+await notes("Write the half-year report: a list, a table and the code for June's growth.")""",
+    ),
+    (
+        "md",
+        """## After a restart: resume
+
+A kernel restart loses every Python object, but not the journal. `Chat.resume(id, provider)`
+rebuilds the conversation from it (history, turns, tokens, cost, pending approvals) without
+calling the model, and the next question runs live after the last recorded turn, on the same or
+another model. Below, `del` stands in for the restart. `loom_nb.chats()` lists the saved
+conversations (`loom-nb chat ls` in a terminal); `Chat(..., restart=True)` would start one over
+under the same id, keeping the old turns in an archive.""",
+    ),
+    (
+        "code",
+        """from loom_nb import chats
+
+del notes  # as after a kernel restart: only the journal remains
+later = ScriptedProvider([{"text": "June's growth over May was 7.7%.", "usage": {"input_tokens": 160, "output_tokens": 9}}])
+notes = Chat.resume("tour-notes", later, journal=Journal(workdir / "journal.sqlite"))
+print(len(notes.history), "messages restored ·", notes.usage)
+reply = await notes("In one sentence?")
+print(reply.content)
+print([(c.id, c.turns) for c in chats(Journal(workdir / "journal.sqlite")) if c.id.startswith("tour-notes")])""",
+    ),
+    (
+        "md",
+        """## Export
+
+`chat.export(path)` writes the conversation as Markdown (`.md`, images as files beside it),
+a standalone HTML page (`.html`) or JSON Lines (`.jsonl`); untrusted content stays fenced in
+every format. `chat.to_markdown()` returns the Markdown text.""",
+    ),
+    (
+        "code",
+        """page = notes.export(workdir / "notes.md")
+print(page.name, "·", [p.name for p in sorted(workdir.glob("notes*"))])
+print(notes.to_markdown()[:400])""",
+    ),
+    (
+        "md",
         """## Under the hood: parts and the guard""",
     ),
     (
