@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import queue
 from pathlib import Path
 from typing import Any
 
@@ -363,6 +364,23 @@ def test_identity_names_the_command_or_url_but_never_env_headers_or_passwords() 
     assert HOSTILE_TOKEN not in str(stdio.identity)
 
 
+def _interrupts_reach_awaiting_cells(manager: Any, client: Any) -> bool:
+    """Whether interrupting this kernel ends a cell that awaits (the precondition of the test)."""
+    msg_id = client.execute("import asyncio\nprint('WAITING', flush=True)\nawait asyncio.sleep(60)")
+    while True:
+        message = client.get_iopub_msg(timeout=60)
+        if message["parent_header"].get("msg_id") != msg_id:
+            continue
+        if message["msg_type"] == "stream" and "WAITING" in message["content"].get("text", ""):
+            break
+    manager.interrupt_kernel()
+    try:
+        reply = client.get_shell_msg(timeout=20)
+    except queue.Empty:
+        return False
+    return bool(reply["content"]["status"] == "error")
+
+
 @pytest.mark.slow
 def test_a_kernel_interrupt_reaps_the_server_of_the_running_cell() -> None:
     """In a real IPython kernel, interrupting a cell stuck in an MCP call ends the server process."""
@@ -376,6 +394,11 @@ def test_a_kernel_interrupt_reaps_the_server_of_the_running_cell() -> None:
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     manager, client = start_new_kernel(kernel_name="python3", env=env)
     try:
+        if not _interrupts_reach_awaiting_cells(manager, client):
+            pytest.skip(
+                "this machine's kernel does not end a cell awaiting asyncio.sleep on interrupt "
+                "(SIGINT), so reaping on interrupt cannot be observed here"
+            )
         cell = f"""
 import sys
 from loom_nb import MCPToolset

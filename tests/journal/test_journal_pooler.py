@@ -137,11 +137,13 @@ def test_a_watch_through_the_pooler_without_listen_url_polls_and_sees_every_appe
             assert seen.completed[f"step-{i}"] - started < 2.5
         hub = hub_for(bounced.url("j"))
         assert hub is not None
-        # It gives up listening through the pooler, and closes that connection; with the pool
-        # idle, PgBouncer hands the hub's two connections its last-used session (LIFO), so the
-        # hub saw the pooler before any LISTEN could stay behind on a shared session.
+        # It gives up listening through the pooler and closes that connection. With the pool
+        # idle, PgBouncer hands the hub's two connections its last-used session (LIFO) and the
+        # hub sees the pooler before it LISTENs; with the pool busy (other clients of the same
+        # PgBouncer) the two can land on different sessions, the hub LISTENs once and its probe
+        # notification, never answered, tells it. Either way it ends deaf, at most one try.
         assert _until(lambda: hub.deaf, 6)
-        assert hub.connects == 0
+        assert hub.connects <= 1
         assert watch.mode == "poll"
         assert watch.error is None
     viewer.close()
