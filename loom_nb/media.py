@@ -1,19 +1,9 @@
-"""Media parts from files, bytes and PIL images: the type is sniffed from the bytes, never the name.
+"""Media parts from files, bytes and PIL images: the plain-function faces of the part classmethods.
 
-The functions here are the plain-function faces of ``ImagePart.from_path`` / ``from_bytes`` /
-``from_pil``, ``AudioPart.from_path`` and ``FilePart.from_path`` (the sniffing itself lives in
-``loom_nb.content._media``, below the parts), plus ``part_of_bytes`` for an attachment of any kind. A file called ``cat.png`` that holds a script is refused
-(``MediaError``, code ``unknown_media_type``), because what a model is sent must be what the part
-claims (ADR 0120 decision 6 checks the claim against the provider's capabilities; this module makes
-the claim true). Images are recognised by Pillow (which parses the header and verifies the file
-structure), PDF and the audio formats by their magic numbers, text by decoding it as UTF-8 with no
-control characters.
-
-Placement follows decision 5: bytes up to ``MAX_INLINE_BYTES`` travel inline as base64; larger ones
-go into ``store`` and travel by ref (decision 4). With no store, oversized bytes are refused with
-``OversizedInlinePartError`` rather than building a part the guard would refuse later.
-
-Pillow is imported only when an image is asked for, so importing the core stays cheap.
+``image_from_path`` / ``image_from_bytes`` / ``image_from_pil``, ``audio_from_path`` and
+``file_from_path`` call ``ImagePart.from_path`` and friends, and ``part_of_bytes`` picks the part
+an attachment of any kind calls for. How the type is sniffed from the bytes (never the name), what
+is refused, and when bytes go inline or into the store is said once, in ``loom_nb.content._media``.
 """
 
 from __future__ import annotations
