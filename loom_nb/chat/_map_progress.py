@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import sys
 import time
-import weakref
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, TextIO
@@ -59,8 +58,7 @@ class MapProgress:
         self._on_stop = on_stop
         self._started = time.monotonic()
         self._ran = 0
-        self._views: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._strong: list[Any] = []  # callers' views that are not weakly referable
+        self._views: list[Any] = []  # held while the map runs (the progress ends with it)
         self._last = 0.0
 
     @property
@@ -100,10 +98,7 @@ class MapProgress:
 
     def attach(self, view: Any) -> None:
         """Keep ``view`` (its ``show(progress)`` is called on every update)."""
-        try:
-            self._views.add(view)
-        except TypeError:
-            self._strong.append(view)
+        self._views.append(view)
 
     def record(self, *, answered: bool, usage: Usage, cost: Decimal | None, live: bool) -> None:
         """Count one settled item."""
@@ -124,13 +119,11 @@ class MapProgress:
         if not force and now - self._last < _EVERY:
             return
         self._last = now
-        for view in [*self._views, *self._strong]:
+        for view in list(self._views):
             try:
                 view.show(self)
             except Exception:  # a broken view must not fail the map; it stops being drawn
-                self._views.discard(view)
-                if view in self._strong:
-                    self._strong.remove(view)
+                self._views.remove(view)
 
 
 class TextProgress:

@@ -328,3 +328,19 @@ async def test_the_result_html_escapes_inputs_and_answers(tmp_path: Path) -> Non
     assert "<script>" not in page
     assert "&lt;script&gt;" in page
     assert "1 items" in repr(result) or "1 answered" in repr(result)
+
+
+async def test_progress_true_outside_a_notebook_prints_a_line_to_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With progress=True and no kernel, the map prints its progress line to stderr at the end."""
+    chat = chat_on(Echo(), tmp_path)
+    await chat.map(["a", "b", "c"], progress=True)
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert "map mapper/map-" in last
+    assert "3/3" in last
+    assert "done" in last
+    quiet = chat_on(Echo(), tmp_path / "..")
+    await quiet.map(["x"], progress=False)
+    assert capsys.readouterr().err == ""
