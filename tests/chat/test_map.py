@@ -375,3 +375,42 @@ async def test_cost_sums_the_priced_answers_and_the_progress_line_shows_it(tmp_p
     assert result.cost == 3 * one
     assert result.costs == [one, one, one]
     assert format_cost(3 * one) in seen.lines[-1]
+
+
+async def test_a_worker_elsewhere_runs_items_from_the_journal_alone_and_the_map_serves_them(
+    tmp_path: Path,
+) -> None:
+    """load_plan + run_item on another journal handle (another process's) answer items; the map
+    then serves them and calls only for the rest."""
+    from loom_nb.chat._map_item import run_item
+
+    provider = Echo()
+    chat = chat_on(provider, tmp_path)
+    words = WORDS[:10]
+    holder = Seen()
+    task = chat.map(words, concurrency=1, limits=Limits(max_requests=0), progress=holder)
+    first = await task  # nothing runs (the limit), but the map's definition is journaled
+    assert len(first.errors) == 10
+    assert provider.calls == []
+
+    elsewhere = Journal(str(tmp_path / "j.sqlite"))  # a second handle: another writer
+    plan = load_plan(elsewhere, first.id)
+    worker = Echo()
+    for index in (0, 3, 7):
+        response = await run_item(plan, index, provider=worker, journal=elsewhere)
+        assert response.content == f"echo q{index}"
+    elsewhere.close()
+    assert worker.calls == ["q0", "q3", "q7"]
+
+    result = await chat.map(words, concurrency=2)
+    assert result.errors == {}
+    assert result.served == 3
+    assert sorted(provider.calls) == sorted(w for i, w in enumerate(words) if i not in (0, 3, 7))
+
+
+async def test_join_is_refused_until_a_shared_queue_is_plugged_in(tmp_path: Path) -> None:
+    """join=True names the remedy while no journal-level work queue exists."""
+    chat = chat_on(Echo(), tmp_path)
+    with pytest.raises(ConfigurationError) as refused:
+        await chat.map(["a"], join=True)
+    assert refused.value.code == "map_join_unavailable"
