@@ -50,8 +50,13 @@ from loom_nb.chat._map_source import ItemSource, LocalItems
 from loom_nb.chat._money import check_limits, pricer, spent_of
 from loom_nb.chat._sync import Pending, run_blocking
 from loom_nb.content import LlmResponse
-from loom_nb.errors import BudgetExceededError, ConfigurationError, LoomError
-from loom_nb.journal._outcomes import step_outcomes
+from loom_nb.errors import (
+    BudgetExceededError,
+    ConfigurationError,
+    ExecutionBusyError,
+    LoomError,
+)
+from loom_nb.journal._outcomes import give_back, step_outcomes
 from loom_nb.spending import Budget, Limits, Meter, Spent
 
 if TYPE_CHECKING:
@@ -247,6 +252,7 @@ class MapRun:
         journal = self.chat.journal
         execution = journal.execution(self.plan.map_id, principal=principal_of(self.plan))
         await journal_plan(execution, self.plan)
+        give_back(journal, execution.execution_id)  # another process may complete the map
         todo = self._serve()
         self.progress.update(force=True)
         try:
@@ -261,7 +267,9 @@ class MapRun:
             if self.responses[index] is None and index not in self.errors:
                 self.errors[index] = self._not_run(index)
         if not self.errors and execution.status != "completed":
-            await execution.complete({"items": len(self.plan)})
+            # Best effort: another process working the same map may be completing it now.
+            with contextlib.suppress(ExecutionBusyError):
+                await execution.complete({"items": len(self.plan)})
         return MapResult(
             id=self.plan.map_id,
             responses=self.responses,

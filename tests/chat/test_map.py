@@ -414,3 +414,21 @@ async def test_join_is_refused_until_a_shared_queue_is_plugged_in(tmp_path: Path
     with pytest.raises(ConfigurationError) as refused:
         await chat.map(["a"], join=True)
     assert refused.value.code == "map_join_unavailable"
+
+
+async def test_a_second_kernel_retries_what_the_first_left_failed_while_it_is_still_open(
+    tmp_path: Path,
+) -> None:
+    """Kernel one (still open) left an item failed; kernel two, on its own handle, retries it and
+    completes the map: kernel one's leases on the map and on the failed item were given back."""
+    first = chat_on(Echo(fail={"q2"}), tmp_path)
+    one = await first.map(WORDS[:5])
+    assert set(one.errors) == {2}
+    second_provider = Echo()
+    second = chat_on(second_provider, tmp_path)  # another Journal handle on the same file
+    two = await second.map(WORDS[:5], retry_failed=True)
+    assert two.errors == {}
+    assert second_provider.calls == ["q2"]
+    summaries = {s.execution_id: s.status for s in second.journal.executions()}
+    assert summaries[two.id] == "completed"
+    assert first.journal is not second.journal
