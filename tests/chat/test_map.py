@@ -4,6 +4,7 @@ left as it was."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -432,3 +433,21 @@ async def test_a_second_kernel_retries_what_the_first_left_failed_while_it_is_st
     summaries = {s.execution_id: s.status for s in second.journal.executions()}
     assert summaries[two.id] == "completed"
     assert first.journal is not second.journal
+
+
+async def test_the_map_on_each_journal_backend_serves_and_retries(
+    open_journal: Callable[..., Journal],
+) -> None:
+    """On SQLite and PostgreSQL (directly and through PgBouncer) alike: a re-run serves every
+    finished item in one look at the journal, and retry_failed runs only the failed one."""
+    provider = Echo(fail={"q1"})
+    chat = Chat(provider, journal=open_journal(), id="backends")  # type: ignore[arg-type]
+    first = await chat.map(WORDS[:6], concurrency=3)
+    assert set(first.errors) == {1}
+    again = await chat.map(WORDS[:6], concurrency=3)
+    assert again.served == 6
+    assert len(provider.calls) == 6
+    provider.fail.clear()
+    fixed = await chat.map(WORDS[:6], concurrency=3, retry_failed=True)
+    assert fixed.errors == {}
+    assert provider.calls[6:] == ["q1"]
