@@ -17,7 +17,9 @@ process died left only its start and runs again.
 Concurrent. At most ``concurrency`` calls are in flight; a rate limit halves that and waits for the
 vendor's Retry-After, then it climbs back (``_map_pace``). A failing item is journaled as failed
 and the others go on; a spending limit (``limits=``, with the chat's own limits) stops starting
-new items. Stop (the progress bar's button, ``MapProgress.stop``, an interrupt of ``map_sync``)
+new items. ``max_requests`` is kept exactly (no more calls are in flight than it has left);
+tokens and cost are known only once answers arrive, so the calls in flight when a limit is
+reached may take it past (as ``Limits`` says of one call, here up to ``concurrency``). Stop (the progress bar's button, ``MapProgress.stop``, an interrupt of ``map_sync``)
 starts nothing more and cancels the calls in flight, which the journal records as failed (never
 completed): they run again next time, and the result says ``stopped``. Cancelling the awaiting
 task does the same and propagates the cancellation.
@@ -328,6 +330,13 @@ class MapRun:
         async def worker() -> None:
             while not self._stopping and self._halted is None:
                 window = await self.pacer.acquire()
+                left = self._requests_left()
+                if left is not None and self.pacer.in_flight > max(left, 1):
+                    # More calls would be in flight than the limit has requests left: wait for
+                    # one to end (a refused call is a failure nobody asked for).
+                    self.pacer.release(window, ok=False)
+                    await self.pacer.changed()
+                    continue
                 index = None
                 if not self._stopping and self._halted is None:
                     index = await source.take()
@@ -411,6 +420,18 @@ class MapRun:
             assert join is not None  # run_map refused join=True without one
             return join(self, todo)
         return LocalItems(todo)
+
+    def _requests_left(self) -> int | None:
+        """The fewest requests any ``max_requests`` limit has left (None: no such limit)."""
+        budget = self.budget
+        if budget is None:
+            return None
+        left = [
+            m.limits.max_requests - m.spent.requests
+            for m in budget.meters
+            if m.limits.max_requests is not None
+        ]
+        return min(left) if left else None
 
     def _answered(self, index: int, response: LlmResponse, *, live: bool) -> None:
         self.responses[index] = response

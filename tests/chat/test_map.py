@@ -257,6 +257,11 @@ async def test_a_spending_limit_stops_starting_items(tmp_path: Path) -> None:
     assert {e.code for e in result.errors.values()} == {"budget_exceeded"}
     assert isinstance(result.errors[5], BudgetExceededError)
     assert "chat.map(..., limits=" in result.errors[5].message
+    concurrent = Echo(delay=0.002)
+    wide = Chat(concurrent, journal=Journal(), id="wide")
+    capped = await wide.map(WORDS, concurrency=8, limits=Limits(max_requests=5))
+    assert len(concurrent.calls) == 5  # kept exactly although 8 could be in flight
+    assert sum(r is not None for r in capped) == 5
     # The refusal was journaled, yet it is no failure: with the limit raised, the rest runs.
     rest = await chat.map(WORDS, concurrency=1, limits=Limits(max_requests=len(WORDS)))
     assert rest.errors == {}
