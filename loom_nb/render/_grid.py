@@ -15,7 +15,7 @@ says how many, so a sum is never presented as the whole when it is not.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -35,8 +35,7 @@ __all__ = [
     "GridItem",
     "column_totals",
     "grid_view",
-    "item_header",
-    "item_views",
+    "opened_item",
 ]
 
 MAX_GRID_ROWS = 200
@@ -52,14 +51,20 @@ class GridItem:
 
     response: LlmResponse | None
     """The answer, or None when the item failed (or did not run)."""
-    transcript: Transcript = field(default_factory=Transcript)
-    """The item's whole exchange: system prompt, seeded history, the input, the answer."""
+    transcript: Transcript | Callable[[], Transcript] = field(default_factory=Transcript)
+    """The item's whole exchange: system prompt, seeded history, the input, the answer; or a
+    function that reads it (from a journal), called only when the transcript is shown."""
     error: str | None = None
     """Why the item has no answer, in words (None when it has one)."""
     latency_s: float | None = None
     """Seconds the item's model call took (None when not measured)."""
     cost: Decimal | None = None
     """USD price of the answer (None: unknown, or no answer)."""
+
+    def full_transcript(self) -> Transcript:
+        """The item's transcript (read now when it was given as a function)."""
+        source = self.transcript
+        return source if isinstance(source, Transcript) else source()
 
 
 @dataclass(frozen=True)
@@ -192,15 +197,12 @@ def grid_view(grid: Grid, ctx: RenderContext, *, max_rows: int = MAX_GRID_ROWS) 
     }
 
 
-def item_views(grid: Grid, row: int, col: int, ctx: RenderContext) -> list[View]:
-    """The message views of one item's whole transcript (what a click on its cell opens)."""
-    return transcript_views(grid.items[row][col].transcript, ctx)
-
-
-def item_header(grid: Grid, row: int, col: int) -> str:
-    """The line above an opened item: which input, which variant, the transcript's summary."""
-    transcript = grid.items[row][col].transcript
-    return f"input {row + 1} · {grid.variants[col]} · {transcript_header(transcript)}"
+def opened_item(grid: Grid, row: int, col: int, ctx: RenderContext) -> tuple[str, list[View]]:
+    """What a click on a cell opens: a header line (which input, which variant, the transcript's
+    summary) and the message views of the item's whole transcript (read once)."""
+    transcript = grid.items[row][col].full_transcript()
+    header = f"input {row + 1} · {grid.variants[col]} · {transcript_header(transcript)}"
+    return header, transcript_views(transcript, ctx)
 
 
 def _label(text: str) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loom_nb.render._api import html_of_views
-from loom_nb.render._grid import MAX_GRID_ROWS, Grid, grid_view, item_header, item_views
+from loom_nb.render._grid import MAX_GRID_ROWS, Grid, grid_view, opened_item
 from loom_nb.render._html import DANGER, INK, LINE, STYLE, esc, theme
 from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._static import html_of_items
@@ -62,11 +62,8 @@ def grid_html(
     )
     opened = [
         [
-            (
-                item_header(grid, row, col),
-                item_views(
-                    grid, row, col, RenderContext(store=store, principal=principal, pdf_pages=1)
-                ),
+            opened_item(
+                grid, row, col, RenderContext(store=store, principal=principal, pdf_pages=1)
             )
             for col in range(len(grid.variants))
         ]

@@ -18,7 +18,7 @@ from typing import Any
 import traitlets
 
 from loom_nb.errors import ConfigurationError
-from loom_nb.render._grid import MAX_GRID_ROWS, Grid, grid_view, item_header, item_views
+from loom_nb.render._grid import MAX_GRID_ROWS, Grid, grid_view, opened_item
 from loom_nb.render._grid_html import grid_html
 from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._view import RenderContext, View
@@ -133,14 +133,9 @@ class CompareGrid(StaticFallbackWidget):
             return
         row, col = value["row"], value["col"]
         ctx = RenderContext(store=self._store, principal=self._principal, pdf_pages=1)
-        views = item_views(self._grid, row, col, ctx)
+        header, views = opened_item(self._grid, row, col, ctx)
         self._opened = ctx
-        self.opened = {
-            "row": row,
-            "col": col,
-            "header": item_header(self._grid, row, col),
-            "messages": views,
-        }
+        self.opened = {"row": row, "col": col, "header": header, "messages": views}
 
     # -- on-demand media (TranscriptView's protocol; ``where`` names the cells or the opened item)
 

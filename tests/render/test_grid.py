@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from loom_nb.errors import ConfigurationError
-from loom_nb.render import Grid, GridItem, column_totals, grid_html
-from loom_nb.render._grid import MAX_LABEL_CHARS, grid_view, item_header, item_views
+from loom_nb.render import Grid, GridItem, Transcript, column_totals, grid_html
+from loom_nb.render._grid import MAX_LABEL_CHARS, grid_view, opened_item
 from loom_nb.render._html import esc
 from loom_nb.render._view import RenderContext
 from tests.fixtures import grids, hostile
@@ -79,7 +79,7 @@ def test_a_long_input_is_cut_in_its_row_head() -> None:
     grid = Grid(["v"], [long], [[grids.item(long, "ok")]])
     view = grid_view(grid, RenderContext())
     assert view["rows"][0]["input"] == "x" * MAX_LABEL_CHARS + "…"
-    assert item_views(grid, 0, 0, RenderContext())[0]["items"][0]["text"] == long
+    assert opened_item(grid, 0, 0, RenderContext())[1][0]["items"][0]["text"] == long
 
 
 def test_a_grid_of_the_wrong_shape_is_refused() -> None:
@@ -93,10 +93,29 @@ def test_a_grid_of_the_wrong_shape_is_refused() -> None:
 def test_an_items_transcript_and_header() -> None:
     """A click opens the item's whole transcript: system prompt first, the question, the answer."""
     grid = grids.sample_grid()
-    views = item_views(grid, 0, 0, RenderContext())
+    header, views = opened_item(grid, 0, 0, RenderContext())
     assert [v["role"] for v in views] == ["system", "user", "assistant"]
-    assert item_header(grid, 0, 0) == "input 1 · short · transcript · 2 messages"
-    assert item_header(grid, 1, 1) == "input 2 · long · transcript · 1 message"
+    assert header == "input 1 · short · transcript · 2 messages"
+    assert opened_item(grid, 1, 1, RenderContext())[0] == "input 2 · long · transcript · 1 message"
+
+
+def test_a_transcript_given_as_a_function_is_read_only_when_opened() -> None:
+    """An item whose transcript is a function (read from a journal) is not read to draw the
+    grid, and is read once per opening."""
+    calls: list[int] = []
+    answered = grids.item("q", "a")
+
+    def load() -> Transcript:
+        calls.append(1)
+        return answered.full_transcript()
+
+    grid = Grid(["v"], ["q"], [[GridItem(answered.response, load)]])
+    grid_view(grid, RenderContext())
+    assert calls == []
+    header, views = opened_item(grid, 0, 0, RenderContext())
+    assert calls == [1]
+    assert header == "input 1 · v · transcript · 2 messages"
+    assert [v["role"] for v in views] == ["user", "assistant"]
 
 
 def test_static_table_has_heads_cells_totals_and_transcripts() -> None:
