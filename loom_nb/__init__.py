@@ -123,6 +123,7 @@ _EXPORTS: dict[str, str] = {
     "Chat": "loom_nb.chat",
     "ChatSummary": "loom_nb.chat",
     "ChatTurn": "loom_nb.chat",
+    "MapResult": "loom_nb.chat",
     "chats": "loom_nb.chat",
     # rendering (pure HTML, no widgets)
     "render_message": "loom_nb.render",
@@ -176,6 +177,7 @@ def _bundle_function(name: str) -> Any:
 # display id (IPython's ipython_display_formatter): values whose display is updated later.
 _LIVE_DISPLAYS: dict[tuple[str, str], str] = {
     ("loom_nb.chat._chat", "Chat"): "display_chat",
+    ("loom_nb.chat._map_progress", "MapProgress"): "display_map_progress",
 }
 
 
