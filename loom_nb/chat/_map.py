@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -200,6 +201,7 @@ class MapRun:
         self.responses: list[LlmResponse | None] = [None] * n
         self.errors: dict[int, LoomError] = {}
         self.costs: list[Decimal | None] = [None] * n
+        self.latencies: list[float | None] = [None] * n
         self.progress = MapProgress(plan.map_id, n, self.stop)
         self.ran = 0
         self.served = 0
@@ -252,6 +254,7 @@ class MapRun:
             inputs=[self.plan.text(i) for i in range(len(self.plan))],
             labels=self.plan.labels,
             costs=self.costs,
+            latencies=self.latencies,
             served=self.served,
             ran=self.ran,
             stopped=self._stopping,
@@ -279,7 +282,7 @@ class MapRun:
                 else:
                     if self.budget is not None:
                         self.budget.record(response)
-                    self._answered(index, response, live=False)
+                    self._answered(index, response, live=False, latency=outcome.latency_s)
             else:
                 error = recorded_error(outcome, index)
                 if error is None or self.retry_failed:
@@ -303,6 +306,7 @@ class MapRun:
                     return
                 index = queue.popleft()
                 self._sync_pacer()
+                began = time.monotonic()
                 call = asyncio.ensure_future(
                     run_item(self.plan, index, journal=self.chat.journal, effect=effect)
                 )
@@ -342,7 +346,7 @@ class MapRun:
                     self._failed(index, wrapped, live=True)
                 else:
                     self.pacer.release(window, ok=True)
-                    self._answered(index, response, live=True)
+                    self._answered(index, response, live=True, latency=time.monotonic() - began)
                 finally:
                     self._tasks.discard(call)
                     self._sync_pacer()
@@ -360,9 +364,12 @@ class MapRun:
                 await asyncio.wait(workers)
             raise
 
-    def _answered(self, index: int, response: LlmResponse, *, live: bool) -> None:
+    def _answered(
+        self, index: int, response: LlmResponse, *, live: bool, latency: float | None
+    ) -> None:
         cost = price_for(self.identity, response)
         self.responses[index], self.costs[index] = response, cost
+        self.latencies[index] = latency
         self.errors.pop(index, None)
         self.ran += live
         self.served += not live

@@ -34,7 +34,8 @@ class MapResult(Sequence[LlmResponse | None]):
 
     ``errors`` maps an index to its error (a ``LoomError``: the live one, or one rebuilt from
     the journal with the recorded ``code`` and message); ``usage`` and ``cost`` sum the answered
-    items (``cost`` None when any answer's price is unknown); ``outputs`` are the validated
+    items (``cost`` None when any answer's price is unknown), ``costs`` and ``latencies`` give
+    them per item (seconds each answer took); ``outputs`` are the validated
     ``output_type`` instances (None where there is none); ``to_pandas()`` is the table.
     ``served`` counts the items served from the journal, ``ran`` those that ran now, ``pacing``
     says how the calls were paced. ``id`` is the map's execution id in the journal.
@@ -49,6 +50,7 @@ class MapResult(Sequence[LlmResponse | None]):
         inputs: Sequence[str],
         labels: Sequence[Any],
         costs: Sequence[Decimal | None],
+        latencies: Sequence[float | None] | None = None,
         served: int = 0,
         ran: int = 0,
         stopped: bool = False,
@@ -64,6 +66,11 @@ class MapResult(Sequence[LlmResponse | None]):
         self.labels = list(labels)
         """Each input's label (a Series' index, else its position)."""
         self._costs = list(costs)
+        self.latencies: list[float | None] = (
+            list(latencies) if latencies is not None else [None] * len(self._responses)
+        )
+        """Seconds each answer took (its model call, as measured when it ran; a served item's
+        from the journal's timestamps); None where the item has no answer."""
         self.served = served
         """How many items were served from the journal (no model call)."""
         self.ran = ran
@@ -113,6 +120,13 @@ class MapResult(Sequence[LlmResponse | None]):
         return total
 
     @property
+    def costs(self) -> list[Decimal | None]:
+        """Each item's USD price (None where unknown, or where the item has no answer)."""
+        return [
+            c if r is not None else None for r, c in zip(self._responses, self._costs, strict=True)
+        ]
+
+    @property
     def outputs(self) -> list[BaseModel | None]:
         """Each item's validated ``output_type`` instance (None where it has none)."""
         out: list[BaseModel | None] = []
@@ -129,7 +143,8 @@ class MapResult(Sequence[LlmResponse | None]):
     # -- the table -------------------------------------------------------------------------
 
     def to_pandas(self) -> Any:
-        """One row per input: ``input``, ``text`` (the reply), each output field, tokens, cost, error.
+        """One row per input: ``input``, ``text`` (the reply), each output field, tokens, cost,
+        ``latency_s``, error.
 
         Needs pandas (``pip install pandas``); the index is the inputs' labels.
         """
@@ -153,6 +168,7 @@ class MapResult(Sequence[LlmResponse | None]):
             row["input_tokens"] = response.usage.input_tokens if response is not None else None
             row["output_tokens"] = response.usage.output_tokens if response is not None else None
             row["cost"] = self._costs[index] if response is not None else None
+            row["latency_s"] = self.latencies[index] if response is not None else None
             error = self.errors.get(index)
             row["error"] = error.code if error is not None else None
             rows.append(row)

@@ -6,13 +6,16 @@ position 0. Opening a thousand executions to learn which finished would be a tho
 backends serve from the ``(execution_id, seq)`` index) and keeps, per execution, the last
 outcome journaled at position 0: ``completed`` with the step's output, ``failed`` with its error,
 or ``started`` when the step began and nothing followed (its process died in flight). A step
-run again after a failure supersedes the failure, as on the execution's own timeline.
+run again after a failure supersedes the failure, as on the execution's own timeline. An outcome
+also carries the seconds between the step's start and its end as journaled (``latency_s``), so a
+served item reports the latency its call had when it ran.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from loom_nb.journal._claims import claimed_field, recorded_fields
@@ -40,13 +43,15 @@ class StepOutcome:
     """The journaled error (``code``, ``message``, ``type``) when failed."""
     completed: bool = False
     """Whether the execution itself was completed after the step."""
+    latency_s: float | None = None
+    """Seconds from the step's start to its completion or failure, by the journal's clock."""
 
 
 def _select(count: int) -> str:
     """The query for ``count`` execution ids (placeholders only: the ids are parameters)."""
     marks = ", ".join("?" * count)
     return (
-        "SELECT seq, execution_id, kind, payload FROM events "  # noqa: S608 - only "?" marks
+        "SELECT seq, execution_id, kind, payload, created FROM events "  # noqa: S608 - only "?" marks
         f"WHERE execution_id IN ({marks}) AND (position = 0 OR kind = 'completed') "
         "ORDER BY seq"
     )
@@ -66,13 +71,12 @@ def step_outcomes(journal: Journal, execution_ids: Sequence[str]) -> dict[str, S
 
         with backend.reading():
             rows = backend.read(query)
-        for seq, execution_id, kind, payload in rows:
+        started: dict[str, str] = {}
+        for seq, execution_id, kind, payload, created in rows:
             if kind == "completed":
                 last = found.get(execution_id)
                 if last is not None:
-                    found[execution_id] = StepOutcome(
-                        last.state, last.output, last.error, completed=True
-                    )
+                    found[execution_id] = replace(last, completed=True)
                 continue
             state = _KINDS.get(kind)
             if state is None:
@@ -81,13 +85,30 @@ def step_outcomes(journal: Journal, execution_ids: Sequence[str]) -> dict[str, S
             if state == "completed":
                 fields = recorded_fields(payload, where)
                 output = claimed_field(fields, "output", store=journal.store, where=where)
-                found[execution_id] = StepOutcome("completed", output=output)
+                found[execution_id] = StepOutcome(
+                    "completed", output=output, latency_s=_seconds(started, execution_id, created)
+                )
             elif state == "failed":
                 fields = recorded_fields(payload, where)
                 error = fields.get("error")
                 found[execution_id] = StepOutcome(
-                    "failed", error=error if isinstance(error, dict) else {}
+                    "failed",
+                    error=error if isinstance(error, dict) else {},
+                    latency_s=_seconds(started, execution_id, created),
                 )
             else:
+                started[execution_id] = created
                 found[execution_id] = StepOutcome("started")
     return found
+
+
+def _seconds(started: dict[str, str], execution_id: str, ended: str) -> float | None:
+    """Seconds between the step's journaled start and ``ended`` (None without a readable start)."""
+    began = started.get(execution_id)
+    try:
+        return max(
+            0.0,
+            (datetime.fromisoformat(ended) - datetime.fromisoformat(began or "")).total_seconds(),
+        )
+    except (TypeError, ValueError):
+        return None
