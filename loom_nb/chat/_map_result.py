@@ -69,8 +69,9 @@ class MapResult(Sequence[LlmResponse | None]):
         self.latencies: list[float | None] = (
             list(latencies) if latencies is not None else [None] * len(self._responses)
         )
-        """Seconds each answer took (its model call, as measured when it ran; a served item's
-        from the journal's timestamps); None where the item has no answer."""
+        """Seconds each answer took; None where the item has no answer. Measured in this process
+        around the item's run (its journal writes included) when it ran now; for an item served
+        from the journal, its step's journaled duration (the call alone, a few ms less)."""
         self.served = served
         """How many items were served from the journal (no model call)."""
         self.ran = ran

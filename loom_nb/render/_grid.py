@@ -105,9 +105,10 @@ class ColumnTotals:
     output_tokens: int = 0
     """Output tokens of every answer."""
     latency_s: float = 0.0
-    """Seconds of all measured calls, added up (not wall time: items run concurrently)."""
+    """Seconds of every answer with a measured latency, added up (not wall time: items run
+    concurrently)."""
     timed: int = 0
-    """Items with a measured latency."""
+    """Answers with a measured latency."""
     cost: Decimal | None = None
     """USD of the priced answers (None when no answer has a price)."""
     unpriced: int = 0
@@ -115,7 +116,7 @@ class ColumnTotals:
 
     @property
     def mean_latency_s(self) -> float | None:
-        """Mean seconds per measured call (None when none was measured)."""
+        """Mean seconds per measured answer (None when none was measured)."""
         return self.latency_s / self.timed if self.timed else None
 
     def text(self) -> str:
@@ -143,13 +144,13 @@ def column_totals(grid: Grid) -> list[ColumnTotals]:
     for row in grid.items:
         for total, item in zip(totals, row, strict=True):
             total.items += 1
-            if item.latency_s is not None:
-                total.latency_s += item.latency_s
-                total.timed += 1
             response = item.response
             if response is None:
                 total.failed += 1
                 continue
+            if item.latency_s is not None:
+                total.latency_s += item.latency_s
+                total.timed += 1
             total.input_tokens += response.usage.input_tokens
             total.output_tokens += response.usage.output_tokens
             if item.cost is None:
