@@ -31,16 +31,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from loom_nb.chat._cost import identity_of, price_for
-from loom_nb.chat._map_item import item_effect, recorded_error, run_item, served
+from loom_nb.chat._map_item import item_effect, item_latencies, recorded_error, run_item, served
 from loom_nb.chat._map_pace import THROTTLED, Pacer
 from loom_nb.chat._map_plan import MapPlan, journal_plan, make_plan, principal_of
 from loom_nb.chat._map_progress import MapProgress, show_progress
@@ -200,7 +200,6 @@ class MapRun:
         n = len(plan)
         self.responses: list[LlmResponse | None] = [None] * n
         self.errors: dict[int, LoomError] = {}
-        self.latencies: list[float | None] = [None] * n
         self.progress = MapProgress(plan.map_id, n, self.stop, price=self._price)
         self.ran = 0
         self.served = 0
@@ -253,7 +252,7 @@ class MapRun:
             inputs=[self.plan.text(i) for i in range(len(self.plan))],
             labels=self.plan.labels,
             price=self._price,
-            latencies=self.latencies,
+            latencies=partial(item_latencies, self.chat.journal, self.plan),
             served=self.served,
             ran=self.ran,
             stopped=self._stopping,
@@ -281,7 +280,7 @@ class MapRun:
                 else:
                     if self.budget is not None:
                         self.budget.record(response)
-                    self._answered(index, response, live=False, latency=outcome.latency_s)
+                    self._answered(index, response, live=False)
             else:
                 error = recorded_error(outcome, index)
                 if error is None or self.retry_failed:
@@ -305,7 +304,6 @@ class MapRun:
                     return
                 index = queue.popleft()
                 self._sync_pacer()
-                began = time.monotonic()
                 call = asyncio.ensure_future(
                     run_item(self.plan, index, journal=self.chat.journal, effect=effect)
                 )
@@ -345,7 +343,7 @@ class MapRun:
                     self._failed(index, wrapped, live=True)
                 else:
                     self.pacer.release(window, ok=True)
-                    self._answered(index, response, live=True, latency=time.monotonic() - began)
+                    self._answered(index, response, live=True)
                 finally:
                     self._tasks.discard(call)
                     self._sync_pacer()
@@ -363,11 +361,8 @@ class MapRun:
                 await asyncio.wait(workers)
             raise
 
-    def _answered(
-        self, index: int, response: LlmResponse, *, live: bool, latency: float | None
-    ) -> None:
+    def _answered(self, index: int, response: LlmResponse, *, live: bool) -> None:
         self.responses[index] = response
-        self.latencies[index] = latency
         self.errors.pop(index, None)
         self.ran += live
         self.served += not live

@@ -6,15 +6,14 @@ position 0. Opening a thousand executions to learn which finished would be a tho
 backends serve from the ``(execution_id, seq)`` index) and keeps, per execution, the last
 outcome journaled at position 0: ``completed`` with the step's output, ``failed`` with its error,
 or ``started`` when the step began and nothing followed (its process died in flight). A step
-run again after a failure supersedes the failure, as on the execution's own timeline. An outcome
-also carries the seconds between the step's start and its end as journaled (``latency_s``), so a
-served item reports the latency its call had when it ran.
+run again after a failure supersedes the failure, as on the execution's own timeline.
+``step_durations`` reads the same steps' times alone: how long each took (a map's latencies).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,7 +22,7 @@ from loom_nb.journal._claims import claimed_field, recorded_fields
 if TYPE_CHECKING:
     from loom_nb.journal._journal import Journal
 
-__all__ = ["CHUNK", "StepOutcome", "step_outcomes"]
+__all__ = ["CHUNK", "StepOutcome", "step_durations", "step_outcomes"]
 
 CHUNK = 500
 """Execution ids per query (well under SQLite's and PostgreSQL's parameter limits)."""
@@ -43,15 +42,13 @@ class StepOutcome:
     """The journaled error (``code``, ``message``, ``type``) when failed."""
     completed: bool = False
     """Whether the execution itself was completed after the step."""
-    latency_s: float | None = None
-    """Seconds from the step's start to its completion or failure, by the journal's clock."""
 
 
 def _select(count: int) -> str:
     """The query for ``count`` execution ids (placeholders only: the ids are parameters)."""
     marks = ", ".join("?" * count)
     return (
-        "SELECT seq, execution_id, kind, payload, created FROM events "  # noqa: S608 - only "?" marks
+        "SELECT seq, execution_id, kind, payload FROM events "  # noqa: S608 - only "?" marks
         f"WHERE execution_id IN ({marks}) AND (position = 0 OR kind = 'completed') "
         "ORDER BY seq"
     )
@@ -71,12 +68,13 @@ def step_outcomes(journal: Journal, execution_ids: Sequence[str]) -> dict[str, S
 
         with backend.reading():
             rows = backend.read(query)
-        started: dict[str, str] = {}
-        for seq, execution_id, kind, payload, created in rows:
+        for seq, execution_id, kind, payload in rows:
             if kind == "completed":
                 last = found.get(execution_id)
                 if last is not None:
-                    found[execution_id] = replace(last, completed=True)
+                    found[execution_id] = StepOutcome(
+                        last.state, last.output, last.error, completed=True
+                    )
                 continue
             state = _KINDS.get(kind)
             if state is None:
@@ -85,30 +83,48 @@ def step_outcomes(journal: Journal, execution_ids: Sequence[str]) -> dict[str, S
             if state == "completed":
                 fields = recorded_fields(payload, where)
                 output = claimed_field(fields, "output", store=journal.store, where=where)
-                found[execution_id] = StepOutcome(
-                    "completed", output=output, latency_s=_seconds(started, execution_id, created)
-                )
+                found[execution_id] = StepOutcome("completed", output=output)
             elif state == "failed":
                 fields = recorded_fields(payload, where)
                 error = fields.get("error")
                 found[execution_id] = StepOutcome(
-                    "failed",
-                    error=error if isinstance(error, dict) else {},
-                    latency_s=_seconds(started, execution_id, created),
+                    "failed", error=error if isinstance(error, dict) else {}
                 )
             else:
-                started[execution_id] = created
                 found[execution_id] = StepOutcome("started")
     return found
 
 
-def _seconds(started: dict[str, str], execution_id: str, ended: str) -> float | None:
-    """Seconds between the step's journaled start and ``ended`` (None without a readable start)."""
-    began = started.get(execution_id)
-    try:
-        return max(
-            0.0,
-            (datetime.fromisoformat(ended) - datetime.fromisoformat(began or "")).total_seconds(),
+def step_durations(journal: Journal, execution_ids: Sequence[str]) -> dict[str, float]:
+    """Seconds from the start of each execution's step at position 0 to its end (completed or
+    failed), by the journal's clock; a step started again is timed from its latest start.
+
+    Reads only the events' kinds and times (no payloads), in the same chunks as
+    ``step_outcomes``: a map's latencies cost a few small queries, and only when asked for.
+    """
+    durations: dict[str, float] = {}
+    backend = journal._backend
+    for start in range(0, len(execution_ids), CHUNK):
+        chunk = list(execution_ids[start : start + CHUNK])
+        marks = ", ".join("?" * len(chunk))
+        sql = (
+            "SELECT execution_id, kind, created FROM events "  # noqa: S608 - only "?" marks
+            f"WHERE execution_id IN ({marks}) AND position = 0 "
+            "AND kind IN ('step_started', 'step_completed', 'step_failed') ORDER BY seq"
         )
-    except (TypeError, ValueError):
-        return None
+
+        def query(sql: str = sql, chunk: list[str] = chunk) -> list[tuple[Any, ...]]:
+            rows: list[tuple[Any, ...]] = journal._conn.execute(sql, chunk).fetchall()
+            return rows
+
+        with backend.reading():
+            rows = backend.read(query)
+        began: dict[str, datetime] = {}
+        for execution_id, kind, created in rows:
+            when = datetime.fromisoformat(created)
+            if kind == "step_started":
+                began[execution_id] = when
+            elif execution_id in began:
+                seconds = (when - began[execution_id]).total_seconds()
+                durations[execution_id] = max(0.0, seconds)
+    return durations

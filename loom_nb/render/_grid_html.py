@@ -75,7 +75,8 @@ def grid_html(
 def html_of_grid(view: View, opened: Sequence[Sequence[Opened]] | None = None) -> str:
     """The grid ``view`` as a table; ``opened[row][col]`` adds each cell's transcript below it."""
     heads = "".join(
-        f'<th style="{GRID_STYLE["head"]}">{esc(name)}</th>' for name in view["variants"]
+        f'<th class="loom-grid-variant" style="{GRID_STYLE["head"]}">{esc(name)}</th>'
+        for name in view["variants"]
     )
     rows = []
     for number, row in enumerate(view["rows"]):

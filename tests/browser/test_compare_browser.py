@@ -11,6 +11,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from loom_nb.spending import format_cost
 from tests.browser.conftest import SCREENSHOTS
 from tests.browser.harness import (
     REPO_ON_PATH,
@@ -21,6 +22,7 @@ from tests.browser.harness import (
     run_notebook,
 )
 from tests.browser.test_theme_markdown_browser import CONTRAST, _set_theme
+from tests.chat.priced import price
 from tests.fixtures.grids import EXPECTED_TOTALS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -31,6 +33,17 @@ from loom_nb.widgets import CompareGrid
 from tests.fixtures.grids import hostile_grid, sample_grid
 display(CompareGrid(hostile_grid()))
 CompareGrid(sample_grid())
+"""
+
+COMPARE = """
+from loom_nb import Journal, compare
+from tests.chat.compare_providers import Flaky, echo_anthropic
+from tests.fixtures.grids import ONERROR_REPLY
+sonnet, _ = echo_anthropic("S:")
+hostile = Flaky(lambda text: ONERROR_REPLY + " [a bad link](javascript:window.__pwned=3)")
+comparison = await compare({"sonnet": sonnet, "hostile": hostile}, ["one", "two"],
+                           journal=Journal(), progress=False)
+comparison
 """
 
 NOTHING_RAN = "() => window.__pwned === undefined"
@@ -67,13 +80,28 @@ def _check_hostile(grid: Any) -> None:
         assert "noopener" in (link["rel"] or "").split(), link
 
 
+def _check_compared(grid: Any) -> None:
+    """The grid of ``COMPARE``: its heads, the priced column's totals, the hostile column inert."""
+    heads = [h.inner_text() for h in grid.locator(".loom-grid-variant").all()]
+    assert heads == ["sonnet", "hostile"]
+    sonnet_total = grid.locator("td.loom-grid-total").nth(0).inner_text()
+    assert sonnet_total.startswith("2 answered · 26 in · 10 out tokens · avg ")
+    assert sonnet_total.endswith(format_cost(2 * price(13, 5)))
+    assert grid.locator("td.loom-grid-total").nth(1).inner_text().endswith("cost unknown")
+    text = grid.inner_text()
+    assert '<img src=x onerror="window.__pwned=2;alert(2)">' in text
+    assert "[a bad link](javascript:window.__pwned=3)" in text
+    assert grid.locator("img").count() == 0
+    assert grid.locator("a").count() == 0
+
+
 def test_live_grid_opens_transcripts_and_runs_nothing(
     jupyter_server: JupyterServer, browser_page: Any
 ) -> None:
     """The widget: a column per variant, a row per input, totals; a click on a cell opens that
     item's whole transcript under the grid; hostile replies stay text; readable in both themes."""
     page = browser_page
-    panel = run_notebook(page, jupyter_server, "compare-live.ipynb", [REPO_ON_PATH, GRIDS])
+    panel = run_notebook(page, jupyter_server, "compare-live.ipynb", [REPO_ON_PATH, GRIDS, COMPARE])
     grids = panel.locator(".loom-tv.loom-compare")
     grids.nth(1).wait_for(timeout=30_000)
     hostile, sample = grids.nth(0), grids.nth(1)
@@ -107,6 +135,22 @@ def test_live_grid_opens_transcripts_and_runs_nothing(
     legend = hostile.locator(".loom-grid-panel fieldset.loom-fence > legend").first.inner_text()
     assert legend == "! untrusted · tool:fetch"
     assert hostile.locator(".loom-grid-panel img").count() == 0
+    compared = panel.locator(".jp-Notebook .jp-Cell").nth(2).locator(".loom-tv.loom-compare")
+    compared.wait_for(timeout=30_000)
+    _check_compared(compared)
+    compared.locator(".loom-grid-cell").nth(
+        0
+    ).click()  # "one" through sonnet, read from the journal
+    compared.locator(".loom-grid-panel .loom-header").filter(
+        has_text="input 1 · sonnet · transcript · 2 messages"
+    ).wait_for(timeout=30_000)
+    cards = compared.locator(".loom-grid-panel .loom-msg")
+    assert [m.locator(".loom-role").inner_text() for m in cards.all()] == [
+        "user · message 1",
+        "assistant · message 2",
+    ]
+    assert cards.nth(1).locator(".loom-text").inner_text() == "S: one"
+    assert "13 in · 5 out tokens" in cards.nth(1).locator(".loom-stats").inner_text()
     assert page.evaluate(NOTHING_RAN)
     assert _dialogs(page) == []
     page.screenshot(path=str(SCREENSHOTS / "compare-live.png"), full_page=True)
@@ -146,7 +190,7 @@ def test_saved_notebook_shows_the_static_table(
         "display_name": "Python 3",
         "language": "python",
     }
-    nb.cells = [nbformat.v4.new_code_cell(s) for s in [REPO_ON_PATH, GRIDS]]
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in [REPO_ON_PATH, GRIDS, COMPARE]]
     NotebookClient(nb, kernel_name="python3", timeout=120, store_widget_state=False).execute()
     nbformat.write(nb, jupyter_server.root_dir / "compare-saved.ipynb")
 
@@ -172,6 +216,13 @@ def test_saved_notebook_shows_the_static_table(
     legend = hostile.locator("fieldset.loom-fence > legend").first
     legend.wait_for(timeout=10_000)
     assert legend.inner_text() == "! untrusted · tool:fetch"
+    compared = tables.nth(2)
+    _check_compared(compared)
+    first = compared.locator("details.loom-grid-transcript").nth(0)
+    first.locator("summary").click()
+    first.locator(".loom-transcript").wait_for(timeout=10_000)
+    assert "input 1 · sonnet · transcript · 2 messages" in first.inner_text()
+    assert "S: one" in first.inner_text()
     assert page.evaluate(NOTHING_RAN)
     assert _dialogs(page) == []
     page.screenshot(path=str(SCREENSHOTS / "compare-saved-untrusted.png"), full_page=True)

@@ -1,5 +1,5 @@
-"""``MapResult.latencies`` and ``costs``: each answer's seconds, measured live and read back from the
-journal's timestamps when the item is served."""
+"""``MapResult.latencies``: each answer's seconds, the journaled duration of its step, whether the
+item ran now or was served from the journal; ``step_durations`` reads them in a few queries."""
 
 from __future__ import annotations
 
@@ -9,31 +9,35 @@ from decimal import Decimal
 import pytest
 
 from loom_nb import Chat, Journal
-from loom_nb.journal._outcomes import step_outcomes
+from loom_nb.journal._outcomes import step_durations
 from tests.chat.compare_providers import Flaky, echo_anthropic, usage_of
 from tests.chat.map_provider import Echo
 from tests.chat.priced import price
 
 
 def _journaled_seconds(journal: Journal, execution_id: str) -> float:
-    """The seconds between the item's step_started and step_completed events."""
-    times = {
-        e.kind: e.created
-        for e in journal.events(execution_id)
-        if e.kind in {"step_started", "step_completed"}
-    }
-    started, completed = times["step_started"], times["step_completed"]
-    assert isinstance(started, datetime)
-    return (completed - started).total_seconds()
+    """The seconds between the item's last step_started and its step_completed event."""
+    times: dict[str, datetime] = {}
+    for event in journal.events(execution_id):
+        if event.kind in {"step_started", "step_completed"}:
+            times[event.kind] = event.created
+    return (times["step_completed"] - times["step_started"]).total_seconds()
 
 
-async def test_live_items_have_a_latency_and_failed_ones_none() -> None:
-    """Each answered item has a measured latency (seconds >= 0); a failed item has None; the
-    table has a ``latency_s`` column."""
-    chat = Chat(Echo(fail={"b"}), journal=Journal())
-    result = await chat.map(["a", "b", "c"], progress=False)
+async def test_latencies_are_the_journaled_step_durations() -> None:
+    """Each answered item's latency is its step's duration by the journal's clock (a provider
+    that sleeps 50 ms takes at least that); a failed item has None; the table has a
+    ``latency_s`` column."""
+    journal = Journal()
+    result = await Chat(Echo(delay=0.05, fail={"b"}), journal=journal).map(
+        ["a", "b", "c"], progress=False
+    )
     assert result.latencies[1] is None
-    assert all(isinstance(s, float) and s >= 0 for s in (result.latencies[0], result.latencies[2]))
+    for index in (0, 2):
+        assert result.latencies[index] == pytest.approx(
+            _journaled_seconds(journal, f"{result.id}/{index}")
+        )
+        assert result.latencies[index] >= 0.05
     pytest.importorskip("pandas")
     table = result.to_pandas()
     assert list(table.columns) == [
@@ -48,21 +52,35 @@ async def test_live_items_have_a_latency_and_failed_ones_none() -> None:
     assert table["latency_s"].tolist()[0] == result.latencies[0]
 
 
-async def test_served_items_report_the_journaled_duration() -> None:
-    """Run again, every item is served; its latency is the journal's step duration, the same
-    number ``step_outcomes`` reads for that execution."""
+async def test_served_items_report_the_same_latency_as_when_they_ran() -> None:
+    """Run again, every item is served, with the latency it had when it ran."""
     journal = Journal()
-    await Chat(Echo(), journal=journal, id="c").map(["a", "b"], progress=False)
+    first = await Chat(Echo(), journal=journal, id="c").map(["a", "b"], progress=False)
     again = await Chat(Echo(), journal=journal, id="c").map(["a", "b"], progress=False)
     assert again.served == 2
-    for index in range(2):
-        item = f"{again.id}/{index}"
-        expected = _journaled_seconds(journal, item)
-        assert again.latencies[index] == pytest.approx(expected)
-        assert step_outcomes(journal, [item])[item].latency_s == pytest.approx(expected)
+    assert again.latencies == first.latencies
+    assert all(isinstance(s, float) for s in again.latencies)
 
 
-async def test_costs_are_public_and_none_where_there_is_no_answer() -> None:
+async def test_a_step_run_again_is_timed_from_its_latest_start() -> None:
+    """An item that failed and ran again (``retry_failed``) is timed from its second start to its
+    completion, not from the first start; an execution the journal lacks has no duration."""
+    journal = Journal()
+    failed = await Chat(Echo(fail={"a"}), journal=journal, id="c").map(["a"], progress=False)
+    assert failed.latencies == [None]
+    again = await Chat(Echo(delay=0.05), journal=journal, id="c").map(
+        ["a"], retry_failed=True, progress=False
+    )
+    item = f"{again.id}/0"
+    starts = [e.created for e in journal.events(item) if e.kind == "step_started"]
+    done = next(e.created for e in journal.events(item) if e.kind == "step_completed")
+    assert len(starts) == 2
+    found = step_durations(journal, [item, "no-such-execution"])
+    assert found == {item: pytest.approx((done - starts[1]).total_seconds())}
+    assert again.latencies == [found[item]]
+
+
+async def test_costs_are_none_where_there_is_no_answer() -> None:
     """``costs`` lists each item's price in input order; None where the price is unknown or the
     item has no answer."""
     sonnet, _ = echo_anthropic("S:")
