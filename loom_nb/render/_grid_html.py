@@ -21,7 +21,11 @@ from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._static import html_of_items
 from loom_nb.render._view import RenderContext, View
 
-__all__ = ["GRID_STYLE", "grid_html", "html_of_grid"]
+__all__ = ["GRID_STYLE", "MAX_STATIC_TRANSCRIPTS", "grid_html", "html_of_grid"]
+
+MAX_STATIC_TRANSCRIPTS = 120
+"""Cells whose whole transcript the static table carries (row by row): about 2.5 KB each, so a
+saved notebook stays small however large the comparison; the live grid opens any cell."""
 
 Opened = tuple[str, list[View]]
 """An item's transcript for its ``<details>``: the header line and the message views."""
@@ -51,8 +55,10 @@ def grid_html(
     store: ContentReader | None = None,
     principal: Viewer | None = None,
     max_rows: int = MAX_GRID_ROWS,
+    max_transcripts: int = MAX_STATIC_TRANSCRIPTS,
 ) -> str:
-    """The static table of ``grid``, each shown cell with its whole transcript in a ``<details>``.
+    """The static table of ``grid``, each shown cell with its whole transcript in a ``<details>``
+    (the first ``max_transcripts`` cells, row by row; a note says so when there are more).
 
     Refs are shown only when ``principal``'s tenant stored them in ``store``; each transcript is
     drawn in its own context (a call id in one item never names another item's tool).
@@ -60,20 +66,24 @@ def grid_html(
     view = grid_view(
         grid, RenderContext(store=store, principal=principal, pdf_pages=1), max_rows=max_rows
     )
+    width = len(grid.variants)
     opened = [
         [
             opened_item(
                 grid, row, col, RenderContext(store=store, principal=principal, pdf_pages=1)
             )
-            for col in range(len(grid.variants))
+            if row * width + col < max_transcripts
+            else None
+            for col in range(width)
         ]
         for row in range(len(view["rows"]))
     ]
     return html_of_grid(view, opened)
 
 
-def html_of_grid(view: View, opened: Sequence[Sequence[Opened]] | None = None) -> str:
-    """The grid ``view`` as a table; ``opened[row][col]`` adds each cell's transcript below it."""
+def html_of_grid(view: View, opened: Sequence[Sequence[Opened | None]] | None = None) -> str:
+    """The grid ``view`` as a table; ``opened[row][col]`` adds each cell's transcript below it
+    (None: that cell has none, and a note under the table says the live grid opens it)."""
     heads = "".join(
         f'<th class="loom-grid-variant" style="{GRID_STYLE["head"]}">{esc(name)}</th>'
         for name in view["variants"]
@@ -100,6 +110,13 @@ def html_of_grid(view: View, opened: Sequence[Sequence[Opened]] | None = None) -
         if omitted
         else ""
     )
+    kept = [item is not None for row in (opened or []) for item in row]
+    if not all(kept):
+        more += (
+            f'<div class="loom-grid-more" style="{STYLE["meta"]}">this table keeps the full '
+            f"transcripts of its first {sum(kept)} cells; in a running kernel, a click on any "
+            "cell of the grid opens its transcript</div>"
+        )
     return (
         f'<div class="loom-compare" style="{STYLE["transcript"]};max-width:none">'
         f'<div class="loom-header" style="{STYLE["header"]}">{esc(view["title"])}</div>'

@@ -156,3 +156,15 @@ def test_hostile_replies_and_names_render_inert_in_the_static_table() -> None:
     assert "untrusted · tool:fetch</legend>" in html
     assert "<pre " in html
     assert "<strong>Bold</strong>" in html
+
+
+def test_the_static_table_keeps_the_first_transcripts_only() -> None:
+    """Beyond ``max_transcripts`` cells (row by row) a cell has no transcript details, and a
+    note says how many the table keeps; every cell is still drawn."""
+    rows = [[grids.item(f"q{n}", f"a{n}"), grids.item(f"q{n}", f"b{n}")] for n in range(3)]
+    grid = Grid(["x", "y"], [f"q{n}" for n in range(3)], rows)
+    html = grid_html(grid, max_transcripts=3)
+    assert html.count('class="loom-grid-cell"') == 6
+    assert html.count('<details class="loom-grid-transcript">') == 3
+    assert "keeps the full transcripts of its first 3 cells" in html
+    assert "keeps the full" not in grid_html(grid)
