@@ -4,6 +4,7 @@ a re-run served from the journal, the table, and the grid shown in a notebook.""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -250,3 +251,23 @@ async def test_a_variant_that_raises_cancels_the_others() -> None:
         )
     assert slow.calls == ["call"]
     assert slow.cancelled == 1
+
+
+async def test_a_comparison_on_each_journal_backend_is_served_with_its_latencies(
+    open_journal: Callable[..., Journal],
+) -> None:
+    """On SQLite and PostgreSQL (directly and through PgBouncer) alike: a re-run calls nothing,
+    and the served latencies and the opened transcript come from that journal."""
+    journal = open_journal()
+    first, asked, _ = await _two(journal)
+    sonnet, asked_again = echo_anthropic("S:")
+    again = await compare(
+        {"sonnet": sonnet, "flaky": Flaky(fail={"bb"})}, INPUTS, journal=journal, progress=False
+    )
+    assert sorted(asked) == INPUTS
+    assert asked_again == []
+    assert again["sonnet"].latencies == first["sonnet"].latencies
+    assert all(isinstance(s, float) for s in again["sonnet"].latencies)
+    header, views = opened_item(again.grid(), 0, 0, RenderContext())
+    assert header == "input 1 · sonnet · transcript · 2 messages"
+    assert views[-1]["items"][0]["text"] == "S: a"
