@@ -229,6 +229,7 @@ class MapRun:
         self._stopping = False
         self._halted: BudgetExceededError | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._redo: set[int] = set()  # answered items whose answer did not validate
 
     def stop(self) -> bool:
         """Start no more items and cancel those in flight; True if the map was running."""
@@ -302,7 +303,11 @@ class MapRun:
                 try:
                     response = served(plan, index, outcome.output)
                 except LoomError as exc:
-                    self._failed(index, exc, live=False)
+                    if self.retry_failed and not outcome.completed:
+                        self._redo.add(index)  # its answer did not validate: ask again
+                        todo.append(index)
+                    else:
+                        self._failed(index, exc, live=False)
                 else:
                     if self.budget is not None:
                         self.budget.record(response)
@@ -333,7 +338,13 @@ class MapRun:
                     return
                 self._sync_pacer()
                 call = asyncio.ensure_future(
-                    run_item(self.plan, index, journal=self.chat.journal, effect=effect)
+                    run_item(
+                        self.plan,
+                        index,
+                        journal=self.chat.journal,
+                        effect=effect,
+                        redo=index in self._redo,
+                    )
                 )
                 self._tasks.add(call)
                 ended = True  # answered or failed for good (not put back, not stopped)

@@ -202,12 +202,24 @@ async def test_output_type_validates_every_answer_and_fills_outputs(tmp_path: Pa
 
 
 async def test_an_answer_that_does_not_validate_is_that_items_error(tmp_path: Path) -> None:
-    """A reply that is not the output type fails its item (output_invalid), not the map."""
+    """A reply that is not the output type fails its item (output_invalid), not the map; it is
+    served as failed, and retry_failed asks the model again."""
     provider = Echo(structured=False)  # answers plain text, not JSON
     chat = chat_on(provider, tmp_path)
     result = await chat.map(["ab"], output_type=Word)
     assert result[0] is None
     assert result.errors[0].code == "output_invalid"
+    again = await chat.map(["ab"], output_type=Word)  # served as failed: no second call
+    assert again.errors[0].code == "output_invalid"
+    assert len(provider.calls) == 1
+    provider.structured = True  # the model answers properly now: retry_failed asks again
+    retried = await chat.map(["ab"], output_type=Word, retry_failed=True)
+    assert retried.errors == {}
+    assert retried.outputs == [Word(word="ab", length=2)]
+    assert len(provider.calls) == 2
+    served = await chat.map(["ab"], output_type=Word)  # and the new answer is the one on record
+    assert served.outputs == retried.outputs
+    assert len(provider.calls) == 2
 
 
 async def test_to_pandas_has_a_row_per_input_and_the_outputs_as_columns(tmp_path: Path) -> None:
