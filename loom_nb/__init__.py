@@ -123,14 +123,18 @@ _EXPORTS: dict[str, str] = {
     "Chat": "loom_nb.chat",
     "ChatSummary": "loom_nb.chat",
     "ChatTurn": "loom_nb.chat",
+    "Comparison": "loom_nb.chat",
     "MapResult": "loom_nb.chat",
     "chats": "loom_nb.chat",
+    "compare": "loom_nb.chat",
+    "compare_sync": "loom_nb.chat",
     # rendering (pure HTML, no widgets)
     "render_message": "loom_nb.render",
     "render_part": "loom_nb.render",
     "render_transcript": "loom_nb.render",
     "to_html": "loom_nb.render",
     # notebook layer (imports ipywidgets / anywidget on first use)
+    "CompareGrid": "loom_nb.widgets",
     "MCPServerView": "loom_nb.widgets",
     "MediaUpload": "loom_nb.widgets",
     "PromptPad": "loom_nb.widgets",
@@ -161,6 +165,7 @@ _DISPLAYS: dict[tuple[str, str], str] = {
     ("loom_nb.content._messages", "LlmResponse"): "response_bundle",
     ("loom_nb.agent._loop", "AgentResult"): "agent_result_bundle",
     ("loom_nb.chat._chat", "Chat"): "chat_bundle",
+    ("loom_nb.chat._comparison", "Comparison"): "comparison_bundle",
 }
 
 

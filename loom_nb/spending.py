@@ -31,7 +31,7 @@ from typing import Any
 
 from loom_nb.errors import BudgetExceededError, ConfigurationError
 
-__all__ = ["Budget", "Limits", "Meter", "Pricer", "Spent"]
+__all__ = ["Budget", "Limits", "Meter", "Pricer", "Spent", "format_cost"]
 
 Pricer = Callable[[Any], Decimal | None]
 """The USD price of one ``LlmResponse`` (None: unknown); called with None to ask whether the
@@ -232,6 +232,21 @@ class Budget:
             spent.input_tokens += usage.input_tokens
             spent.output_tokens += usage.output_tokens
             spent.cost = None if price is None or spent.cost is None else spent.cost + price
+
+
+def format_cost(cost: Decimal | None) -> str:
+    """``$0.0123`` (four significant decimals at least), or ``cost unknown``.
+
+    In the core layer so that every view of money (a chat's header, a comparison's cells and
+    totals) writes it the same way.
+    """
+    if cost is None:
+        return "cost unknown"
+    if cost == 0:
+        return "$0"
+    if cost >= Decimal("0.01"):
+        return f"${cost:.4f}"
+    return f"${cost:.6f}"
 
 
 def _refusal(

@@ -1,7 +1,9 @@
-"""The conversation layer: ``Chat`` (journaled turns, agent runs, forks, resume, usage and cost, export, maps)."""
+"""The conversation layer: ``Chat`` (journaled turns, agent runs, forks, resume, usage and cost, export, maps, comparisons)."""
 
 from loom_nb.chat._catalog import ChatSummary, chats
 from loom_nb.chat._chat import Chat, ChatTurn
+from loom_nb.chat._compare import compare, compare_sync
+from loom_nb.chat._comparison import Comparison
 from loom_nb.chat._map_progress import MapProgress
 from loom_nb.chat._map_result import MapResult
 from loom_nb.chat._sync import NotAwaitedWarning
@@ -10,8 +12,11 @@ __all__ = [
     "Chat",
     "ChatSummary",
     "ChatTurn",
+    "Comparison",
     "MapProgress",
     "MapResult",
     "NotAwaitedWarning",
     "chats",
+    "compare",
+    "compare_sync",
 ]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from loom_nb.content import LlmResponse, Usage
+from loom_nb.spending import format_cost
 
 if TYPE_CHECKING:
     from loom_nb.chat._records import ChatTurn
@@ -189,17 +190,6 @@ def _lookup(
         return None
     total = getattr(price, "total_price", None)
     return total if isinstance(total, Decimal) else None
-
-
-def format_cost(cost: Decimal | None) -> str:
-    """``$0.0123`` (four significant decimals at least), or ``cost unknown``."""
-    if cost is None:
-        return "cost unknown"
-    if cost == 0:
-        return "$0"
-    if cost >= Decimal("0.01"):
-        return f"${cost:.4f}"
-    return f"${cost:.6f}"
 
 
 def run_responses(journal: Journal, run_id: str) -> list[LlmResponse]:

@@ -37,13 +37,14 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from loom_nb.chat import _map_source
 from loom_nb.chat._cost import identity_of, price_for
-from loom_nb.chat._map_item import item_effect, recorded_error, run_item, served
+from loom_nb.chat._map_item import item_effect, item_latencies, recorded_error, run_item, served
 from loom_nb.chat._map_pace import THROTTLED, Pacer
 from loom_nb.chat._map_plan import MapPlan, journal_plan, make_plan, principal_of
 from loom_nb.chat._map_progress import MapProgress, show_progress
@@ -280,6 +281,7 @@ class MapRun:
             inputs=[self.plan.text(i) for i in range(len(self.plan))],
             labels=self.plan.labels,
             price=self._price,
+            latencies=partial(item_latencies, self.chat.journal, self.plan),
             served=self.served,
             ran=self.ran,
             stopped=self._stopping,

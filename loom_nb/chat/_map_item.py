@@ -12,6 +12,9 @@ not validate into the plan's output type leaves the step completed (it was paid 
 execution open: ``redo=True`` (``retry_failed``) supersedes it and asks again. An item whose step already completed is served from the log (no call). ``chat.map`` drives
 it in this process; a worker on another (``loom-nb map work ID``) calls the same function.
 
+``item_latencies(journal, plan)`` is how long each item's step took, by the journal's clock (the
+same for an item that ran now and one served from the log).
+
 ``served(plan, index, outcome)`` is the answer a finished item gave, read from the outcome
 ``step_outcomes`` found, without opening its execution: a map of a thousand finished items is
 served by a few queries.
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from loom_nb.content import LlmResponse
 from loom_nb.errors import LoomError
 from loom_nb.journal import Journal, LlmEffect, create_llm_effect
-from loom_nb.journal._outcomes import give_back
+from loom_nb.journal._outcomes import give_back, step_durations
 from loom_nb.providers._structured import validate_output
 from loom_nb.store import ContentStore, Principal, StoreResolver
 
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
     from loom_nb.providers import LlmProvider
     from loom_nb.spending import Budget
 
-__all__ = ["item_effect", "recorded_error", "run_item", "served", "step_id_of"]
+__all__ = ["item_effect", "item_latencies", "recorded_error", "run_item", "served", "step_id_of"]
 
 STOPPED_TYPES = frozenset({"CancelledError", "KeyboardInterrupt", "BudgetExceededError"})
 """Journaled error types of an item that did not fail but was stopped (in flight, or refused by a
@@ -124,3 +127,10 @@ def recorded_error(outcome: StepOutcome, index: int) -> LoomError | None:
         error_type=error.get("type"),
         recorded=True,
     )
+
+
+def item_latencies(journal: Journal, plan: MapPlan) -> list[float | None]:
+    """Seconds each item's journaled step took (None where it has not ended), in item order."""
+    ids = [plan.item_id(index) for index in range(len(plan))]
+    found = step_durations(journal, ids)
+    return [found.get(item) for item in ids]

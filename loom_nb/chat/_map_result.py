@@ -34,7 +34,8 @@ class MapResult(Sequence[LlmResponse | None]):
 
     ``errors`` maps an index to its error (a ``LoomError``: the live one, or one rebuilt from
     the journal with the recorded ``code`` and message); ``usage`` and ``cost`` sum the answered
-    items (``cost`` None when any answer's price is unknown); ``outputs`` are the validated
+    items (``cost`` None when any answer's price is unknown), ``costs`` and ``latencies`` give
+    them per item (seconds each answer took); ``outputs`` are the validated
     ``output_type`` instances (None where there is none); ``to_pandas()`` is the table.
     ``served`` counts the items served from the journal, ``ran`` those that ran now, ``pacing``
     says how the calls were paced. ``id`` is the map's execution id in the journal.
@@ -49,6 +50,7 @@ class MapResult(Sequence[LlmResponse | None]):
         inputs: Sequence[str],
         labels: Sequence[Any],
         price: Callable[[LlmResponse], Decimal | None] | None = None,
+        latencies: Callable[[], Sequence[float | None]] | None = None,
         served: int = 0,
         ran: int = 0,
         stopped: bool = False,
@@ -65,6 +67,8 @@ class MapResult(Sequence[LlmResponse | None]):
         """Each input's label (a Series' index, else its position)."""
         self._price = price
         self._costs: list[Decimal | None] | None = None  # priced on first use
+        self._timings = latencies
+        self._latencies: list[float | None] | None = None  # read from the journal on first use
         self.served = served
         """How many items were served from the journal (no model call)."""
         self.ran = ran
@@ -124,6 +128,18 @@ class MapResult(Sequence[LlmResponse | None]):
         return list(self._costs)
 
     @property
+    def latencies(self) -> list[float | None]:
+        """Seconds each answer took: its journaled step's duration (the same whether the item ran
+        now or was served from the journal); None where the item has no answer."""
+        if self._latencies is None:
+            timings = list(self._timings()) if self._timings is not None else []
+            self._latencies = [
+                timings[i] if r is not None and i < len(timings) else None
+                for i, r in enumerate(self._responses)
+            ]
+        return list(self._latencies)
+
+    @property
     def outputs(self) -> list[BaseModel | None]:
         """Each item's validated ``output_type`` instance (None where it has none)."""
         out: list[BaseModel | None] = []
@@ -140,7 +156,8 @@ class MapResult(Sequence[LlmResponse | None]):
     # -- the table -------------------------------------------------------------------------
 
     def to_pandas(self) -> Any:
-        """One row per input: ``input``, ``text`` (the reply), each output field, tokens, cost, error.
+        """One row per input: ``input``, ``text`` (the reply), each output field, tokens, cost,
+        ``latency_s``, error.
 
         Needs pandas (``pip install pandas``); the index is the inputs' labels.
         """
@@ -153,7 +170,7 @@ class MapResult(Sequence[LlmResponse | None]):
                 code="pandas_not_installed",
             ) from exc
         rows = []
-        costs = self.costs
+        costs, latencies = self.costs, self.latencies
         for index, response in enumerate(self._responses):
             row: dict[str, Any] = {"input": self.inputs[index]}
             row["text"] = text_of(response.content) if response is not None else None
@@ -165,6 +182,7 @@ class MapResult(Sequence[LlmResponse | None]):
             row["input_tokens"] = response.usage.input_tokens if response is not None else None
             row["output_tokens"] = response.usage.output_tokens if response is not None else None
             row["cost"] = costs[index] if response is not None else None
+            row["latency_s"] = latencies[index]
             error = self.errors.get(index)
             row["error"] = error.code if error is not None else None
             rows.append(row)

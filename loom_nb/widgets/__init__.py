@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
+    "CompareGrid": "loom_nb.widgets._grid",
     "MCPServerView": "loom_nb.widgets._mcp",
     "MediaUpload": "loom_nb.widgets._upload",
     "PromptPad": "loom_nb.widgets._promptpad",
@@ -17,7 +18,14 @@ _EXPORTS: dict[str, str] = {
     "TranscriptView": "loom_nb.widgets._transcript",
 }
 
-__all__ = ["MCPServerView", "MediaUpload", "PromptPad", "ReplayStepper", "TranscriptView"]
+__all__ = [
+    "CompareGrid",
+    "MCPServerView",
+    "MediaUpload",
+    "PromptPad",
+    "ReplayStepper",
+    "TranscriptView",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -34,6 +42,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from loom_nb.widgets._grid import CompareGrid
     from loom_nb.widgets._mcp import MCPServerView
     from loom_nb.widgets._promptpad import PromptPad
     from loom_nb.widgets._stepper import ReplayStepper

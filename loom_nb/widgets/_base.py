@@ -26,7 +26,14 @@ from loom_nb.render._media import MediaFailure, image_png, pdf_page
 from loom_nb.render._resolve import Unavailable, fetch_bytes
 from loom_nb.render._view import RenderContext
 
-__all__ = ["STATIC", "TRANSCRIPT_ESM", "StaticFallbackWidget", "esm_of", "media_reply"]
+__all__ = [
+    "STATIC",
+    "TRANSCRIPT_ESM",
+    "StaticFallbackWidget",
+    "combined_esm",
+    "esm_of",
+    "media_reply",
+]
 
 STATIC = Path(__file__).parent / "static"
 """The widgets' front-end files (JavaScript and CSS), shipped in the wheel."""
@@ -44,6 +51,14 @@ def esm_of(names: Sequence[str]) -> str:
     if any(_EXPORT in source for source in sources[:-1]) or sources[-1].count(_EXPORT) != 1:
         raise RuntimeError(f"of {', '.join(names)}, only the last has one `{_EXPORT}` block")
     return "\n".join(sources)
+
+
+def combined_esm(name: str) -> str:
+    """TranscriptView's front-end module followed by ``static/<name>`` (which may use its classes:
+    the replay stepper and the comparison grid draw transcripts with its ``TranscriptDom``)."""
+    transcript = esm_of(TRANSCRIPT_ESM)
+    own = (STATIC / name).read_text(encoding="utf-8")
+    return transcript.replace(_EXPORT, "const transcriptWidget = {", 1) + "\n" + own
 
 
 class StaticFallbackWidget(anywidget.AnyWidget):

@@ -36,11 +36,13 @@ from loom_nb.taint import Untrusted
 if TYPE_CHECKING:
     from loom_nb.agent import AgentResult
     from loom_nb.chat import Chat
+    from loom_nb.chat._comparison import Comparison
 
 __all__ = [
     "Published",
     "agent_result_bundle",
     "chat_bundle",
+    "comparison_bundle",
     "display_chat",
     "display_map_progress",
     "message_bundle",
@@ -156,6 +158,26 @@ def agent_result_bundle(result: AgentResult, *, include: Any = None, exclude: An
 def chat_bundle(chat: Chat, *, include: Any = None, exclude: Any = None) -> Bundle:
     """A chat shown as its transcript; the live view is kept by the chat and follows its turns."""
     return transcript_bundle(**chat._display_arguments(), include=include, exclude=exclude)
+
+
+def comparison_bundle(
+    comparison: Comparison, *, include: Any = None, exclude: Any = None
+) -> Bundle:
+    """A comparison shown as the ``CompareGrid`` widget, with its static table and its ``repr``
+    (the static table alone when the widgets cannot load)."""
+    try:
+        from loom_nb.widgets._grid import CompareGrid
+    except ImportError:
+        return comparison._repr_mimebundle_(include=include, exclude=exclude), {}
+    store, principal = comparison._viewer()
+    grid = CompareGrid(comparison.grid(), store=store, principal=principal)
+    bundle = grid._repr_mimebundle_(include=include, exclude=exclude)
+    data = dict(bundle[0]) if bundle is not None else {"text/html": grid.to_static_html()}
+    if include is None or "text/plain" in include:
+        data["text/plain"] = repr(comparison)
+    if exclude and "text/plain" in exclude:
+        data.pop("text/plain", None)
+    return data, {}
 
 
 def display_chat(chat: Chat) -> None:

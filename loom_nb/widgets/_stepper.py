@@ -23,25 +23,10 @@ from loom_nb.render._replay import replay_html, replay_title, turn_view
 from loom_nb.render._resolve import ContentReader, Viewer
 from loom_nb.render._turns import TurnRecord, turns_of
 from loom_nb.render._view import RenderContext, View
-from loom_nb.widgets._base import (
-    STATIC,
-    TRANSCRIPT_ESM,
-    StaticFallbackWidget,
-    esm_of,
-    media_reply,
-)
+from loom_nb.widgets._base import STATIC, StaticFallbackWidget, combined_esm, media_reply
 from loom_nb.widgets._stream import StreamMessage, stream_messages
 
 __all__ = ["ReplayStepper", "combined_esm"]
-
-_EXPORT = "export default {"
-
-
-def combined_esm(name: str) -> str:
-    """TranscriptView's front-end module followed by ``static/<name>`` (which may use its classes)."""
-    transcript = esm_of(TRANSCRIPT_ESM)
-    own = (STATIC / name).read_text(encoding="utf-8")
-    return transcript.replace(_EXPORT, "const transcriptWidget = {", 1) + "\n" + own
 
 
 class ReplayStepper(StaticFallbackWidget):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from loom_nb.widgets._base import STATIC, TRANSCRIPT_ESM, esm_of
+from loom_nb.widgets._grid import CompareGrid
 from loom_nb.widgets._mcp import MCPServerView
 from loom_nb.widgets._stepper import ReplayStepper
 from loom_nb.widgets._transcript import TranscriptView
@@ -31,7 +32,9 @@ def test_only_the_last_file_may_export(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node to load the modules")
-@pytest.mark.parametrize("widget", [TranscriptView, ReplayStepper, MCPServerView, MediaUpload])
+@pytest.mark.parametrize(
+    "widget", [TranscriptView, ReplayStepper, MCPServerView, MediaUpload, CompareGrid]
+)
 def test_the_module_loads_as_one_es_module(widget: type, tmp_path: Path) -> None:
     """The joined module parses and runs its top level (classes defined before they are extended)."""
     module = tmp_path / "widget.mjs"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loom_nb.widgets._base import STATIC
+from loom_nb.widgets._grid import CompareGrid
 from loom_nb.widgets._mcp import MCPServerView
 from loom_nb.widgets._promptpad import PromptPad
 from loom_nb.widgets._stepper import ReplayStepper
@@ -14,7 +15,7 @@ from tests.glyphs import emoji_in, is_emoji
 
 
 @pytest.mark.parametrize(
-    "widget", [TranscriptView, ReplayStepper, MediaUpload, PromptPad, MCPServerView]
+    "widget", [TranscriptView, ReplayStepper, MediaUpload, PromptPad, MCPServerView, CompareGrid]
 )
 def test_front_end_modules_hold_no_emoji(widget: type) -> None:
     """Each widget's shipped module and styles (what the browser runs) are free of emoji."""
