@@ -56,6 +56,7 @@ class MapResult(Sequence[LlmResponse | None]):
         stopped: bool = False,
         pacing: Mapping[str, Any] | None = None,
     ) -> None:
+        _check(id, responses, errors, inputs, labels, price, latencies, served, ran, pacing)
         self.id = id
         """The map's execution id (``<chat id>/map-<key>``)."""
         self._responses = list(responses)
@@ -239,3 +240,42 @@ class MapResult(Sequence[LlmResponse | None]):
 def _short(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _PREVIEW_CHARS else flat[: _PREVIEW_CHARS - 1] + "…"
+
+
+def _check(
+    id: Any,
+    responses: Any,
+    errors: Any,
+    inputs: Any,
+    labels: Any,
+    price: Any,
+    latencies: Any,
+    served: Any,
+    ran: Any,
+    pacing: Any,
+) -> None:
+    """Refuse arguments ``MapResult`` cannot hold (it is built by ``chat.map``, not by hand)."""
+    sequences = (responses, inputs, labels)
+    ok = (
+        isinstance(id, str)
+        and all(isinstance(s, Sequence) and not isinstance(s, str | bytes) for s in sequences)
+        and all(r is None or isinstance(r, LlmResponse) for r in responses)
+        and all(isinstance(text, str) for text in inputs)
+        and len(inputs) == len(responses) == len(labels)
+        and isinstance(errors, Mapping)
+        and all(
+            type(i) is int and 0 <= i < len(responses) and isinstance(e, LoomError)
+            for i, e in errors.items()
+        )
+        and (price is None or callable(price))
+        and (latencies is None or callable(latencies))
+        and all(type(n) is int and n >= 0 for n in (served, ran))
+        and (pacing is None or isinstance(pacing, Mapping))
+    )
+    if not ok:
+        raise ConfigurationError(
+            "MapResult holds what chat.map returns: an id, the responses (LlmResponse or None), "
+            "the errors by index (LoomError), the input texts and labels, one of each per item. "
+            "Get one from `await chat.map(inputs)` instead of building it by hand.",
+            code="invalid_map_result",
+        )
