@@ -3,8 +3,8 @@
 Both take many requests at once at half the price, answer within 24 hours, and are driven the
 same way: submit the items (each with a ``custom_id``), poll the batch's status, then read one
 result line per item. ``BatchApi`` is that shape; ``anthropic_batch`` and ``openai_batch`` are
-the two vendors' wire formats behind it, and ``batch_api(provider)`` picks one for a provider
-(any other provider is a ``ConfigurationError`` naming the remedy, before any I/O).
+the two vendors' wire formats behind it, and ``batches.batch_api(provider)`` picks one for a
+provider (any other provider is a ``ConfigurationError`` naming the remedy, before any I/O).
 
 Design decisions:
 
@@ -35,7 +35,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from loom_nb.content import LlmRequest, LlmResponse
-from loom_nb.errors import ConfigurationError, ProviderError
+from loom_nb.errors import ProviderError
 from loom_nb.providers._http import _transport_error, decode_json, redact_error, speaker
 from loom_nb.providers._read import read_whole
 from loom_nb.providers._structured import validate_output
@@ -50,7 +50,6 @@ __all__ = [
     "BatchCounts",
     "BatchItem",
     "BatchState",
-    "batch_api",
     "item_error",
 ]
 
@@ -335,32 +334,3 @@ class BatchApi(ABC):
                 provider=self.vendor,
             )
         return self.provider._parse_response(body)
-
-
-def batch_api(provider: object) -> BatchApi:
-    """The batch API of ``provider``: Anthropic's Message Batches for ``AnthropicProvider``,
-    OpenAI's Batch API for ``OpenAIProvider`` (``/v1/chat/completions``) and
-    ``OpenAIResponsesProvider`` (``/v1/responses``).
-
-    Any other provider is a ``ConfigurationError`` (code ``batch_unsupported``), raised before
-    any I/O.
-    """
-    from loom_nb.providers.anthropic import AnthropicProvider
-    from loom_nb.providers.anthropic_batch import AnthropicBatchApi
-    from loom_nb.providers.openai import OpenAIProvider
-    from loom_nb.providers.openai_batch import OpenAIBatchApi
-    from loom_nb.providers.openai_responses import OpenAIResponsesProvider
-
-    if isinstance(provider, AnthropicProvider):
-        return AnthropicBatchApi(provider)
-    if isinstance(provider, OpenAIProvider):
-        return OpenAIBatchApi(provider, endpoint="/v1/chat/completions")
-    if isinstance(provider, OpenAIResponsesProvider):
-        return OpenAIBatchApi(provider, endpoint="/v1/responses")
-    raise ConfigurationError(
-        f"{type(provider).__name__} has no batch API in loom_nb: mode='batch' needs an "
-        "AnthropicProvider, OpenAIProvider or OpenAIResponsesProvider. Nothing was sent. Use "
-        "mode='live' (the default) with this provider, or one of those for a batch.",
-        code="batch_unsupported",
-        provider=type(provider).__name__,
-    )

@@ -26,8 +26,9 @@ from loom_nb.providers import (
     OpenAIResponsesProvider,
     ScriptedProvider,
 )
-from loom_nb.providers._batch import BATCH_ID_FIELD, batch_api
+from loom_nb.providers._batch import BATCH_ID_FIELD
 from loom_nb.providers._http import RetryPolicy
+from loom_nb.providers.batches import batch_api
 from tests.providers.batch_fake import AnthropicBatches, OpenAIBatches, fixture, uploaded_lines
 from tests.providers.sdk_types import check_typed
 
