@@ -22,8 +22,8 @@ starts nothing more and cancels the calls in flight, which the journal records a
 completed): they run again next time, and the result says ``stopped``. Cancelling the awaiting
 task does the same and propagates the cancellation.
 
-Seams. ``mode="batch"`` is the place for a vendor batch API (``MAP_MODES``): until one is plugged
-in it is refused with the remedy. A worker in another process rebuilds the plan with ``load_plan``
+Seams. ``mode="batch"`` sends the items through the vendor's batch API instead (``MAP_MODES``,
+``_map_batch``): the same plan, item executions and result, driven by one journaled batch. A worker in another process rebuilds the plan with ``load_plan``
 and calls ``run_item``: what it finishes, this map serves.
 """
 
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from loom_nb.chat._cost import identity_of, price_for
+from loom_nb.chat._map_batch import run_batch_map
 from loom_nb.chat._map_item import item_effect, recorded_error, run_item, served
 from loom_nb.chat._map_pace import THROTTLED, Pacer
 from loom_nb.chat._map_plan import MapPlan, journal_plan, make_plan, principal_of
@@ -49,6 +50,7 @@ from loom_nb.chat._sync import Pending, run_blocking
 from loom_nb.content import LlmResponse, Usage
 from loom_nb.errors import BudgetExceededError, ConfigurationError, LoomError
 from loom_nb.journal._outcomes import step_outcomes
+from loom_nb.providers.batches import batch_api
 from loom_nb.spending import Budget, Limits, Meter, Spent
 
 if TYPE_CHECKING:
@@ -59,7 +61,10 @@ __all__ = ["MAP_MODES", "ChatMaps", "MapRun", "run_map"]
 MAX_THROTTLED = 8
 """How many times one item is sent again after a rate limit before it counts as failed."""
 
-MAP_MODES: dict[str, Callable[..., Awaitable[MapResult]] | None] = {"live": None, "batch": None}
+MAP_MODES: dict[str, Callable[..., Awaitable[MapResult]] | None] = {
+    "live": None,
+    "batch": run_batch_map,
+}
 """Ways to run a map: ``live`` is this module's; ``batch`` (a vendor batch API) is plugged in here
 (a coroutine function taking the ``MapRun``) and is refused while it is None."""
 
@@ -88,8 +93,10 @@ class ChatMaps:
         too). A re-run serves finished items from the journal; failed items are served as failed
         unless ``retry_failed=True``. ``progress``: a bar in a notebook, a line in a terminal
         (None: automatic, False: none, or a view: an object whose ``show(progress)`` gets the
-        ``MapProgress`` on every update). ``mode="batch"`` is for a vendor batch API. Plain code
-        uses ``chat.map_sync(...)``.
+        ``MapProgress`` on every update). ``mode="batch"`` sends the items through the vendor's
+        batch API (Anthropic, OpenAI: half the price, answered within 24 hours); the batch id is
+        journaled and a resumed map polls the same batch (``_map_batch``). Plain code uses
+        ``chat.map_sync(...)``.
         """
         chat: Chat = self  # type: ignore[assignment]
         run = run_map(
@@ -141,6 +148,8 @@ async def run_map(
             "does not have yet. Use mode='live' (the default).",
             code="map_batch_unavailable",
         )
+    if mode == "batch":
+        batch_api(chat.provider)  # no batch API: refused before anything is journaled or shown
     identity = identity_of(chat.provider)
     plan = make_plan(
         inputs,
@@ -154,10 +163,10 @@ async def run_map(
     run = MapRun(chat, plan, identity, concurrency, _budget(chat, map_limits), retry_failed)
     if _started is not None:
         _started(run)
+    show_progress(run.progress, progress)
     batch = MAP_MODES[mode]
     if batch is not None:
         return await batch(run)
-    show_progress(run.progress, progress)
     return await run.go()
 
 
@@ -225,8 +234,9 @@ class MapRun:
                 loop.call_soon_threadsafe(task.cancel)
         return True
 
-    async def go(self) -> MapResult:
-        """Serve what finished, run the rest, and return the result."""
+    async def go(self, drive: Callable[[list[int]], Awaitable[None]] | None = None) -> MapResult:
+        """Serve what finished, run the rest (``drive``: another way to run them, e.g. a
+        vendor batch), and return the result."""
         journal = self.chat.journal
         execution = journal.execution(self.plan.map_id, principal=principal_of(self.plan))
         await journal_plan(execution, self.plan)
@@ -234,7 +244,7 @@ class MapRun:
         self.progress.update(force=True)
         try:
             if todo:
-                await self._drive(todo)
+                await (drive or self._drive)(todo)
         finally:
             self.progress.finished = True
             self.progress.stopped = self._stopping
