@@ -14,7 +14,8 @@ are, in order:
 3. ``#batch:poll:<n>``: each poll of the unfinished chunks, journaled, with the progress bar
    showing the vendor's request counts (requests processing as "in flight", of the batch's
    total); a poll waits ``poll_interval`` seconds first, except the polls a resumed run serves
-   from the log. Stop (the bar's button, an interrupt of ``map_sync``) ends the waiting: the
+   from the log. A poll that fails for a passing reason (network, 5xx, after the provider's own
+   retries) leaves the state as it was until the next one. Stop (the bar's button, an interrupt of ``map_sync``) ends the waiting: the
    items are not run (``map_stopped``), the batch goes on at the vendor, and the next run of
    the map polls it again.
 
@@ -250,14 +251,24 @@ class _BatchMap:
                     return None
 
             async def poll(_: Any, current: list[BatchState] = states) -> list[dict[str, Any]]:
-                fresh = [s if s.ended else await self.api.poll(s) for s in current]
-                return [_journaled(s) for s in fresh]
+                return [_journaled(s if s.ended else await self._poll_one(s)) for s in current]
 
             data = await execution.execute(f"#batch:poll:{round_}", poll, {"round": round_})
             states = [_state(d, c) for d, c in zip(data, chunks, strict=True)]
             self._show(states)
             round_ += 1
         return states
+
+    async def _poll_one(self, state: BatchState) -> BatchState:
+        """The chunk's new state; a poll that failed for a passing reason (the provider's own
+        retries spent on a network outage, a 5xx) leaves it as it was until the next poll, so a
+        24-hour batch survives a bad minute."""
+        try:
+            return await self.api.poll(state)
+        except ProviderError as exc:
+            if not exc.retryable:  # a 4xx: the batch or the key is wrong, polling again won't help
+                raise
+            return state
 
     def _stopped(self) -> bool:
         """Whether Stop was pressed (read after every wait: it happens while we sleep)."""

@@ -311,3 +311,58 @@ async def test_an_unanswered_openai_submit_is_found_not_sent_again(
     assert fake.lists == 2
     assert result.errors == {}
     assert [r.content for r in result] == [f"reply to item-{i}" for i in range(4)]
+
+
+async def test_a_poll_failing_for_a_passing_reason_does_not_end_the_map(
+    tmp_path: Path, sleeps: Sleeps
+) -> None:
+    """A poll answered 503 after the provider's retries keeps the last state; the next poll goes on."""
+    import httpx
+
+    fake = AnthropicBatches(polls_until_end=1)
+    route = fake.route
+    outage = [1, 1, 1]  # one poll's worth of attempts (the provider retries twice)
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and request.url.path.endswith(fake.batch_id) and outage:
+            outage.pop()
+            return httpx.Response(
+                503, json={"type": "error", "error": {"type": "api_error", "message": "down"}}
+            )
+        return route(request)
+
+    fake.route = flaky  # type: ignore[method-assign]
+    chat = Chat(_anthropic(fake), journal=_journal(tmp_path), id="b8")
+    result = await chat.map(WORDS, mode="batch")
+    assert result.errors == {}
+    assert outage == []
+    assert len(sleeps.calls) == 2  # a second poll after the failed one
+
+
+async def test_a_batch_map_validates_structured_output_per_item(
+    tmp_path: Path, sleeps: Sleeps
+) -> None:
+    """With output_type the body asks for the schema, answers become outputs, a bad one is that item's error."""
+    from pydantic import BaseModel
+
+    class Word(BaseModel):
+        word: str
+
+    def reply(custom_id: str) -> str:
+        return "not json" if custom_id == "item-2" else json.dumps({"word": custom_id})
+
+    fake = OpenAIBatches(reply=reply)
+    chat = Chat(_openai(fake), journal=_journal(tmp_path), id="b9")
+    result = await chat.map(WORDS, mode="batch", output_type=Word)
+    from tests.providers.batch_fake import uploaded_lines
+
+    assert all(
+        line["body"]["response_format"]["type"] == "json_schema" for line in uploaded_lines(fake)
+    )
+    assert {i: e.code for i, e in result.errors.items()} == {2: "output_invalid"}
+    assert [o.word if o is not None else None for o in result.outputs] == [
+        "item-0",
+        "item-1",
+        None,
+        "item-3",
+    ]

@@ -47,7 +47,9 @@ class _Fake:
         polls_until_end: int = 1,
         outcomes: dict[str, str] | None = None,
         fail_submit: Callable[[httpx.Request], httpx.Response | None] | None = None,
+        reply: Callable[[str], str] | None = None,
     ) -> None:
+        self.reply = reply or (lambda custom_id: f"reply to {custom_id}")
         self.polls_until_end = polls_until_end
         self.outcomes = outcomes or {}
         self.fail_submit = fail_submit
@@ -126,7 +128,7 @@ class AnthropicBatches(_Fake):
             line = copy.deepcopy(succeeded if kind == "succeeded" else others[kind])
             line["custom_id"] = custom_id
             if kind == "succeeded":
-                line["result"]["message"]["content"][0]["text"] = f"reply to {custom_id}"
+                line["result"]["message"]["content"][0]["text"] = self.reply(custom_id)
             lines.append(line)
         return lines
 
@@ -136,8 +138,12 @@ class OpenAIBatches(_Fake):
 
     batch_id = "batch_abc123"
 
-    def __init__(self, *, endpoint: str = "/v1/chat/completions", **kwargs: Any) -> None:
+    def __init__(
+        self, *, endpoint: str = "/v1/chat/completions", failed: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
+        self.failed = failed
+        """When set, the batch fails validation as a whole with this message."""
         self.endpoint = endpoint
         self.uploads: list[bytes] = []
         self.lists = 0
@@ -187,6 +193,18 @@ class OpenAIBatches(_Fake):
         }
         if ended and not failed:
             batch["error_file_id"] = None
+        if ended and self.failed is not None:
+            batch.update(
+                status="failed",
+                output_file_id=None,
+                error_file_id=None,
+                completed_at=None,
+                failed_at=batch["finalizing_at"],
+                errors={
+                    "object": "list",
+                    "data": [{"code": "invalid_request", "message": self.failed, "line": 1}],
+                },
+            )
         return batch
 
     def _lines(self, *, error_file: bool) -> list[dict[str, Any]]:
@@ -203,9 +221,9 @@ class OpenAIBatches(_Fake):
             if kind == "succeeded":
                 body = line["response"]["body"]
                 if self.endpoint == "/v1/responses":
-                    line["response"]["body"] = _responses_body(custom_id, body)
+                    line["response"]["body"] = _responses_body(self.reply(custom_id), body)
                 else:
-                    body["choices"][0]["message"]["content"] = f"reply to {custom_id}"
+                    body["choices"][0]["message"]["content"] = self.reply(custom_id)
             lines.append(line)
         return lines
 
@@ -222,7 +240,7 @@ def uploaded_lines(fake: OpenAIBatches) -> list[dict[str, Any]]:
     return _uploaded_lines(fake.uploads[-1])
 
 
-def _responses_body(custom_id: str, chat: dict[str, Any]) -> dict[str, Any]:
+def _responses_body(text: str, chat: dict[str, Any]) -> dict[str, Any]:
     """A Responses API body with the chat body's model and usage (shape: openai.types.responses.Response)."""
     usage = chat["usage"]
     return {
@@ -238,7 +256,7 @@ def _responses_body(custom_id: str, chat: dict[str, Any]) -> dict[str, Any]:
                 "status": "completed",
                 "role": "assistant",
                 "content": [
-                    {"type": "output_text", "text": f"reply to {custom_id}", "annotations": []}
+                    {"type": "output_text", "text": text, "annotations": []}
                 ],
             }
         ],

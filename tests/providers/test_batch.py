@@ -336,3 +336,22 @@ def test_batch_request_bodies_are_json() -> None:
     api = batch_api(_anthropic(fake, RetryPolicy()))
     item = api.item("a", REQUEST)
     assert json.loads(json.dumps(item.body)) == item.body
+
+
+async def test_a_batch_that_failed_as_a_whole_fails_every_item(fast_retries: RetryPolicy) -> None:
+    """OpenAI's ``failed`` status (validation refused the file): every item is batch_failed with the vendor's reason."""
+    fake = OpenAIBatches(failed="The model `gpt-x` does not exist")
+    api = batch_api(_openai(fake, fast_retries))
+    state = await api.poll(
+        await api.submit([api.item("a", REQUEST), api.item("b", REQUEST)], tag="t")
+    )
+    openai_types.Batch.model_validate(fake._batch(ended=True))
+    assert state.ended
+    assert state.status == "failed"
+    outcomes = await api.results(state)
+    assert {k: getattr(v, "code", None) for k, v in outcomes.items()} == {
+        "a": "batch_failed",
+        "b": "batch_failed",
+    }
+    assert "gpt-x" in str(outcomes["a"])
+    assert fake.fetches == 0
