@@ -255,9 +255,7 @@ def _responses_body(text: str, chat: dict[str, Any]) -> dict[str, Any]:
                 "id": "msg_1",
                 "status": "completed",
                 "role": "assistant",
-                "content": [
-                    {"type": "output_text", "text": text, "annotations": []}
-                ],
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
             }
         ],
         "parallel_tool_calls": True,
