@@ -36,14 +36,17 @@ The body of each item is what a live call would send, built by running the same 
 a scratch in-memory journal with a provider stand-in that takes the final request (guarded,
 capability-checked, media resolved for the plan's tenant, settings and prompt caching applied)
 and asks the real provider for its ``wire_body``. ``limits=`` are checked per item there, before
-anything is submitted, against what was spent before the map; once submitted a batch is paid as
-a whole.
+anything is submitted: each item counts as a request (``max_requests`` bounds how many go; the
+rest fail with ``budget_exceeded`` and run on a later call with a higher limit), while cost and
+token limits compare with what was spent before the batch (its cost is known when it ends; once
+submitted, a batch is paid as a whole).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Sequence
@@ -285,6 +288,9 @@ class _BatchMap:
     async def _collect(self, indices: Sequence[int]) -> None:
         provider = self.run.chat.provider
         scratch = Journal(":memory:")
+        # The limits see each submitted item as a request (max_requests bounds the batch); a copy,
+        # so the real budget counts the answers once, when they come.
+        budget = copy.deepcopy(self.run.budget)
 
         async def take(index: int, request: LlmRequest, settings: ModelSettings | None) -> Any:
             self.bodies[index] = self.api.provider.wire_body(
@@ -293,7 +299,7 @@ class _BatchMap:
             raise _Collected
 
         effect = item_effect(
-            self.plan, _Stand(provider, take), store=self.run.chat._store, budget=self.run.budget
+            self.plan, _Stand(provider, take), store=self.run.chat._store, budget=budget
         )
         try:
             for index in indices:
@@ -301,7 +307,8 @@ class _BatchMap:
                 try:
                     await run_item(self.plan, index, journal=scratch, effect=effect)
                 except _Collected:
-                    pass
+                    if budget is not None:
+                        budget.record(LlmResponse())
                 except BudgetExceededError as exc:
                     self.refused[index] = exc
                 finally:

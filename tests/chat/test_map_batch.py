@@ -366,3 +366,24 @@ async def test_a_batch_map_validates_structured_output_per_item(
         None,
         "item-3",
     ]
+
+
+async def test_max_requests_bounds_the_items_a_batch_submits(
+    tmp_path: Path, sleeps: Sleeps
+) -> None:
+    """limits=Limits(max_requests=2): two items go, two are refused before any I/O and go in the next batch."""
+    from loom_nb import Limits
+
+    fake = AnthropicBatches()
+    chat = Chat(_anthropic(fake), journal=_journal(tmp_path), id="b10")
+    first = await chat.map(WORDS, mode="batch", limits=Limits(max_requests=2))
+    assert len(fake.submits[0]["requests"]) == 2
+    assert {i: e.code for i, e in first.errors.items()} == {
+        2: "budget_exceeded",
+        3: "budget_exceeded",
+    }
+    assert [r.content if r else None for r in first][:2] == ["reply to item-0", "reply to item-1"]
+    second = await chat.map(WORDS, mode="batch", limits=Limits(max_requests=10))
+    assert second.errors == {}
+    assert [r["custom_id"] for r in fake.submits[1]["requests"]] == ["item-2", "item-3"]
+    assert second.served == 2
