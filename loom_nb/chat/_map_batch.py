@@ -193,8 +193,20 @@ class _BatchMap:
             outcomes.update(await self.api.results(state))
         for index, error in self.refused.items():
             outcomes[custom_id_of(index)] = error
-        await self._settle(todo, outcomes)
-        if all(i in self.run.errors or self.run.responses[i] is not None for i in todo):
+        sent = {i for chunk in chunks for i in chunk["items"]} | set(self.refused)
+        await self._settle([i for i in todo if i in sent], outcomes)
+        for index in todo:
+            if index not in sent:  # a resumed run with more to do than the batch it follows
+                self.run.errors[index] = LoomError(
+                    f"item {index} was not in the batch this map followed (its run started "
+                    "before the item was due). Run the map again to send it in the next batch.",
+                    code="batch_item_not_sent",
+                    index=index,
+                )
+        settled = self.run.errors.keys() | {
+            i for i, r in enumerate(self.run.responses) if r is not None
+        }
+        if sent <= settled:
             await execution.complete({"batches": [s.batch_id for s in states]})
 
     async def _chunks(self, todo: Sequence[int]) -> list[dict[str, Any]]:
@@ -318,20 +330,16 @@ class _BatchMap:
 
     # -- results: each item's journaled model step --------------------------------------------
 
-    async def _settle(self, todo: Sequence[int], outcomes: dict[str, Any]) -> None:
+    async def _settle(
+        self, todo: Sequence[int], outcomes: dict[str, LlmResponse | Exception]
+    ) -> None:
         run = self.run
 
         async def answer(index: int, _request: LlmRequest, _settings: Any) -> LlmResponse:
-            outcome = outcomes.get(custom_id_of(index))
-            if isinstance(outcome, LlmResponse):
-                return outcome
+            outcome = outcomes[custom_id_of(index)]  # every sent item has one (results())
             if isinstance(outcome, Exception):
                 raise outcome
-            raise ProviderError(
-                f"item {index} was not in the batch this map is following. Run the map again "
-                "once it finished.",
-                code="batch_item_missing",
-            )
+            return outcome
 
         effect = item_effect(self.plan, _Stand(run.chat.provider, answer), store=run.chat._store)
         for index in todo:

@@ -387,3 +387,29 @@ async def test_max_requests_bounds_the_items_a_batch_submits(
     assert second.errors == {}
     assert [r["custom_id"] for r in fake.submits[1]["requests"]] == ["item-2", "item-3"]
     assert second.served == 2
+
+
+async def test_a_resume_follows_its_batch_and_sends_the_rest_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Items a resumed run has to do beyond the batch it follows are not sent twice or lost: the next run sends them."""
+    from loom_nb import Limits
+
+    fake = AnthropicBatches()
+    monkeypatch.setattr(_map_batch.BatchOptions, "sleep", Sleeps(crash_at=1))
+    chat = Chat(_anthropic(fake), journal=_journal(tmp_path), id="b11")
+    with pytest.raises(Crash):
+        await chat.map(WORDS, mode="batch", limits=Limits(max_requests=2))
+    chat.journal.close()  # the kernel died
+    monkeypatch.setattr(_map_batch.BatchOptions, "sleep", Sleeps())
+    chat = Chat(_anthropic(fake), journal=_journal(tmp_path), id="b11")
+    followed = await chat.map(WORDS, mode="batch")
+    assert len(fake.submits) == 1
+    assert {i: e.code for i, e in followed.errors.items()} == {
+        2: "batch_item_not_sent",
+        3: "batch_item_not_sent",
+    }
+    rest = await chat.map(WORDS, mode="batch")
+    assert rest.errors == {}
+    assert [r["custom_id"] for r in fake.submits[1]["requests"]] == ["item-2", "item-3"]
+    assert rest.served == 2
