@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ProviderError
 from loom_nb.providers._http import _transport_error, decode_json, redact_error, speaker
-from loom_nb.providers._read import read_whole
+from loom_nb.providers._read import read_body, read_whole, too_large, with_body
 from loom_nb.providers._structured import validate_output
 from loom_nb.settings import ModelSettings
 
@@ -310,20 +310,57 @@ class BatchApi(ABC):
         return data
 
     async def _jsonl(self, url: str) -> AsyncIterator[dict[str, Any]]:
-        """The JSON objects of a JSON Lines body (a results file), one per non-empty line."""
-        response = await self._send("GET", url)
-        raw = response.content  # raw-content: httpx.Response.content is bytes
-        for number, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
-                continue
-            value = decode_json(line, provider=self.vendor, what=f"line {number} of batch results")
-            if not isinstance(value, dict):
-                raise ProviderError(
-                    f"line {number} of the {self.vendor} batch results is not a JSON object.",
-                    code="malformed_response",
-                    provider=self.vendor,
+        """The JSON objects of a JSON Lines body (a results file), one per non-empty line.
+
+        The file is streamed: memory holds one line at a time, and no line may exceed the
+        provider's ``max_response_bytes`` (a whole results file may: a 100,000-item batch's is
+        hundreds of megabytes). A failed download starts again from the top (retried like any
+        idempotent call); lines seen twice are harmless, results are keyed by ``custom_id``.
+        """
+        provider = self.provider
+        policy = provider._policy
+        who = speaker(self.vendor, url)[0]
+        limit = provider._max_response_bytes
+        retry = 0
+        while True:
+            response: httpx.Response | None = None
+            try:
+                request = provider._client.build_request(
+                    "GET", url, headers=provider._headers(), timeout=provider._timeout
                 )
-            yield value
+                response = await provider._client.send(request, stream=True)
+                try:
+                    if not response.is_success:
+                        raw = await read_body(response, limit=limit, who=who, cut=True)
+                        raise provider._parse_error(with_body(response, raw))
+                    number = 0
+                    async for line in _lines(response, limit, who):
+                        number += 1
+                        if line.strip():
+                            yield self._object(line, number)
+                    return
+                finally:
+                    await response.aclose()
+            except httpx.HTTPError as exc:
+                if retry >= policy.max_retries:
+                    error = _transport_error(exc, self.vendor, url)
+                    raise redact_error(error, provider._secrets()) from exc
+            except ProviderError as exc:
+                exc.provider = exc.provider or self.vendor
+                if not exc.retryable or retry >= policy.max_retries:
+                    raise redact_error(exc, provider._secrets()) from exc.__cause__
+            await policy.sleep(policy.delay(retry, response))
+            retry += 1
+
+    def _object(self, line: bytes, number: int) -> dict[str, Any]:
+        value = decode_json(line, provider=self.vendor, what=f"line {number} of batch results")
+        if not isinstance(value, dict):
+            raise ProviderError(
+                f"line {number} of the {self.vendor} batch results is not a JSON object.",
+                code="malformed_response",
+                provider=self.vendor,
+            )
+        return value
 
     def _parse(self, body: Any) -> LlmResponse:
         """An answer body, read by the provider's own parser."""
@@ -334,3 +371,19 @@ class BatchApi(ABC):
                 provider=self.vendor,
             )
         return self.provider._parse_response(body)
+
+
+async def _lines(response: httpx.Response, limit: int | None, who: str) -> AsyncIterator[bytes]:
+    """The lines of a streamed body, each at most ``limit`` bytes (``response_too_large``)."""
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            if limit is not None and len(line) > limit:
+                raise too_large(who, "a line of batch results", limit)
+            yield line
+        if limit is not None and len(pending) > limit:
+            raise too_large(who, "a line of batch results", limit)
+    if pending:
+        yield pending

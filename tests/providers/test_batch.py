@@ -355,3 +355,18 @@ async def test_a_batch_that_failed_as_a_whole_fails_every_item(fast_retries: Ret
     }
     assert "gpt-x" in str(outcomes["a"])
     assert fake.fetches == 0
+
+
+async def test_results_stream_line_by_line_under_the_size_cap(fast_retries: RetryPolicy) -> None:
+    """A results file larger than max_response_bytes is read line by line; one line over it is response_too_large."""
+    fake = AnthropicBatches()
+    provider = _anthropic(fake, fast_retries, max_response_bytes=1500)
+    api = batch_api(provider)
+    items = [api.item(f"i{n}", REQUEST) for n in range(6)]
+    state = await api.poll(await api.submit(items, tag="t"))
+    outcomes = await api.results(state)  # six lines of ~600 bytes: the file is over the cap
+    assert all(isinstance(o, LlmResponse) for o in outcomes.values())
+    fake.reply = lambda custom_id: "x" * 2000
+    with pytest.raises(ProviderError) as caught:
+        await api.results(state)
+    assert caught.value.code == "response_too_large"
