@@ -8,9 +8,11 @@ are, in order:
 1. ``#batch:plan``: which items go, in which chunks (a vendor takes at most ``max_requests``
    requests and ``max_bytes`` bytes per batch), and a digest (``tag``) of each chunk's bodies;
 2. ``#batch:submit:<k>``: chunk ``k`` submitted, its ``BatchState`` (the vendor's batch id)
-   journaled before anything waits on it. For OpenAI the step first looks for a batch tagged with
-   the same digest (a process that died after sending the submit but before journaling it), so
-   no second batch is paid for;
+   journaled before anything waits on it. A submit begun before and never answered (a crash
+   during the request, a lost answer) may have created a batch: for OpenAI the step looks for a
+   batch tagged with the same digest and adopts it; Anthropic's API cannot be asked, so the step
+   refuses (``batch_submit_uncertain``, nothing sent) until the map runs with
+   ``retry_failed=True``, after the user checked the console;
 3. ``#batch:poll:<n>``: each poll of the unfinished chunks, journaled, with the progress bar
    showing the vendor's request counts (requests processing as "in flight", of the batch's
    total); a poll waits ``poll_interval`` seconds first, except the polls a resumed run serves
@@ -177,10 +179,17 @@ class _BatchMap:
             "#batch:plan", lambda _: self._chunks(todo), {"items": todo}
         )
         states = []
+        tried = {  # submits begun before (a crash, or an answer that never came)
+            e.step_id
+            for e in self.run.chat.journal.events(execution.execution_id)
+            if e.kind in ("step_started", "step_failed")
+        }
         for k, chunk in enumerate(chunks):
 
-            async def submit(_: Any, chunk: dict[str, Any] = chunk) -> dict[str, Any]:
-                return await self._submit(chunk)
+            async def submit(
+                _: Any, chunk: dict[str, Any] = chunk, again: bool = f"#batch:submit:{k}" in tried
+            ) -> dict[str, Any]:
+                return await self._submit(chunk, again=again)
 
             data = await execution.execute(f"#batch:submit:{k}", submit, {"tag": chunk["tag"]})
             states.append(_state(data, chunk))
@@ -236,7 +245,7 @@ class _BatchMap:
             digest.update(json.dumps(self.bodies[index], sort_keys=True).encode())
         return {"items": indices, "tag": digest.hexdigest()}
 
-    async def _submit(self, chunk: dict[str, Any]) -> dict[str, Any]:
+    async def _submit(self, chunk: dict[str, Any], *, again: bool) -> dict[str, Any]:
         indices = list(chunk["items"])
         missing = [i for i in indices if i not in self.bodies]
         if missing:  # a resumed process: the plan was served from the log, not collected
@@ -248,6 +257,15 @@ class _BatchMap:
         ]
         state = await self.api.find(chunk["tag"], items)
         if state is None:
+            if again and not self.api.can_find and not self.run.retry_failed:
+                raise ProviderError(
+                    f"an earlier run began submitting this map's batch to {self.api.vendor} and "
+                    "never saw the answer, so a batch may exist already (its API cannot look it "
+                    "up). Nothing was sent. Check the vendor's console and cancel such a batch, "
+                    "then run the map with retry_failed=True to submit it again.",
+                    code="batch_submit_uncertain",
+                    provider=self.api.vendor,
+                )
             state = await self.api.submit(items, tag=chunk["tag"])
         return _journaled(state)
 

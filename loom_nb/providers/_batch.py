@@ -132,6 +132,8 @@ class BatchApi(ABC):
     """The most requests the vendor takes in one batch."""
     max_bytes: ClassVar[int]
     """The largest batch the vendor takes, in bytes of request bodies."""
+    can_find: ClassVar[bool] = False
+    """Whether ``find`` can recognise a batch submitted earlier (by its tag)."""
 
     def __init__(self, provider: HttpProvider) -> None:
         self.provider = provider

@@ -103,6 +103,7 @@ class OpenAIBatchApi(BatchApi):
     vendor: ClassVar[str] = "OpenAI"
     max_requests: ClassVar[int] = 50_000
     max_bytes: ClassVar[int] = 200 * 1000 * 1000
+    can_find: ClassVar[bool] = True
 
     def __init__(self, provider: HttpProvider, *, endpoint: str) -> None:
         super().__init__(provider)

@@ -413,3 +413,33 @@ async def test_a_resume_follows_its_batch_and_sends_the_rest_next_time(
     assert rest.errors == {}
     assert [r["custom_id"] for r in fake.submits[1]["requests"]] == ["item-2", "item-3"]
     assert rest.served == 2
+
+
+async def test_an_unanswered_anthropic_submit_is_not_sent_again_until_asked(
+    tmp_path: Path, sleeps: Sleeps
+) -> None:
+    """Anthropic cannot look a batch up: after a lost answer the map refuses to submit until retry_failed=True."""
+    import httpx
+
+    fake = AnthropicBatches()
+    route = fake.route
+    lost = [True]
+
+    def losing(request: httpx.Request) -> httpx.Response:
+        answer = route(request)
+        if request.method == "POST" and lost:
+            lost.clear()
+            raise httpx.ReadTimeout("the answer never came", request=request)
+        return answer
+
+    fake.route = losing  # type: ignore[method-assign]
+    chat = Chat(_anthropic(fake), journal=_journal(tmp_path), id="b12")
+    for _ in range(2):
+        with pytest.raises(ProviderError) as caught:
+            await chat.map(WORDS, mode="batch")
+        assert caught.value.code == "batch_submit_uncertain"
+        assert len(fake.submits) == 1  # the one the vendor holds; never a second blindly
+    assert "retry_failed=True" in caught.value.message
+    result = await chat.map(WORDS, mode="batch", retry_failed=True)
+    assert len(fake.submits) == 2
+    assert result.errors == {}
