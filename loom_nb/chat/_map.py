@@ -47,7 +47,7 @@ from loom_nb.chat._map_progress import MapProgress, show_progress
 from loom_nb.chat._map_result import MapResult
 from loom_nb.chat._money import check_limits, pricer, spent_of
 from loom_nb.chat._sync import Pending, run_blocking
-from loom_nb.content import LlmResponse, Usage
+from loom_nb.content import LlmResponse
 from loom_nb.errors import BudgetExceededError, ConfigurationError, LoomError
 from loom_nb.journal._outcomes import step_outcomes
 from loom_nb.providers.batches import batch_api
@@ -208,8 +208,7 @@ class MapRun:
         n = len(plan)
         self.responses: list[LlmResponse | None] = [None] * n
         self.errors: dict[int, LoomError] = {}
-        self.costs: list[Decimal | None] = [None] * n
-        self.progress = MapProgress(plan.map_id, n, self.stop)
+        self.progress = MapProgress(plan.map_id, n, self.stop, price=self._price)
         self.ran = 0
         self.served = 0
         self._stopping = False
@@ -261,7 +260,7 @@ class MapRun:
             errors=self.errors,
             inputs=[self.plan.text(i) for i in range(len(self.plan))],
             labels=self.plan.labels,
-            costs=self.costs,
+            price=self._price,
             served=self.served,
             ran=self.ran,
             stopped=self._stopping,
@@ -371,18 +370,21 @@ class MapRun:
             raise
 
     def _answered(self, index: int, response: LlmResponse, *, live: bool) -> None:
-        cost = price_for(self.identity, response)
-        self.responses[index], self.costs[index] = response, cost
+        self.responses[index] = response
         self.errors.pop(index, None)
         self.ran += live
         self.served += not live
-        self.progress.record(answered=True, usage=response.usage, cost=cost, live=live)
+        self.progress.record(response, live=live)
 
     def _failed(self, index: int, error: LoomError, *, live: bool) -> None:
         self.errors[index] = error
         self.ran += live
         self.served += not live
-        self.progress.record(answered=False, usage=Usage(), cost=None, live=live)
+        self.progress.record(None, live=live)
+
+    def _price(self, response: LlmResponse) -> Decimal | None:
+        """An answer's USD price (priced when shown: genai-prices takes a while per call)."""
+        return price_for(self.identity, response)
 
     def _not_run(self, index: int) -> LoomError:
         if self._halted is not None:

@@ -329,3 +329,50 @@ async def test_the_result_html_escapes_inputs_and_answers(tmp_path: Path) -> Non
     assert "<script>" not in page
     assert "&lt;script&gt;" in page
     assert "1 items" in repr(result) or "1 answered" in repr(result)
+
+
+async def test_progress_true_outside_a_notebook_prints_a_line_to_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With progress=True and no kernel, the map prints its progress line to stderr at the end."""
+    chat = chat_on(Echo(), tmp_path)
+    await chat.map(["a", "b", "c"], progress=True)
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert "map mapper/map-" in last
+    assert "3/3" in last
+    assert "done" in last
+    quiet = chat_on(Echo(), tmp_path / "..")
+    await quiet.map(["x"], progress=False)
+    assert capsys.readouterr().err == ""
+
+
+async def test_cost_sums_the_priced_answers_and_the_progress_line_shows_it(tmp_path: Path) -> None:
+    """On a priced model, result.cost is the sum of each answer's price; the line shows dollars."""
+    import httpx
+
+    from loom_nb.chat._cost import format_cost, price_of
+    from loom_nb.providers import AnthropicProvider
+
+    body = {
+        "id": "msg",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "fine"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1000, "output_tokens": 100},
+    }
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, json=body))
+    )
+    provider = AnthropicProvider("claude-sonnet-4-5", api_key="k" * 24, http_client=client)
+    chat = chat_on(provider, tmp_path)
+    seen = Seen()
+    result = await chat.map(["a", "b", "c"], progress=seen)
+    one = price_of(provider, result[0])  # type: ignore[arg-type]
+    assert one is not None
+    assert one > 0
+    assert result.cost == 3 * one
+    assert result.costs == [one, one, one]
+    assert format_cost(3 * one) in seen.lines[-1]
