@@ -26,6 +26,7 @@ from loom_nb.chat._cost import price_for
 from loom_nb.content import LlmResponse
 from loom_nb.errors import ProviderError
 from loom_nb.providers._http import RetryPolicy
+from tests.conftest import JournalBackend
 from tests.providers.batch_fake import AnthropicBatches, OpenAIBatches
 
 WORDS = ["alpha", "beta", "gamma", "delta"]
@@ -230,9 +231,12 @@ def _worker(mode: str, journal: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_new_process_resumes_the_batch_a_killed_one_submitted(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_a_new_process_resumes_the_batch_a_killed_one_submitted(
+    journal_backend: JournalBackend,
+) -> None:
     """Kernel one submits and polls once, then is SIGKILLed; kernel two submits nothing and polls the same batch."""
-    target = str(tmp_path / "shared.sqlite")
+    target = journal_backend.url("shared")
     first = _worker("first", target)
     assert first.returncode == -signal.SIGKILL, first.stderr
     journal = Journal(target)
