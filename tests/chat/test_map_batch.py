@@ -133,7 +133,7 @@ async def _live_bodies(tmp_path: Path, words: list[str]) -> list[dict[str, objec
 async def test_a_finished_batch_map_is_served_from_the_journal(
     tmp_path: Path, sleeps: Sleeps
 ) -> None:
-    """Running the same batch map again sends nothing: no submit, no poll, no download."""
+    """Running the same map again, in batch or live mode, sends nothing: the items' steps are the live ones."""
     fake = AnthropicBatches()
     chat = Chat(_anthropic(fake), journal=_journal(tmp_path), id="b2")
     first = await chat.map(WORDS, mode="batch")
@@ -142,6 +142,10 @@ async def test_a_finished_batch_map_is_served_from_the_journal(
     assert [r.content for r in again] == [r.content for r in first]
     assert len(fake.requests) == calls
     assert again.served == len(WORDS)
+    live = await chat.map(WORDS)  # same journaled requests: served, no Messages call
+    assert len(fake.requests) == calls
+    assert live.served == len(WORDS)
+    assert live.cost == first.cost  # still priced at the batch rate
 
 
 async def test_a_resume_mid_poll_polls_the_same_batch(
