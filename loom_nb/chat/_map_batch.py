@@ -176,7 +176,7 @@ class _BatchMap:
     async def drive(self, todo: list[int]) -> None:
         execution = self._execution()
         chunks = await execution.execute(
-            "#batch:plan", lambda _: self._chunks(todo), {"items": todo}
+            "#batch:plan", lambda _: self._chunks(todo), {"todo": len(todo)}
         )
         states = []
         tried = {  # submits begun before (a crash, or an answer that never came)
