@@ -23,21 +23,23 @@ completed): they run again next time, and the result says ``stopped``. Cancellin
 task does the same and propagates the cancellation.
 
 Seams. ``mode="batch"`` sends the items through the vendor's batch API instead (``MAP_MODES``,
-``_map_batch``): the same plan, item executions and result, driven by one journaled batch. A worker in another process rebuilds the plan with ``load_plan``
-and calls ``run_item``: what it finishes, this map serves.
+``_map_batch``): the same plan, item executions and result, driven by one journaled batch.
+``join=True`` takes the items from a queue shared with other processes (``_map_source.JOIN``),
+refused until one is plugged in. A worker in another process rebuilds the plan with
+``load_plan`` and calls ``run_item``: what it finishes, this map serves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from loom_nb.chat import _map_source
 from loom_nb.chat._cost import identity_of, price_for
 from loom_nb.chat._map_batch import run_batch_map
 from loom_nb.chat._map_item import item_effect, recorded_error, run_item, served
@@ -45,11 +47,17 @@ from loom_nb.chat._map_pace import THROTTLED, Pacer
 from loom_nb.chat._map_plan import MapPlan, journal_plan, make_plan, principal_of
 from loom_nb.chat._map_progress import MapProgress, show_progress
 from loom_nb.chat._map_result import MapResult
+from loom_nb.chat._map_source import ItemSource, LocalItems
 from loom_nb.chat._money import check_limits, pricer, spent_of
 from loom_nb.chat._sync import Pending, run_blocking
 from loom_nb.content import LlmResponse
-from loom_nb.errors import BudgetExceededError, ConfigurationError, LoomError
-from loom_nb.journal._outcomes import step_outcomes
+from loom_nb.errors import (
+    BudgetExceededError,
+    ConfigurationError,
+    ExecutionBusyError,
+    LoomError,
+)
+from loom_nb.journal._outcomes import give_back, step_outcomes
 from loom_nb.providers.batches import batch_api
 from loom_nb.spending import Budget, Limits, Meter, Spent
 
@@ -81,6 +89,7 @@ class ChatMaps:
         limits: Limits | None = None,
         retry_failed: bool = False,
         mode: str = "live",
+        join: bool = False,
         progress: Any = None,
     ) -> Pending[MapResult]:
         """One independent turn per input, journaled; returns a ``MapResult`` in input order.
@@ -93,7 +102,8 @@ class ChatMaps:
         too). A re-run serves finished items from the journal; failed items are served as failed
         unless ``retry_failed=True``. ``progress``: a bar in a notebook, a line in a terminal
         (None: automatic, False: none, or a view: an object whose ``show(progress)`` gets the
-        ``MapProgress`` on every update). ``mode="batch"`` sends the items through the vendor's
+        ``MapProgress`` on every update). ``join=True`` is for working one map from several
+        processes on a shared journal. ``mode="batch"`` sends the items through the vendor's
         batch API (Anthropic, OpenAI: half the price, answered within 24 hours); the batch id is
         journaled and a resumed map polls the same batch (``_map_batch``). Plain code uses
         ``chat.map_sync(...)``.
@@ -107,15 +117,17 @@ class ChatMaps:
             limits=limits,
             retry_failed=retry_failed,
             mode=mode,
+            join=join,
             progress=progress,
         )
         return Pending(run, "chat.map(...)", "chat.map_sync(...)")
 
     def map_sync(self, inputs: Any, **options: Any) -> MapResult:
         """``chat.map(inputs, **options)`` from synchronous code; an interrupt stops the map."""
+        chat: Chat = self  # type: ignore[assignment]
         holder: list[MapRun] = []
         options["_started"] = holder.append
-        call = Pending(run_map(self, inputs, **options), "chat.map_sync(...)", "")  # type: ignore[arg-type]
+        call = run_map(chat, inputs, **options)
         return run_blocking(call, on_interrupt=lambda: bool(holder) and holder[0].stop())
 
 
@@ -128,6 +140,7 @@ async def run_map(
     limits: Limits | None = None,
     retry_failed: bool = False,
     mode: str = "live",
+    join: bool = False,
     progress: Any = None,
     _started: Callable[[MapRun], None] | None = None,
 ) -> MapResult:
@@ -150,6 +163,13 @@ async def run_map(
         )
     if mode == "batch":
         batch_api(chat.provider)  # no batch API: refused before anything is journaled or shown
+    if join and _map_source.JOIN is None:
+        raise ConfigurationError(
+            "chat.map(..., join=True) works a map together with other processes through a shared "
+            "work queue on the journal, which this version of loom_nb does not have yet. Run the "
+            "map without join (a re-run serves what any process finished).",
+            code="map_join_unavailable",
+        )
     identity = identity_of(chat.provider)
     plan = make_plan(
         inputs,
@@ -161,6 +181,7 @@ async def run_map(
         store=lambda: chat.store,
     )
     run = MapRun(chat, plan, identity, concurrency, _budget(chat, map_limits), retry_failed)
+    run.join = bool(join)
     if _started is not None:
         _started(run)
     show_progress(run.progress, progress)
@@ -203,6 +224,8 @@ class MapRun:
         self.identity = identity
         self.budget = budget
         self.retry_failed = retry_failed
+        self.join = False
+        """Whether the items come from the shared queue (``chat.map(..., join=True)``)."""
         self.pacer = Pacer(concurrency)
         """The in-flight limit (``max_in_flight``, ``limits`` tell what it did)."""
         n = len(plan)
@@ -239,6 +262,7 @@ class MapRun:
         journal = self.chat.journal
         execution = journal.execution(self.plan.map_id, principal=principal_of(self.plan))
         await journal_plan(execution, self.plan)
+        give_back(journal, execution.execution_id)  # another process may complete the map
         todo = self._serve()
         self.progress.update(force=True)
         try:
@@ -253,7 +277,9 @@ class MapRun:
             if self.responses[index] is None and index not in self.errors:
                 self.errors[index] = self._not_run(index)
         if not self.errors and execution.status != "completed":
-            await execution.complete({"items": len(self.plan)})
+            # Best effort: another process working the same map may be completing it now.
+            with contextlib.suppress(ExecutionBusyError):
+                await execution.complete({"items": len(self.plan)})
         return MapResult(
             id=self.plan.map_id,
             responses=self.responses,
@@ -298,28 +324,32 @@ class MapRun:
         return todo
 
     async def _drive(self, todo: list[int]) -> None:
-        queue = deque(todo)
+        source = self.source(todo)
         attempts: dict[int, int] = {}
         effect = item_effect(
             self.plan, self.chat.provider, store=self.chat._store, budget=self.budget
         )
 
         async def worker() -> None:
-            while queue and not self._stopping and self._halted is None:
+            while not self._stopping and self._halted is None:
                 window = await self.pacer.acquire()
-                if not queue or self._stopping or self._halted is not None:
+                index = None
+                if not self._stopping and self._halted is None:
+                    index = await source.take()
+                if index is None:
                     self.pacer.release(window, ok=False)
                     return
-                index = queue.popleft()
                 self._sync_pacer()
                 call = asyncio.ensure_future(
                     run_item(self.plan, index, journal=self.chat.journal, effect=effect)
                 )
                 self._tasks.add(call)
+                ended = True  # answered or failed for good (not put back, not stopped)
                 try:
                     response = await call
                 except asyncio.CancelledError:
                     current = asyncio.current_task()
+                    ended = False
                     if call.cancelled() and current is not None and not current.cancelling():
                         self.pacer.release(window, ok=False)  # stopped: the item runs next time
                         return
@@ -336,7 +366,8 @@ class MapRun:
                     if exc.code in THROTTLED and tries <= MAX_THROTTLED:
                         attempts[index] = tries
                         self.pacer.release(window, throttled=exc, ok=False)
-                        queue.append(index)
+                        source.again(index)
+                        ended = False
                     else:
                         self.pacer.release(window, ok=False)
                         self._failed(index, exc, live=True)
@@ -354,6 +385,8 @@ class MapRun:
                     self._answered(index, response, live=True)
                 finally:
                     self._tasks.discard(call)
+                    if ended:
+                        source.settled(index)
                     self._sync_pacer()
                     self.progress.update()
 
@@ -368,6 +401,15 @@ class MapRun:
             with contextlib.suppress(BaseException):
                 await asyncio.wait(workers)
             raise
+
+    def source(self, todo: list[int]) -> ItemSource:
+        """Where the workers take items from: this process's list, or with ``join`` the shared
+        queue (``_map_source.JOIN``)."""
+        if self.join:
+            join = _map_source.JOIN
+            assert join is not None  # run_map refused join=True without one
+            return join(self, todo)
+        return LocalItems(todo)
 
     def _answered(self, index: int, response: LlmResponse, *, live: bool) -> None:
         self.responses[index] = response

@@ -6,8 +6,8 @@ journal): it opens the item's execution ``<map id>/<index>``, makes the model ca
 ``#map:<index>:model`` through ``create_llm_effect`` (budget, guard, capabilities, resolving stored
 media for the plan's tenant, the provider, prompt caching keyed by the chat's id), and completes
 the execution, which gives its writer lease back. A step that fails is journaled as failed by the
-journal and the error is raised; the item runs again (superseding the failure) when it is asked
-again. An item whose step already completed is served from the log (no call). ``chat.map`` drives
+journal, the lease is given back too (``give_back``) and the error is raised; the item runs again
+(superseding the failure) when it is asked again, by this process or another. An item whose step already completed is served from the log (no call). ``chat.map`` drives
 it in this process; a worker on another (``loom-nb map work ID``) calls the same function.
 
 ``served(plan, index, outcome)`` is the answer a finished item gave, read from the outcome
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from loom_nb.content import LlmResponse
 from loom_nb.errors import LoomError, StructuredOutputError
 from loom_nb.journal import Journal, LlmEffect, create_llm_effect
+from loom_nb.journal._outcomes import give_back
 from loom_nb.providers._structured import validate_output
 from loom_nb.store import ContentStore, Principal, StoreResolver
 
@@ -87,6 +88,9 @@ async def run_item(
         response = await effect(execution, step_id_of(index), plan.request(index))
     except StructuredOutputError:
         await execution.complete({"output_invalid": True})  # the call was made and answered
+        raise
+    except BaseException:
+        give_back(journal, execution.execution_id)  # any process may run it again, at once
         raise
     await execution.complete({"ok": True})
     return response

@@ -4,6 +4,7 @@ left as it was."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -376,3 +377,78 @@ async def test_cost_sums_the_priced_answers_and_the_progress_line_shows_it(tmp_p
     assert result.cost == 3 * one
     assert result.costs == [one, one, one]
     assert format_cost(3 * one) in seen.lines[-1]
+
+
+async def test_a_worker_elsewhere_runs_items_from_the_journal_alone_and_the_map_serves_them(
+    tmp_path: Path,
+) -> None:
+    """load_plan + run_item on another journal handle (another process's) answer items; the map
+    then serves them and calls only for the rest."""
+    from loom_nb.chat._map_item import run_item
+
+    provider = Echo()
+    chat = chat_on(provider, tmp_path)
+    words = WORDS[:10]
+    holder = Seen()
+    task = chat.map(words, concurrency=1, limits=Limits(max_requests=0), progress=holder)
+    first = await task  # nothing runs (the limit), but the map's definition is journaled
+    assert len(first.errors) == 10
+    assert provider.calls == []
+
+    elsewhere = Journal(str(tmp_path / "j.sqlite"))  # a second handle: another writer
+    plan = load_plan(elsewhere, first.id)
+    worker = Echo()
+    for index in (0, 3, 7):
+        response = await run_item(plan, index, provider=worker, journal=elsewhere)
+        assert response.content == f"echo q{index}"
+    elsewhere.close()
+    assert worker.calls == ["q0", "q3", "q7"]
+
+    result = await chat.map(words, concurrency=2)
+    assert result.errors == {}
+    assert result.served == 3
+    assert sorted(provider.calls) == sorted(w for i, w in enumerate(words) if i not in (0, 3, 7))
+
+
+async def test_join_is_refused_until_a_shared_queue_is_plugged_in(tmp_path: Path) -> None:
+    """join=True names the remedy while no journal-level work queue exists."""
+    chat = chat_on(Echo(), tmp_path)
+    with pytest.raises(ConfigurationError) as refused:
+        await chat.map(["a"], join=True)
+    assert refused.value.code == "map_join_unavailable"
+
+
+async def test_a_second_kernel_retries_what_the_first_left_failed_while_it_is_still_open(
+    tmp_path: Path,
+) -> None:
+    """Kernel one (still open) left an item failed; kernel two, on its own handle, retries it and
+    completes the map: kernel one's leases on the map and on the failed item were given back."""
+    first = chat_on(Echo(fail={"q2"}), tmp_path)
+    one = await first.map(WORDS[:5])
+    assert set(one.errors) == {2}
+    second_provider = Echo()
+    second = chat_on(second_provider, tmp_path)  # another Journal handle on the same file
+    two = await second.map(WORDS[:5], retry_failed=True)
+    assert two.errors == {}
+    assert second_provider.calls == ["q2"]
+    summaries = {s.execution_id: s.status for s in second.journal.executions()}
+    assert summaries[two.id] == "completed"
+    assert first.journal is not second.journal
+
+
+async def test_the_map_on_each_journal_backend_serves_and_retries(
+    open_journal: Callable[..., Journal],
+) -> None:
+    """On SQLite and PostgreSQL (directly and through PgBouncer) alike: a re-run serves every
+    finished item in one look at the journal, and retry_failed runs only the failed one."""
+    provider = Echo(fail={"q1"})
+    chat = Chat(provider, journal=open_journal(), id="backends")  # type: ignore[arg-type]
+    first = await chat.map(WORDS[:6], concurrency=3)
+    assert set(first.errors) == {1}
+    again = await chat.map(WORDS[:6], concurrency=3)
+    assert again.served == 6
+    assert len(provider.calls) == 6
+    provider.fail.clear()
+    fixed = await chat.map(WORDS[:6], concurrency=3, retry_failed=True)
+    assert fixed.errors == {}
+    assert provider.calls[6:] == ["q1"]
