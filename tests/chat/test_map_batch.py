@@ -229,7 +229,7 @@ def _worker(mode: str, journal: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, str(Path(__file__).with_name("batch_worker.py")), mode, journal],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         check=False,
     )
@@ -242,7 +242,7 @@ def test_a_new_process_resumes_the_batch_a_killed_one_submitted(
     """Kernel one submits and polls once, then is SIGKILLed; kernel two submits nothing and polls the same batch."""
     target = journal_backend.url("shared")
     first = _worker("first", target)
-    assert first.returncode == -signal.SIGKILL, first.stderr
+    assert first.returncode == -signal.SIGKILL, (first.returncode, first.stdout, first.stderr)
     journal = Journal(target)
     (batch,) = [e.execution_id for e in journal.executions() if e.execution_id.endswith("/batch-0")]
     steps = [e.step_id for e in journal.events(batch) if e.kind == "step_completed"]
