@@ -14,6 +14,14 @@ Anthropic the raw usage kept in ``provider_data`` also says how many writes were
 cache, priced at its own rate. A response a ``FallbackProvider`` answered is priced for the
 provider that answered it.
 
+A response a vendor batch API answered (``provider_data["batch_id"]``, set by
+``providers._batch``) is priced at the batch rate: genai-prices' ``processing: batch`` price
+variant where it has one (most current Anthropic and OpenAI models), else half the standard
+price, the discount both vendors document for their batch APIs (Anthropic's batch-processing
+guide, "Pricing": 50% of standard rates; OpenAI's Batch API guide: 50% off the synchronous
+price). Recording the mark on the response, not on the call, keeps a resumed or replayed map
+priced the same.
+
 ``genai-prices`` is imported on first use (it loads its price snapshot then), and never
 fetches prices over the network: ``update_prices`` is not started.
 """
@@ -120,7 +128,8 @@ def price_for(identity: Mapping[str, Any] | None, response: LlmResponse) -> Deci
     model = response.model or identity.get("model")
     if not isinstance(model, str) or not model:
         return None
-    return _lookup(response.usage, model, vendor, url, _one_hour_writes(response, vendor))
+    batch = bool(response.provider_data.get("batch_id"))
+    return _lookup(response.usage, model, vendor, url, _one_hour_writes(response, vendor), batch)
 
 
 def answerer(
@@ -163,7 +172,12 @@ def _one_hour_writes(response: LlmResponse, vendor: str | None) -> int:
 
 
 def _lookup(
-    usage: Usage, model: str, vendor: str | None, url: str | None, one_hour: int = 0
+    usage: Usage,
+    model: str,
+    vendor: str | None,
+    url: str | None,
+    one_hour: int = 0,
+    batch: bool = False,
 ) -> Decimal | None:
     try:
         from genai_prices import Usage as PriceUsage
@@ -177,19 +191,25 @@ def _lookup(
         split["cache_write_tokens"] = usage.cache_write_tokens
     if one_hour:
         split["cache_write_1h_tokens"] = one_hour
+    where: dict[str, Any] = (
+        {"provider_id": vendor} if vendor is not None else {"provider_api_url": url}
+    )
     try:
         counted = PriceUsage(
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, **split
         )
-        price: Any = (
-            calc_price(counted, model, provider_id=vendor)
-            if vendor is not None
-            else calc_price(counted, model, provider_api_url=url)
+        total = getattr(calc_price(counted, model, **where), "total_price", None)
+        if not isinstance(total, Decimal) or not batch:
+            return total if isinstance(total, Decimal) else None
+        context = {"processing": "batch"}
+        discounted = getattr(
+            calc_price(counted, model, **where, price_context=context), "total_price", None
         )
     except (LookupError, ValueError):
         return None
-    total = getattr(price, "total_price", None)
-    return total if isinstance(total, Decimal) else None
+    if isinstance(discounted, Decimal) and discounted != total:
+        return discounted  # genai-prices knows this model's batch rates
+    return total / 2  # the vendors' documented batch discount: half the standard price
 
 
 def run_responses(journal: Journal, run_id: str) -> list[LlmResponse]:

@@ -24,11 +24,11 @@ starts nothing more and cancels the calls in flight, which the journal records a
 completed): they run again next time, and the result says ``stopped``. Cancelling the awaiting
 task does the same and propagates the cancellation.
 
-Seams. ``mode="batch"`` is the place for a vendor batch API (``MAP_MODES``): until one is plugged
-in it is refused with the remedy. ``join=True`` takes the items from a queue shared with other
-processes (``_map_source.JOIN``), refused likewise until one is plugged in. A worker in another
-process rebuilds the plan with ``load_plan`` and calls ``run_item``: what it finishes, this map
-serves.
+Seams. ``mode="batch"`` sends the items through the vendor's batch API instead (``MAP_MODES``,
+``_map_batch``): the same plan, item executions and result, driven by one journaled batch.
+``join=True`` takes the items from a queue shared with other processes (``_map_source.JOIN``),
+refused until one is plugged in. A worker in another process rebuilds the plan with
+``load_plan`` and calls ``run_item``: what it finishes, this map serves.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from pydantic import BaseModel
 
 from loom_nb.chat import _map_source
 from loom_nb.chat._cost import identity_of, price_for
+from loom_nb.chat._map_batch import run_batch_map
 from loom_nb.chat._map_item import item_effect, item_latencies, recorded_error, run_item, served
 from loom_nb.chat._map_pace import THROTTLED, Pacer
 from loom_nb.chat._map_plan import MapPlan, journal_plan, make_plan, principal_of
@@ -60,6 +61,7 @@ from loom_nb.errors import (
     LoomError,
 )
 from loom_nb.journal._outcomes import give_back, step_outcomes
+from loom_nb.providers.batches import batch_api
 from loom_nb.spending import Budget, Limits, Meter, Spent
 
 if TYPE_CHECKING:
@@ -70,9 +72,12 @@ __all__ = ["MAP_MODES", "ChatMaps", "MapRun", "run_map"]
 MAX_THROTTLED = 8
 """How many times one item is sent again after a rate limit before it counts as failed."""
 
-MAP_MODES: dict[str, Callable[..., Awaitable[MapResult]] | None] = {"live": None, "batch": None}
-"""Ways to run a map: ``live`` is this module's; ``batch`` (a vendor batch API) is plugged in here
-(a coroutine function taking the ``MapRun``) and is refused while it is None."""
+MAP_MODES: dict[str, Callable[..., Awaitable[MapResult]] | None] = {
+    "live": None,
+    "batch": run_batch_map,
+}
+"""Ways to run a map: ``live`` is this module's; ``batch`` drives the items through a vendor batch
+API (a coroutine function taking the ``MapRun``, ``_map_batch``)."""
 
 
 class ChatMaps:
@@ -101,8 +106,10 @@ class ChatMaps:
         unless ``retry_failed=True``. ``progress``: a bar in a notebook, a line in a terminal
         (None: automatic, False: none, or a view: an object whose ``show(progress)`` gets the
         ``MapProgress`` on every update). ``join=True`` is for working one map from several
-        processes on a shared journal. ``mode="batch"`` is for a vendor batch API. Plain code
-        uses ``chat.map_sync(...)``.
+        processes on a shared journal. ``mode="batch"`` sends the items through the vendor's
+        batch API (Anthropic, OpenAI: half the price, answered within 24 hours); the batch id is
+        journaled and a resumed map polls the same batch (``_map_batch``). Plain code uses
+        ``chat.map_sync(...)``.
         """
         chat: Chat = self  # type: ignore[assignment]
         run = run_map(
@@ -151,12 +158,8 @@ async def run_map(
         raise ConfigurationError(
             f"chat.map: mode is 'live' or 'batch', not {mode!r}.", code="invalid_argument"
         )
-    if mode == "batch" and MAP_MODES["batch"] is None:
-        raise ConfigurationError(
-            "chat.map(..., mode='batch') needs a vendor batch API, which this version of loom_nb "
-            "does not have yet. Use mode='live' (the default).",
-            code="map_batch_unavailable",
-        )
+    if mode == "batch":
+        batch_api(chat.provider)  # no batch API: refused before anything is journaled or shown
     if join and _map_source.JOIN is None:
         raise ConfigurationError(
             "chat.map(..., join=True) works a map together with other processes through a shared "
@@ -178,10 +181,10 @@ async def run_map(
     run.join = bool(join)
     if _started is not None:
         _started(run)
+    show_progress(run.progress, progress)
     batch = MAP_MODES[mode]
     if batch is not None:
         return await batch(run)
-    show_progress(run.progress, progress)
     return await run.go()
 
 
@@ -251,8 +254,9 @@ class MapRun:
                 loop.call_soon_threadsafe(task.cancel)
         return True
 
-    async def go(self) -> MapResult:
-        """Serve what finished, run the rest, and return the result."""
+    async def go(self, drive: Callable[[list[int]], Awaitable[None]] | None = None) -> MapResult:
+        """Serve what finished, run the rest (``drive``: another way to run them, e.g. a
+        vendor batch), and return the result."""
         journal = self.chat.journal
         execution = journal.execution(self.plan.map_id, principal=principal_of(self.plan))
         await journal_plan(execution, self.plan)
@@ -261,7 +265,7 @@ class MapRun:
         self.progress.update(force=True)
         try:
             if todo:
-                await self._drive(todo)
+                await (drive or self._drive)(todo)
         finally:
             self.progress.finished = True
             self.progress.stopped = self._stopping

@@ -322,11 +322,12 @@ async def test_cancelling_the_awaiting_task_cancels_the_items_cleanly(tmp_path: 
 
 
 async def test_bad_arguments_and_batch_mode_are_refused_with_the_remedy(tmp_path: Path) -> None:
-    """Wrong concurrency, inputs or mode are ConfigurationErrors; batch mode says to use live."""
+    """Wrong concurrency, inputs or mode are ConfigurationErrors; batch mode on a provider with no
+    batch API says to use live."""
     chat = chat_on(Echo(), tmp_path)
     with pytest.raises(ConfigurationError) as batch:
         await chat.map(["a"], mode="batch")
-    assert batch.value.code == "map_batch_unavailable"
+    assert batch.value.code == "batch_unsupported"
     assert "mode='live'" in batch.value.message
     with pytest.raises(ConfigurationError):
         await chat.map(["a"], concurrency=0)
