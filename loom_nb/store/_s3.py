@@ -57,7 +57,17 @@ from loom_nb.errors import (
     StoreError,
 )
 from loom_nb.store._protocol import Progress, StoreEntry, check_address
-from loom_nb.store._s3_client import AVAILABLE, Exists, S3Objects, blob, connect, parse_url, sound
+from loom_nb.store._reader import BlobReader, denied
+from loom_nb.store._s3_client import (
+    AVAILABLE,
+    Exists,
+    S3Objects,
+    S3Reader,
+    blob,
+    connect,
+    parse_url,
+    sound,
+)
 from loom_nb.store._s3_index import (
     Marker,
     ObjectIndex,
@@ -464,6 +474,19 @@ class S3ContentStore:
                 address=address,
             )
         return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+    def open(self, address: str, *, tenant: str) -> BlobReader:
+        """The blob as a binary stream, hashed as its body arrives (``loom_nb.store._reader``).
+
+        Allowed when ``tenant`` stored the blob; an absent and another tenant's blob are refused
+        alike (``ContentAccessDeniedError``). Reading the last byte of a blob that does not hash
+        to its address raises ``ContentIntegrityError`` (and moves the object to ``corrupt/``).
+        """
+        digest = check_address(address)[7:]
+        tenant_key(tenant)  # a malformed tenant is refused before any request
+        if tenant not in self.tenants(address):
+            raise denied(address, tenant, self.url)
+        return S3Reader(self._objects, digest, self._fetch(digest))
 
     def _fetch(self, digest: str) -> Any:
         """The blob's GET, waiting a moment while an erase holds it in ``trash/`` to decide.
