@@ -195,7 +195,9 @@ class LocalContentStore:
         with src:
             total = os.fstat(src.fileno()).st_size
             tmp = self._write_temp(
-                lambda out: copied.append(hashed_copy(src, out, total, progress))
+                lambda out: copied.append(
+                    hashed_copy(src, out, total, progress, durable=self.durable)
+                )
             )
         ((digest, size),) = copied
         return self._commit("sha256:" + digest, size, tenant, tmp)

@@ -69,6 +69,18 @@ class BlobReader(io.RawIOBase):
         """Copy the next bytes of the blob into ``view``; how many (0 at the end of the source)."""
         raise NotImplementedError
 
+    def _take(self, size: int) -> bytes:
+        """The next ``size`` bytes as ``bytes`` (fewer only at the end of the source).
+
+        A backend that can hand out ``bytes`` without an extra copy overrides this.
+        """
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        done = 0
+        while done < size and (got := self._fill(view[done:])):
+            done += got
+        return bytes(buffer) if done == size else bytes(view[:done])
+
     def _release(self) -> None:
         """Let go of the file or the response body."""
 
@@ -88,41 +100,29 @@ class BlobReader(io.RawIOBase):
         Raises ``ContentIntegrityError`` instead of returning the bytes that complete a blob
         which does not hash to its address, or when the source ends early.
         """
-        if self.closed:
-            raise ValueError("I/O operation on a closed blob reader")
         view = memoryview(buffer).cast("B")
-        wanted = min(len(view), self.size - self._position)
+        wanted = self._wanted(len(view))
         done = 0
         while done < wanted:
             got = self._fill(view[done:wanted])
             if got == 0:
                 break
             done += got
-        if done:
-            self._hash.update(view[:done])
-            self._position += done
-        if self._position == self.size and not self.verified:
-            self._verify()
-        elif done < wanted:
-            self._fail(
-                f"it ended after {self._position} of its {self.size} bytes (truncated while read)",
-                quarantine=False,
-            )
+        self._advance(view[:done], wanted)
         return done
 
     def read(self, size: int | None = -1) -> bytes:
         """Up to ``size`` bytes (exactly ``size`` until the end); all that is left when negative."""
         if size is None or size < 0:
             return self.readall()
-        buffer = bytearray(min(size, self.size - self._position))
-        got = self.readinto(buffer)
-        return bytes(buffer) if got == len(buffer) else bytes(buffer[:got])
+        wanted = self._wanted(size)
+        data = self._take(wanted) if wanted else b""
+        self._advance(memoryview(data), wanted)
+        return data
 
     def readall(self) -> bytes:
         """Every byte not read yet, verified."""
-        buffer = bytearray(self.size - self._position)
-        self.readinto(buffer)
-        return bytes(buffer)
+        return self.read(self.size - self._position)
 
     def __iter__(self) -> Iterator[bytes]:
         """Chunks of ``chunk_size`` bytes (the last may be shorter), verified at the end."""
@@ -144,6 +144,24 @@ class BlobReader(io.RawIOBase):
         return f"<BlobReader {self.address} ({state}){' closed' if self.closed else ''}>"
 
     # -- verification ----------------------------------------------------------------------------
+
+    def _wanted(self, size: int) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on a closed blob reader")
+        return min(size, self.size - self._position)
+
+    def _advance(self, data: memoryview, wanted: int) -> None:
+        """Hash the bytes just read; verify at the end of the blob, or fail on a short read."""
+        if data:
+            self._hash.update(data)
+            self._position += len(data)
+        if self._position == self.size and not self.verified:
+            self._verify()
+        elif len(data) < wanted:
+            self._fail(
+                f"it ended after {self._position} of its {self.size} bytes (truncated while read)",
+                quarantine=False,
+            )
 
     def _verify(self) -> None:
         if "sha256:" + self._hash.hexdigest() == self.address:
