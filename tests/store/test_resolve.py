@@ -21,7 +21,12 @@ from loom_nb.content import (
     ToolResultPart,
     ToolUsePart,
 )
-from loom_nb.errors import ContentAccessDeniedError, StoreError, UnresolvedContentError
+from loom_nb.errors import (
+    ContentAccessDeniedError,
+    ContentIntegrityError,
+    StoreError,
+    UnresolvedContentError,
+)
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.store import (
     ContentStore,
@@ -113,6 +118,17 @@ async def test_store_resolver_reads_a_blob_the_tenant_stored(store: ContentStore
     """The principal's tenant is in the address's set, so the bytes come back."""
     ref = store.put(b"mine", "alice")
     assert await StoreResolver(store).resolve(ref, _context("alice")) == b"mine"
+
+
+async def test_store_resolver_never_passes_on_damaged_bytes(store_backend: StoreBackend) -> None:
+    """The resolver reads through the store's open: a blob damaged behind the store's back (at
+    the same size, so no size check sees it) raises content_corrupted instead of reaching a provider."""
+    store = store_backend.open()
+    ref = store.put(b"the real bytes", "alice")
+    store_backend.damage(store, ref.address, b"the fake bytes")
+    with pytest.raises(ContentIntegrityError) as info:
+        await StoreResolver(store).resolve(ref, _context("alice"))
+    assert info.value.code == "content_corrupted"
 
 
 async def test_cross_tenant_read_is_denied(store: ContentStore) -> None:
