@@ -8,15 +8,19 @@ Layout under the store directory::
     corrupt/                blobs that failed their hash check on read, moved aside
     index.sqlite3           rows (address, tenant, size, created, last_put); WAL mode
 
-A put streams into a temporary file while hashing, fsyncs it, then, holding SQLite's write lock,
+A put writes a temporary file while hashing (in parallel from 4 MiB on: ``_local_io``), fsyncs
+it, then, holding SQLite's write lock,
 renames it into place and records the tenant in the same transaction. A delete drops the tenant
 row and unlinks the blob when no row remains, also under that lock. Because every change to the
 set of blob files happens inside a write transaction, two processes sharing the store cannot
 interleave a put and the last delete of the same address into "row without blob". Reads need no
 lock: a blob file is immutable once renamed, and every read re-hashes it, so a corrupted file
 raises ``ContentIntegrityError`` instead of returning wrong bytes (and is moved aside, so storing
-the original bytes again repairs it). A ``put`` of bytes already present compares them with the
-stored copy before taking the dedupe path, so it repairs a copy damaged in place (same size) too.
+the original bytes again repairs it). ``open`` streams a blob file and re-hashes it as it reads
+(``_reader``): the read that would complete a damaged blob raises instead. A ``put`` of bytes
+already present compares them with the stored copy before taking the dedupe path (under 4 MiB;
+a larger put always writes its fresh copy over the old one), so it repairs a copy damaged in
+place (same size) too.
 
 A sweep's ``purge(keep=...)`` moves the blob aside under the write lock, asks ``keep`` and puts it
 back or erases it before releasing the lock; a read that finds no file waits for the lock and

@@ -27,7 +27,9 @@ puts the blob back if a marker it had not seen appeared meanwhile: a put racing 
 wrote its marker before the second listing (and the blob is restored) or after it (and then it
 finds the blob gone and uploads it). Together with ``purge(older_than=...)`` refusing a blob put
 within the grace period, a sweep never takes bytes from under a put. A reader between the move
-and the restore sees the blob as absent for a moment, never wrong bytes: every read re-hashes.
+and the restore sees the blob as absent for a moment, never wrong bytes: every read re-hashes
+(``get`` as the body arrives; ``open`` streams it through a ``BlobReader``, which raises from the
+read that would complete a damaged blob).
 
 The pieces: ``_s3_client`` is the bucket through obstore (configuration, errors), ``_s3_index``
 the tenant markers (and the interface the PostgreSQL index, ``_pg_index``, fills too), and

@@ -66,6 +66,19 @@ def test_readinto_iteration_and_readall_give_the_same_bytes(store: ContentStore)
         assert reader.verified
 
 
+def test_reads_across_the_bodys_chunk_boundaries_give_the_exact_bytes(store: ContentStore) -> None:
+    """A blob of several 1 MiB read chunks (HTTP body pieces on S3) read in odd sizes that straddle them."""
+    data = os.urandom(2 * (1 << 20) + 3)
+    ref = store.put(data, "alice")
+    with store.open(ref.address, tenant="alice") as reader:
+        pieces = []
+        while piece := reader.read(300_001):
+            pieces.append(piece)
+    assert [len(p) for p in pieces] == [300_001] * 6 + [len(data) - 6 * 300_001]
+    assert b"".join(pieces) == data
+    assert reader.verified
+
+
 def test_open_is_allowed_only_to_a_tenant_that_stored_the_blob(store: ContentStore) -> None:
     """Another tenant's blob and an absent one are refused alike; bad names are refused up front."""
     ref = store.put(b"alice's bytes", "alice")
