@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from loom_nb.errors import ContentAccessDeniedError, ContentIntegrityError
 
@@ -124,12 +124,18 @@ class BlobReader(io.RawIOBase):
         """Every byte not read yet, verified."""
         return self.read(self.size - self._position)
 
-    def __iter__(self) -> Iterator[bytes]:
-        """Chunks of ``chunk_size`` bytes (the last may be shorter), verified at the end."""
-        while chunk := self.read(self.chunk_size):
-            yield chunk
-        if not self.verified:  # an empty blob: reading nothing still checks it
-            self.readinto(bytearray(0))
+    def __iter__(self) -> BlobReader:
+        """The reader itself: iterating yields chunks of ``chunk_size`` bytes, not lines."""
+        if self.closed:
+            raise ValueError("I/O operation on a closed blob reader")
+        return self
+
+    def __next__(self) -> bytes:
+        """The next chunk of ``chunk_size`` bytes (the last may be shorter), verified at the end."""
+        chunk = self.read(self.chunk_size)  # at the end: verifies (an empty blob too), then b""
+        if not chunk:
+            raise StopIteration
+        return chunk
 
     def close(self) -> None:
         """Release the file or the connection (reading before the end verified nothing)."""
