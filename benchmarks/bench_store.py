@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from loom_nb.store import LocalContentStore
+from loom_nb.store import LocalContentStore, open_store
 
 SIZES = {"1 MiB": 1 << 20, "64 MiB": 64 << 20}
 RSS_SIZE = 256 << 20
@@ -142,7 +142,7 @@ def rss_child(operation: str, store_dir: str, target: str) -> None:
     On Linux the peak is reset first (``/proc/self/clear_refs``) and read as ``VmHWM``, so the
     imports' own peak does not hide a smaller rise; elsewhere ``ru_maxrss`` is compared.
     """
-    store = LocalContentStore(store_dir)
+    store = open_store(store_dir)
     before = _status("VmRSS")
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as clear:
@@ -164,8 +164,12 @@ def rss_child(operation: str, store_dir: str, target: str) -> None:
     print(peak - before)
 
 
-def rss(directory: Path) -> dict[str, int]:
-    """Peak-RSS rise of open, get and put_file over a 256 MiB blob (the file is written in chunks)."""
+def rss(directory: Path, s3: str | None = None) -> dict[str, int]:
+    """Peak-RSS rise of open, get and put_file over a 256 MiB blob (the file is written in chunks).
+
+    With ``s3`` (an endpoint), the blob is put into an S3 store there too and read back through
+    ``open`` and ``get`` (``s3 open``, ``s3 get``).
+    """
     source = directory / "big.bin"
     digest = hashlib.sha256()
     with source.open("wb") as out:
@@ -177,24 +181,34 @@ def rss(directory: Path) -> dict[str, int]:
     with LocalContentStore(store_dir) as store:
         ref = store.put_file(source, "bench")
     assert ref.address == "sha256:" + digest.hexdigest()
+    runs = [
+        ("open", "open", str(store_dir), ref.address),
+        ("get", "get", str(store_dir), ref.address),
+        ("put_file", "put_file", str(store_dir), str(source)),
+    ]
+    env = dict(os.environ)
+    if s3 is not None:
+        key = "bench"  # the local server takes any key
+        env.update(AWS_ENDPOINT_URL=s3, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=key)
+        url = f"s3://loom-bench/rss-{os.getpid()}-{time.time_ns()}"
+        with open_store(url, endpoint=s3, access_key_id=key, secret_access_key=key) as bucket:
+            bucket.put_file(source, "bench")
+        runs += [("s3 open", "open", url, ref.address), ("s3 get", "get", url, ref.address)]
     rises = {}
-    for operation, target in (
-        ("open", ref.address),
-        ("get", ref.address),
-        ("put_file", str(source)),
-    ):
+    for name, operation, where, target in runs:
         out = subprocess.run(
-            [sys.executable, __file__, "--rss-child", operation, str(store_dir), target],
+            [sys.executable, __file__, "--rss-child", operation, where, target],
             check=True,
             capture_output=True,
             text=True,
+            env=env,
         )
-        rises[operation] = int(out.stdout.split()[-1])
+        rises[name] = int(out.stdout.split()[-1])
     return rises
 
 
-def run(directory: Path, rounds: int) -> bool:
-    """Print every ratio with its limit; return whether every target was met."""
+def timings(directory: Path, rounds: int) -> bool:
+    """Print each operation's ratio to sha256, its limit and its ratio to the limit."""
     ok = True
     print(f"load average {os.getloadavg()[0]:.1f}; best of {rounds} rounds, round-robin")
     print(
@@ -229,15 +243,23 @@ def run(directory: Path, rounds: int) -> bool:
             f"read+hash {times['read+hash'] * 1e3:.1f} ms; bare two-thread hash ∥ write+fsync "
             f"{reference * 1e3:.1f} ms)"
         )
-    rises = rss(directory)
+    return ok
+
+
+def run(directory: Path, rounds: int, s3: str | None = None, *, timing: bool = True) -> bool:
+    """Print every ratio with its limit, then the RSS rises; return whether every target was met."""
+    ok = timings(directory, rounds) if timing else True
+    rises = rss(directory, s3)
     print(
-        f"peak RSS rise over a {RSS_SIZE // MiB} MiB blob: open {rises['open'] / MiB:.1f} MiB "
-        f"(target <= {RSS_TARGET // MiB}), get {rises['get'] / MiB:.1f} MiB, put_file "
-        f"{rises['put_file'] / MiB:.1f} MiB; open / get {rises['open'] / max(rises['get'], 1):.3f}"
+        f"peak RSS rise over a {RSS_SIZE // MiB} MiB blob (target: open <= {RSS_TARGET // MiB} "
+        "MiB): "
+        + ", ".join(f"{name} {rise / MiB:.1f} MiB" for name, rise in rises.items())
+        + f"; open / get {rises['open'] / max(rises['get'], 1):.3f}"
     )
-    if rises["open"] > RSS_TARGET:
-        ok = False
-        print("  below target: open raised the peak RSS by more than 64 MiB")
+    for name in ("open", "s3 open"):
+        if rises.get(name, 0) > RSS_TARGET:
+            ok = False
+            print(f"  below target: {name} raised the peak RSS by more than 64 MiB")
     return ok
 
 
@@ -250,9 +272,27 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, help="where to create the scratch stores")
     parser.add_argument("--rounds", type=int, default=9, help="rounds at 1 MiB (a third at 64)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--s3",
+        action="store_true",
+        help="also measure open/get RSS on S3 ($LOOM_TEST_S3_ENDPOINT, else moto's server)",
+    )
+    parser.add_argument("--skip-timing", action="store_true", help="only the RSS measurements")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
-        ok = run(Path(scratch), args.rounds)
+    server = None
+    endpoint = None
+    if args.s3:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from bench_backends import s3_server
+
+        endpoint, server = s3_server()
+    try:
+        with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
+            ok = run(Path(scratch), args.rounds, endpoint, timing=not args.skip_timing)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(10)
     return 0 if ok or not args.check else 1
 
 
