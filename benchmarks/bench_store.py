@@ -14,9 +14,12 @@ best round counts), so a load change hits the operation and its limit alike:
   blob through ``open`` raises the peak (target <= 64 MiB), against ``get`` (the whole blob), and
   what ``put_file`` of a 256 MiB file raises it by.
 
+  With ``--s3`` the same blob is also read from an S3 store (``$LOOM_TEST_S3_ENDPOINT``, else
+  moto's server in a process of its own) through ``open`` and ``get``.
+
 Targets (64 MiB): put >= 0.9 of its limit, get >= 0.9 of its limit; open of 256 MiB raises RSS by
-<= 64 MiB. Usage: ``python benchmarks/bench_store.py [--dir DIR] [--rounds N] [--check]``; with
-``--check`` the exit status is 1 when a target is missed.
+<= 64 MiB. Usage: ``python benchmarks/bench_store.py [--dir DIR] [--rounds N] [--s3]
+[--skip-timing] [--check]``; with ``--check`` the exit status is 1 when a target is missed.
 """
 
 from __future__ import annotations
