@@ -108,7 +108,11 @@ class BlobReader(io.RawIOBase):
             if got == 0:
                 break
             done += got
-        self._advance(view[:done], wanted)
+        try:
+            self._advance(view[:done], wanted)
+        except ContentIntegrityError:
+            view[:done] = bytes(done)  # the failed read leaves none of its bytes behind
+            raise
         return done
 
     def read(self, size: int | None = -1) -> bytes:

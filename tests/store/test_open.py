@@ -220,3 +220,18 @@ def test_a_failed_write_on_the_parallel_path_stores_nothing(
         store.put_file(source, "alice")
     assert store.list() == []
     assert list((tmp_path / "store" / "tmp").iterdir()) == []
+
+
+def test_a_failed_readinto_leaves_none_of_its_bytes_in_the_buffer(tmp_path: Path) -> None:
+    """readinto of a damaged blob's last bytes raises and blanks what it had copied."""
+    store = LocalContentStore(tmp_path / "store")
+    data = os.urandom(10_000)
+    ref = store.put(data, "alice")
+    digest = ref.address.removeprefix("sha256:")
+    (tmp_path / "store" / "objects" / digest[:2] / digest[2:]).write_bytes(b"X" * 10_000)
+    buffer = bytearray(b"\xff" * 10_000)
+    with store.open(ref.address, tenant="alice") as reader:
+        with pytest.raises(ContentIntegrityError):
+            reader.readinto(buffer)
+        assert not reader.verified
+    assert buffer == bytes(10_000)
