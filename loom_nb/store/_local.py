@@ -48,18 +48,9 @@ from typing import BinaryIO
 
 from loom_nb._args import check_type
 from loom_nb.content import ContentRef
-from loom_nb.errors import (
-    ContentIntegrityError,
-    ContentNotFoundError,
-    StoreError,
-)
+from loom_nb.errors import ContentIntegrityError, ContentNotFoundError, StoreError
 from loom_nb.store import _local_io
-from loom_nb.store._local_io import (
-    LocalReader,
-    hashed_copy,
-    hashed_write,
-    write_all,
-)
+from loom_nb.store._local_io import LocalReader, hashed_copy, hashed_write, write_all
 from loom_nb.store._protocol import Progress, StoreEntry, check_address, check_tenant
 from loom_nb.store._reader import BlobReader, denied
 
