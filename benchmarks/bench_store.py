@@ -18,7 +18,8 @@ best round counts), so a load change hits the operation and its limit alike:
   what ``put_file`` of a 256 MiB file raises it by.
 
   With ``--s3`` the same blob is also read from an S3 store (``$LOOM_TEST_S3_ENDPOINT``, else
-  moto's server in a process of its own) through ``open`` and ``get``.
+  moto's server in a process of its own) through ``open`` and ``get``, and ``put_file`` uploads
+  it to a new one.
 
 Targets (64 MiB): put >= 0.9 of its limit, get >= 0.9 of its limit; open of 256 MiB raises RSS by
 <= 64 MiB. Usage: ``python benchmarks/bench_store.py [--dir DIR] [--rounds N] [--s3]
@@ -200,7 +201,11 @@ def rss(directory: Path, s3: str | None = None) -> dict[str, int]:
         url = f"s3://loom-bench/rss-{os.getpid()}-{time.time_ns()}"
         with open_store(url, endpoint=s3, access_key_id=key, secret_access_key=key) as bucket:
             bucket.put_file(source, "bench")
-        runs += [("s3 open", "open", url, ref.address), ("s3 get", "get", url, ref.address)]
+        runs += [
+            ("s3 open", "open", url, ref.address),
+            ("s3 get", "get", url, ref.address),
+            ("s3 put_file", "put_file", f"{url}-put", str(source)),  # a new store: uploaded
+        ]
     rises = {}
     for name, operation, where, target in runs:
         out = subprocess.run(
