@@ -4,7 +4,8 @@
 the transcript becomes, by mode:
 
 - ``folder`` given (``chat.export("x.md")``): a file in ``x_files/`` beside the page, copied in
-  chunks from the content store (never read whole when the store can stream it: ``store.open``)
+  chunks from the content store (never read whole: ``store.open``, which checks the hash as it
+  reads and raises at the end of a damaged blob, so the partial file is removed)
   or decoded from the part's inline data, byte for byte, and an image link to it (PNG, JPEG, GIF,
   WebP) or a plain link (audio, PDFs, other files). The same bytes twice make one file, named by
   their hash, so exporting again rewrites the same names.
@@ -36,7 +37,7 @@ from typing import IO
 from urllib.parse import quote
 
 from loom_nb.content import AudioPart, DataSource, FilePart, ImagePart, RefSource
-from loom_nb.errors import LoomError
+from loom_nb.errors import ContentAccessDeniedError, ContentNotFoundError, LoomError
 from loom_nb.render._html import human_size
 from loom_nb.render._resolve import NOT_AVAILABLE
 from loom_nb.render._to_markdown import inline_literal
@@ -148,10 +149,12 @@ class MediaOut:
             if self._tenant not in store.tenants(address):  # absent and foreign look alike
                 raise _Unreadable(NOT_AVAILABLE)
             opener = getattr(store, "open", None)
-            if callable(opener):  # streams, and checks the hash as it reads
+            if callable(opener):  # every content store: streams, checking the hash as it reads
                 stream: IO[bytes] = opener(address, tenant=self._tenant)
                 return stream
-            return io.BytesIO(store.get(address))
+            return io.BytesIO(store.get(address))  # a store of another make, without open
+        except (ContentNotFoundError, ContentAccessDeniedError):  # erased since tenants() said
+            raise _Unreadable(NOT_AVAILABLE) from None
         except LoomError as exc:
             raise _Unreadable(f"store error ({exc.code})") from None
 

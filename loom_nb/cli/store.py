@@ -1,7 +1,10 @@
 """``loom-nb store``: put files into the local content store, list it, and collect its garbage.
 
 ``put FILE... --tenant T`` prints one ref per line as JSON (progress on stderr for large files);
-``ls`` lists blobs; ``gc --ttl 7d`` reclaims blobs that no scanned log cites and that were last
+``get ADDRESS --tenant T [-o FILE]`` writes a blob's bytes to FILE or stdout, streamed and
+verified as they are read (``store.open``): a blob that does not hash to its address fails with
+``content_corrupted`` and leaves no FILE (on stdout, the bytes written before the end are not to
+be trusted: the exit status says so); ``ls`` lists blobs; ``gc --ttl 7d`` reclaims blobs that no scanned log cites and that were last
 stored more than the TTL ago (``--dry-run`` only reports). The store is ``--store`` (a directory
 or ``s3://bucket/prefix``), else ``$LOOM_STORE``, else ``./.loom/store``; ``gc`` scans the journals
 named with ``--journal`` (files or ``postgresql://`` URLs), else ``$LOOM_JOURNAL`` when set.
@@ -15,7 +18,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
+import shutil
 import sys
 from collections.abc import Iterator
 from datetime import timedelta
@@ -41,12 +46,13 @@ __all__ = ["STORE_ENV", "default_store_dir", "parse_ttl", "register"]
 
 
 _PROGRESS_FROM = 8 * 1024 * 1024
+_COPY_CHUNK = 1024 * 1024
 _TTL = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``loom-nb store`` and its ``put`` / ``ls`` / ``gc`` subcommands."""
+    """Add ``loom-nb store`` and its ``put`` / ``get`` / ``ls`` / ``gc`` subcommands."""
     common = argparse.ArgumentParser(add_help=False)
     add_store_option(common)
     store = subparsers.add_parser("store", help="the content store (local or S3)")
@@ -56,6 +62,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     put.add_argument("files", nargs="+", metavar="FILE")
     put.add_argument("--tenant", required=True, help="tenant the bytes are stored for")
     put.set_defaults(handler=_put)
+
+    get = commands.add_parser(
+        "get", parents=[common], help="write a blob's bytes to a file or stdout (verified)"
+    )
+    get.add_argument("address", metavar="ADDRESS", help="sha256:<hex>, as put printed it")
+    get.add_argument("--tenant", required=True, help="a tenant that stored the blob")
+    get.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    get.set_defaults(handler=_get)
 
     ls = commands.add_parser("ls", parents=[common], help="list stored blobs")
     ls.add_argument("--json", action="store_true", help="one JSON object per blob")
@@ -120,6 +134,25 @@ def _put(args: argparse.Namespace) -> int:
             with _Progress(path.name, path.stat().st_size) as progress:
                 ref = store.put_file(path, args.tenant, progress=progress)
             print(canonical_json(ref), flush=True)
+    return 0
+
+
+def _get(args: argparse.Namespace) -> int:
+    with _store(args, create=False) as store, store.open(args.address, tenant=args.tenant) as blob:
+        if args.output is None:
+            out = sys.stdout.buffer
+            for chunk in blob:
+                out.write(chunk)
+            out.flush()
+            return 0
+        target = Path(args.output)
+        partial = target.with_name(f".{target.name}.partial")
+        try:
+            with partial.open("wb") as out:
+                shutil.copyfileobj(blob, out, _COPY_CHUNK)
+            os.replace(partial, target)  # only a verified copy gets the name
+        finally:
+            partial.unlink(missing_ok=True)
     return 0
 
 

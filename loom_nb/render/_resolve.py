@@ -1,7 +1,9 @@
 """Fetching a media part's bytes for display, with the viewer's principal (never someone else's bytes).
 
 The renderer reads the content store through a two-method protocol, ``ContentReader`` (``get``
-and ``tenants``), which ``loom_nb.store.LocalContentStore`` satisfies. A ref is shown only when
+and ``tenants``), which every ``loom_nb.store`` content store satisfies; ``open_media`` streams
+a blob instead of reading it whole when the store has ``open`` (every content store does), for
+media passed on in chunks (the widgets' streaming to the browser). A ref is shown only when
 the viewer's tenant is among the tenants that stored the blob (the rule of ``StoreResolver``,
 "Authorizing under dedupe"). Anything else is an ``Unavailable`` with a reason that is shown in
 place of the media: no store, no principal, not available to this viewer, corrupted, size
@@ -17,8 +19,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import io
 from dataclasses import dataclass
-from typing import Protocol
+from typing import IO, Protocol
 
 from loom_nb.content import DataSource, MediaSource, RefSource
 from loom_nb.errors import ContentAccessDeniedError, ContentNotFoundError, LoomError
@@ -27,9 +31,11 @@ __all__ = [
     "MAX_RENDER_BYTES",
     "NOT_AVAILABLE",
     "ContentReader",
+    "OpenedMedia",
     "Unavailable",
     "Viewer",
     "fetch_bytes",
+    "open_media",
 ]
 
 MAX_RENDER_BYTES = 64 * 1024 * 1024
@@ -121,3 +127,73 @@ def fetch_bytes(
     if len(data) > limit:
         return Unavailable(f"too large to display ({len(data)} bytes)", address, too_large=True)
     return data
+
+
+@dataclass(frozen=True)
+class OpenedMedia:
+    """A media part's bytes as a stream (close it), with its size and SHA-256 known up front.
+
+    A stored blob's stream verifies the hash as it is read: the read that would complete a
+    corrupted blob raises ``content_corrupted`` instead (``loom_nb.store.BlobReader``).
+    """
+
+    stream: IO[bytes]
+    """The bytes, read in chunks."""
+    size: int
+    """Their length."""
+    sha256: str
+    """Their SHA-256 in hex (the address's digest for a stored blob)."""
+
+
+def open_media(
+    source: MediaSource,
+    *,
+    store: ContentReader | None,
+    principal: Viewer | None,
+    limit: int = MAX_RENDER_BYTES,
+) -> OpenedMedia | Unavailable:
+    """``source``'s bytes as a stream if this viewer may read them, else an ``Unavailable``.
+
+    The same rules and reasons as ``fetch_bytes`` (tenancy first, then the size against
+    ``limit`` and the ref's declared size, both before any byte is read), without holding a
+    stored blob in memory: the store's ``open`` streams it (a store without ``open`` is read
+    with ``get``).
+    """
+    if isinstance(source, DataSource):
+        data = fetch_bytes(source, store=store, principal=principal, limit=limit)
+        if isinstance(data, Unavailable):
+            return data
+        return OpenedMedia(io.BytesIO(data), len(data), hashlib.sha256(data).hexdigest())
+    assert isinstance(source, RefSource)
+    address = source.ref.address
+    opener = getattr(store, "open", None)
+    if store is None or principal is None or not callable(opener):
+        found = fetch_bytes(source, store=store, principal=principal, limit=limit)
+        if isinstance(found, Unavailable):
+            return found
+        return OpenedMedia(io.BytesIO(found), len(found), address.removeprefix("sha256:"))
+    size = source.ref.size
+    if size is not None and size > limit:
+        try:  # the tenancy check comes first, as in fetch_bytes: a size tells nothing otherwise
+            allowed = principal.tenant in store.tenants(address)
+        except LoomError as exc:
+            return Unavailable(f"store error ({exc.code})", address)
+        if not allowed:
+            return Unavailable(NOT_AVAILABLE, address)
+        return Unavailable(f"too large to display ({size} bytes)", address, too_large=True)
+    try:
+        stream = opener(address, tenant=principal.tenant)
+    except (ContentNotFoundError, ContentAccessDeniedError):
+        return Unavailable(NOT_AVAILABLE, address)
+    except LoomError as exc:
+        return Unavailable(f"store error ({exc.code})", address)
+    stored: int = stream.size
+    failure = None
+    if size is not None and stored != size:
+        failure = Unavailable(f"size mismatch (ref says {size}, store has {stored})", address)
+    elif stored > limit:
+        failure = Unavailable(f"too large to display ({stored} bytes)", address, too_large=True)
+    if failure is not None:
+        stream.close()
+        return failure
+    return OpenedMedia(stream, stored, address.removeprefix("sha256:"))

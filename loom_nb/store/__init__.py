@@ -6,6 +6,7 @@ from loom_nb.store._gc import SweepReport, sweep_unpinned_content
 from loom_nb.store._local import LocalContentStore
 from loom_nb.store._open import open_store
 from loom_nb.store._protocol import ContentStore, StoreEntry
+from loom_nb.store._reader import BlobReader
 from loom_nb.store._request import MAX_CONCURRENT_FETCHES, resolve_request_content
 from loom_nb.store._resolve import ContentResolver, Principal, ResolveContext, StoreResolver
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_CONCURRENT_FETCHES",
+    "BlobReader",
     "ContentResolver",
     "ContentStore",
     "LocalContentStore",

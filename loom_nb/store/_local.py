@@ -8,15 +8,19 @@ Layout under the store directory::
     corrupt/                blobs that failed their hash check on read, moved aside
     index.sqlite3           rows (address, tenant, size, created, last_put); WAL mode
 
-A put streams into a temporary file while hashing, fsyncs it, then, holding SQLite's write lock,
+A put writes a temporary file while hashing (in parallel from 4 MiB on: ``_local_io``), fsyncs
+it, then, holding SQLite's write lock,
 renames it into place and records the tenant in the same transaction. A delete drops the tenant
 row and unlinks the blob when no row remains, also under that lock. Because every change to the
 set of blob files happens inside a write transaction, two processes sharing the store cannot
 interleave a put and the last delete of the same address into "row without blob". Reads need no
 lock: a blob file is immutable once renamed, and every read re-hashes it, so a corrupted file
 raises ``ContentIntegrityError`` instead of returning wrong bytes (and is moved aside, so storing
-the original bytes again repairs it). A ``put`` of bytes already present compares them with the
-stored copy before taking the dedupe path, so it repairs a copy damaged in place (same size) too.
+the original bytes again repairs it). ``open`` streams a blob file and re-hashes it as it reads
+(``_reader``): the read that would complete a damaged blob raises instead. A ``put`` of bytes
+already present compares them with the stored copy before taking the dedupe path (under 4 MiB;
+a larger put always writes its fresh copy over the old one), so it repairs a copy damaged in
+place (same size) too.
 
 A sweep's ``purge(keep=...)`` moves the blob aside under the write lock, asks ``keep`` and puts it
 back or erases it before releasing the lock; a read that finds no file waits for the lock and
@@ -29,6 +33,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import hashlib
+import io
 import os
 import sqlite3
 import tempfile
@@ -44,7 +49,10 @@ from typing import BinaryIO
 from loom_nb._args import check_type
 from loom_nb.content import ContentRef
 from loom_nb.errors import ContentIntegrityError, ContentNotFoundError, StoreError
+from loom_nb.store import _local_io
+from loom_nb.store._local_io import LocalReader, hashed_copy, hashed_write, write_all
 from loom_nb.store._protocol import Progress, StoreEntry, check_address, check_tenant
+from loom_nb.store._reader import BlobReader, denied
 
 __all__ = ["LocalContentStore"]
 
@@ -144,22 +152,33 @@ class LocalContentStore:
                 f"put() takes bytes, got {type(data).__name__}; use put_file() for a file on disk.",
                 code="invalid_data",
             )
-        view = memoryview(data)
+        view = memoryview(data).cast("B")
+        if view.nbytes >= _local_io.PARALLEL_FROM:
+            # Large: hashed while it is written and synced (the fresh copy replaces any old one,
+            # so a damaged copy is repaired without comparing the bytes first).
+            written: list[Path] = []
+            digest = hashed_write(
+                view, lambda: written.append(self._write_temp(lambda out: write_all(out, view)))
+            )
+            return self._commit("sha256:" + digest, view.nbytes, tenant, written[0])
         address = "sha256:" + hashlib.sha256(view).hexdigest()
         if _holds(self._blob(address), view):  # dedupe: a sound copy is there already
             with contextlib.suppress(_BlobVanished):
                 return self._commit(address, view.nbytes, tenant, None)
         # Absent, or damaged on disk (even at the same size): the fresh copy replaces it.
-        tmp = self._write_temp(lambda out: out.write(view))
+        tmp = self._write_temp(lambda out: write_all(out, view))
         return self._commit(address, view.nbytes, tenant, tmp)
 
     def put_file(
         self, path: str | os.PathLike[str], tenant: str, *, progress: Progress | None = None
     ) -> ContentRef:
-        """Store a file's bytes for ``tenant``, streaming: hashed while copied, never read whole."""
+        """Store a file's bytes for ``tenant``, streaming: hashed while copied, never read whole.
+
+        Memory stays a few MiB whatever the file's size; a large file is hashed and written in
+        parallel (``loom_nb.store._local_io``).
+        """
         check_tenant(tenant)
         source = Path(path)
-        digest = hashlib.sha256()
         try:
             src = source.open("rb")
         except OSError as exc:
@@ -167,23 +186,16 @@ class LocalContentStore:
                 f"cannot read {source}: {exc.strerror}. Pass the path of a readable file.",
                 code="unreadable_file",
             ) from exc
+        copied: list[tuple[str, int]] = []
         with src:
             total = os.fstat(src.fileno()).st_size
-            size = 0
-
-            def copy(out: BinaryIO) -> None:
-                nonlocal size
-                buffer = bytearray(_CHUNK)
-                view = memoryview(buffer)
-                while n := src.readinto(view):
-                    digest.update(view[:n])
-                    out.write(view[:n])
-                    size += n
-                    if progress is not None:
-                        progress(size, total)
-
-            tmp = self._write_temp(copy)
-        return self._commit("sha256:" + digest.hexdigest(), size, tenant, tmp)
+            tmp = self._write_temp(
+                lambda out: copied.append(
+                    hashed_copy(src, out, total, progress, durable=self.durable)
+                )
+            )
+        ((digest, size),) = copied
+        return self._commit("sha256:" + digest, size, tenant, tmp)
 
     def delete(self, address: str, tenant: str) -> bool:
         """Remove ``tenant`` from the address's set; the blob is erased when no tenant is left.
@@ -282,6 +294,31 @@ class LocalContentStore:
             )
         return data
 
+    def open(self, address: str, *, tenant: str) -> BlobReader:
+        """The blob as a binary stream, hashed as it is read (``loom_nb.store._reader``).
+
+        Allowed when ``tenant`` stored the blob; an absent and another tenant's blob are refused
+        alike (``ContentAccessDeniedError``). Reading the last byte of a blob that does not hash
+        to its address raises ``ContentIntegrityError`` (and moves the file to ``corrupt/``).
+        """
+        check_address(address)
+        check_tenant(tenant)
+        if tenant not in self.tenants(address):
+            raise denied(address, tenant, str(self.path))
+        file = self._open_file(address)
+        if file is None:
+            with self._write():  # a sweep holding it aside decides first (see get())
+                pass
+            file = self._open_file(address)
+        if file is None:
+            raise ContentNotFoundError(
+                f"no blob at {address} in {self.path} (it was erased). Store it again with put().",
+                address=address,
+            )
+        return LocalReader(
+            file, address, str(self.path), lambda inode: self._quarantine(address, inode)
+        )
+
     def has(self, address: str) -> bool:
         """Whether a blob is stored at ``address`` (indexed and present on disk)."""
         check_address(address)
@@ -346,6 +383,12 @@ class LocalContentStore:
         try:
             with self._blob(address).open("rb") as blob:
                 return os.fstat(blob.fileno()).st_ino, blob.read()
+        except FileNotFoundError:
+            return None
+
+    def _open_file(self, address: str) -> io.FileIO | None:
+        try:
+            return io.FileIO(self._blob(address), "rb")
         except FileNotFoundError:
             return None
 

@@ -6,7 +6,9 @@ bytes stored by several tenants are ONE blob. Authorization therefore cannot res
 when the asking tenant is in that set, and a tenant's delete only removes the tenant; the blob is
 erased when the set empties.
 
-The protocol speaks of bytes and addresses, never of file paths, so an object store (S3 and
+``open(address, tenant=...)`` streams a blob instead of reading it whole: a ``BlobReader``
+(``loom_nb.store._reader``) that verifies the hash as it reads. The protocol speaks of bytes and
+addresses, never of file paths, so an object store (S3 and
 compatible) can implement it with the same addressing and tenancy. Methods are synchronous: the
 local store is disk I/O, and the async resolver runs them in a worker thread.
 """
@@ -19,10 +21,13 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from loom_nb.content import ContentRef
 from loom_nb.errors import StoreError
+
+if TYPE_CHECKING:
+    from loom_nb.store._reader import BlobReader
 
 __all__ = ["ContentStore", "Progress", "StoreEntry", "check_address", "check_tenant"]
 
@@ -60,6 +65,11 @@ class ContentStore(Protocol):
 
     def get(self, address: str) -> bytes:
         """The bytes at ``address``, verified against it (never wrong bytes)."""
+        ...
+
+    def open(self, address: str, *, tenant: str) -> BlobReader:
+        """The blob as a binary stream for ``tenant`` (who must have stored it), hashed as it is
+        read: reading its last byte raises ``content_corrupted`` when the whole does not match."""
         ...
 
     def has(self, address: str) -> bool:

@@ -12,8 +12,9 @@ The request-level walk and its running byte budget live in ``_request.py``.
 from __future__ import annotations
 
 import asyncio
+import io
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from loom_nb.content import ContentRef
 from loom_nb.errors import (
@@ -117,8 +118,10 @@ class StoreResolver:
     async def resolve(self, ref: ContentRef, context: ResolveContext) -> bytes:
         """The bytes at ``ref.address`` if the principal's tenant stored them and they fit the budget.
 
-        A ref that declares a size must match the blob's (``StoreError`` code ``size_mismatch``),
-        checked against the index before the read and against the bytes after it.
+        The blob is read through ``store.open``, which checks the tenancy and verifies the hash as
+        it reads. A ref that declares a size must match the blob's (``StoreError`` code
+        ``size_mismatch``), checked against the stored size before the read and against the
+        bytes after it; a blob over the budget left is refused before any byte is read.
         """
         address = check_address(ref.address)
         if not context.execution_id or context.principal is None:
@@ -129,29 +132,56 @@ class StoreResolver:
                 address=address,
             )
         _check_cancel(context, address)
-        entry = await asyncio.to_thread(_stat_or_none, self.store, address)
         tenant = context.principal.tenant
+        try:
+            # The store checks the tenancy (absent and foreign alike) and learns the size before
+            # any byte of the body is read.
+            reader = await asyncio.to_thread(_open, self.store, address, tenant)
+        except (ContentAccessDeniedError, ContentNotFoundError):
+            reader = None
         # Absent and foreign look alike, so a tenant cannot probe which blobs others stored.
-        if entry is None or tenant not in entry.tenants:
+        if reader is None:
             raise ContentAccessDeniedError(
                 f"read of {address} denied: tenant {tenant!r} has not stored it in this store "
                 "(or it is absent). Store the bytes as that tenant first.",
                 address=address,
                 tenant=tenant,
             )
-        if entry.size > context.max_bytes:
-            raise StoreError(
-                f"{address} is {entry.size} bytes, over the {context.max_bytes} bytes left in this "
-                "request's budget; send fewer or smaller media.",
-                code="over_budget",
-                address=address,
-            )
-        _check_size(ref, entry.size)  # the index's size: refused before any byte is read
-        _check_cancel(context, address)
-        data = await asyncio.to_thread(self.store.get, address)
-        _check_size(ref, len(data))  # the bytes themselves, hash-verified by get()
+        with reader:
+            if reader.size > context.max_bytes:
+                raise StoreError(
+                    f"{address} is {reader.size} bytes, over the {context.max_bytes} bytes left in "
+                    "this request's budget; send fewer or smaller media.",
+                    code="over_budget",
+                    address=address,
+                )
+            _check_size(ref, reader.size)  # refused before any byte is read
+            _check_cancel(context, address)
+            # Every provider wire takes media inline (base64 in the JSON body), so the whole
+            # blob is needed here; it is read once, verified against its address as it is read.
+            data: bytes = await asyncio.to_thread(reader.read)
+        _check_size(ref, len(data))
         _check_cancel(context, address)
         return data
+
+
+def _open(store: ContentStore, address: str, tenant: str) -> Any:
+    """``store.open`` (a ``BlobReader``); a store without it is read whole after a tenancy check."""
+    opener = getattr(store, "open", None)
+    if callable(opener):
+        return opener(address, tenant=tenant)
+    entry = _stat_or_none(store, address)
+    if entry is None or tenant not in entry.tenants:
+        raise ContentAccessDeniedError(f"{address} is not available", address=address)
+    return _Whole(store.get(address))
+
+
+class _Whole(io.BytesIO):
+    """A blob read whole, with the ``size`` a ``BlobReader`` has."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.size = len(data)
 
 
 def _stat_or_none(store: ContentStore, address: str) -> StoreEntry | None:

@@ -27,7 +27,9 @@ puts the blob back if a marker it had not seen appeared meanwhile: a put racing 
 wrote its marker before the second listing (and the blob is restored) or after it (and then it
 finds the blob gone and uploads it). Together with ``purge(older_than=...)`` refusing a blob put
 within the grace period, a sweep never takes bytes from under a put. A reader between the move
-and the restore sees the blob as absent for a moment, never wrong bytes: every read re-hashes.
+and the restore sees the blob as absent for a moment, never wrong bytes: every read re-hashes
+(``get`` as the body arrives; ``open`` streams it through a ``BlobReader``, which raises from the
+read that would complete a damaged blob).
 
 The pieces: ``_s3_client`` is the bucket through obstore (configuration, errors), ``_s3_index``
 the tenant markers (and the interface the PostgreSQL index, ``_pg_index``, fills too), and
@@ -57,7 +59,17 @@ from loom_nb.errors import (
     StoreError,
 )
 from loom_nb.store._protocol import Progress, StoreEntry, check_address
-from loom_nb.store._s3_client import AVAILABLE, Exists, S3Objects, blob, connect, parse_url, sound
+from loom_nb.store._reader import BlobReader, denied
+from loom_nb.store._s3_client import (
+    AVAILABLE,
+    Exists,
+    S3Objects,
+    S3Reader,
+    blob,
+    connect,
+    parse_url,
+    sound,
+)
 from loom_nb.store._s3_index import (
     Marker,
     ObjectIndex,
@@ -464,6 +476,19 @@ class S3ContentStore:
                 address=address,
             )
         return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+    def open(self, address: str, *, tenant: str) -> BlobReader:
+        """The blob as a binary stream, hashed as its body arrives (``loom_nb.store._reader``).
+
+        Allowed when ``tenant`` stored the blob; an absent and another tenant's blob are refused
+        alike (``ContentAccessDeniedError``). Reading the last byte of a blob that does not hash
+        to its address raises ``ContentIntegrityError`` (and moves the object to ``corrupt/``).
+        """
+        digest = check_address(address)[7:]
+        tenant_key(tenant)  # a malformed tenant is refused before any request
+        if tenant not in self.tenants(address):
+            raise denied(address, tenant, self.url)
+        return S3Reader(self._objects, digest, self._fetch(digest))
 
     def _fetch(self, digest: str) -> Any:
         """The blob's GET, waiting a moment while an erase holds it in ``trash/`` to decide.

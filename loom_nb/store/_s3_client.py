@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover - the optional dependency is missing
     obstore = None  # type: ignore[assignment]
 
 from loom_nb.errors import ConfigurationError, ContentNotFoundError, StoreError
+from loom_nb.store._reader import CHUNK_SIZE, BlobReader
 
 if TYPE_CHECKING:
     from obstore import ObjectMeta
@@ -43,6 +44,7 @@ __all__ = [
     "AVAILABLE",
     "Exists",
     "S3Objects",
+    "S3Reader",
     "blob",
     "connect",
     "parse_url",
@@ -304,6 +306,43 @@ class S3Objects:
             "reachable, the bucket exists and the credentials may read and write it, then retry.",
             code="store_unavailable",
         ) from exc
+
+
+class S3Reader(BlobReader):
+    """A blob's GET body read through a ``BlobReader`` as it arrives (see ``loom_nb.store._reader``).
+
+    The body is one request: the store's ``timeout`` bounds the whole read, so a reader left
+    open longer than that ends in ``store_timeout``.
+    """
+
+    def __init__(self, objects: S3Objects, digest: str, result: Any) -> None:
+        meta = result.meta
+        super().__init__(
+            f"sha256:{digest}",
+            int(meta["size"]),
+            objects.url,
+            chunk_size=CHUNK_SIZE,
+            on_corrupt=lambda: objects.quarantine(digest, meta.get("e_tag")),
+        )
+        self._chunks = objects.chunks("open", digest, result, CHUNK_SIZE)
+        self._current = memoryview(b"")
+
+    def _fill(self, view: memoryview) -> int:
+        while not self._current:
+            part = next(self._chunks, None)
+            if part is None:
+                return 0
+            self._current = memoryview(part).cast("B")
+        n = min(len(view), len(self._current))
+        view[:n] = self._current[:n]
+        self._current = self._current[n:]
+        return n
+
+    def _release(self) -> None:
+        self._current = memoryview(b"")
+        close = getattr(self._chunks, "close", None)
+        if callable(close):
+            close()
 
 
 def timed_out(exc: BaseException) -> bool:

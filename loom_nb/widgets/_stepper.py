@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import traitlets
@@ -268,7 +269,7 @@ class ReplayStepper(StaticFallbackWidget):
             return
         self.send(self.answer(content))
 
-    def stream(self, request: dict[str, Any]) -> list[StreamMessage]:
+    def stream(self, request: dict[str, Any]) -> Iterator[StreamMessage]:
         """The chunked reply to a front-end ``stream`` request for media of a turn it showed."""
         turn = request.get("turn") if isinstance(request, dict) else None
         ctx = self._contexts.get(turn) if isinstance(turn, int) else None

@@ -16,17 +16,20 @@ media part *in this view*), and the kernel answers with
   error, a size mismatch, bad base64).
 
 Every message echoes ``ticket`` and ``type: "stream"``. The bytes are read with the same
-resolver and tenancy rule as the rest of the renderer (``loom_nb.render._resolve.fetch_bytes``).
+tenancy rule as the rest of the renderer, a chunk at a time (``loom_nb.render._resolve.open_media``:
+the store's ``open``, which verifies the blob's hash as it reads). A stored blob found corrupted
+(or cut short) at its end sends ``{"state": "error", "code": "unreadable"}`` in place of its last
+chunk, after the chunks before it: the front end drops what it received.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any
 
+from loom_nb.errors import LoomError
 from loom_nb.render._media import STREAM_TYPES
-from loom_nb.render._resolve import NOT_AVAILABLE, Unavailable, fetch_bytes
+from loom_nb.render._resolve import NOT_AVAILABLE, Unavailable, open_media
 from loom_nb.render._view import RenderContext
 from loom_nb.widgets._media_types import check_bytes
 
@@ -66,8 +69,8 @@ def looks_like(media_type: str, head: bytes) -> bool:
     return False
 
 
-def _error(reply: dict[str, Any], code: str, message: str) -> list[StreamMessage]:
-    return [({**reply, "state": "error", "code": code, "error": message}, [])]
+def _error(reply: dict[str, Any], code: str, message: str) -> Iterator[StreamMessage]:
+    yield {**reply, "state": "error", "code": code, "error": message}, []
 
 
 def stream_messages(
@@ -76,64 +79,77 @@ def stream_messages(
     missing: str,
     *,
     chunk_bytes: int = CHUNK_BYTES,
-) -> list[StreamMessage]:
+) -> Iterator[StreamMessage]:
     """The messages answering a front-end ``stream`` request (a dict) for a media part of ``ctx``.
 
     ``missing`` is the reason given when the view has no part with the request's key. A request
-    that also names an ``address`` must name the address of that part.
+    that also names an ``address`` must name the address of that part. The messages are made as
+    they are taken: a stored blob is read a chunk at a time (``open_media``), never whole.
     """
     if not isinstance(request, dict):
-        return _error({"ticket": "", "type": "stream"}, "missing", missing)
+        yield from _error({"ticket": "", "type": "stream"}, "missing", missing)
+        return
     reply: dict[str, Any] = {"ticket": str(request.get("ticket", "")), "type": "stream"}
     key = request.get("key")
     part = ctx.media.get(key) if ctx is not None and isinstance(key, str) else None
     if ctx is None or part is None:
-        return _error(reply, "missing", missing)
+        yield from _error(reply, "missing", missing)
+        return
     address = part.source.ref.address if part.source.kind == "ref" else None
     if "address" in request and request["address"] != address:
-        return _error(reply, "missing", missing)
+        yield from _error(reply, "missing", missing)
+        return
     media_type = part.media_type.lower()
     if media_type not in STREAM_TYPES:
-        return _error(
+        yield from _error(
             reply,
             "bad_type",
             f"{part.media_type} is not opened in the browser (only audio, PDF and raster images "
             "are; never HTML or SVG)",
         )
-    data = fetch_bytes(
+        return
+    opened = open_media(
         part.source, store=ctx.store, principal=ctx.principal, limit=ctx.max_stream_bytes
     )
-    if isinstance(data, Unavailable):
-        if data.too_large:
-            return _error(
+    if isinstance(opened, Unavailable):
+        if opened.too_large:
+            yield from _error(
                 reply,
                 "too_large",
-                f"{data.describe()}; this view streams up to {ctx.max_stream_bytes} bytes",
+                f"{opened.describe()}; this view streams up to {ctx.max_stream_bytes} bytes",
             )
-        return _error(reply, _refusal_code(data), data.describe())
-    if not looks_like(media_type, data[:1024]):
-        return _error(
-            reply, "bad_bytes", f"the bytes do not look like {part.media_type}; not opened"
-        )
-    view = memoryview(data)
-    chunks = -(-len(data) // chunk_bytes)
-    messages: list[StreamMessage] = [
-        (
-            {
-                **reply,
-                "state": "start",
-                "key": key,
-                "media_type": media_type,
-                "size": len(data),
-                "chunks": chunks,
-                "chunk_bytes": chunk_bytes,
-                "sha256": hashlib.sha256(data).hexdigest(),
-            },
-            [],
-        )
-    ]
-    messages.extend(_chunks(reply, view, chunk_bytes))
-    return messages
+            return
+        yield from _error(reply, _refusal_code(opened), opened.describe())
+        return
+    with opened.stream as stream:
+        try:
+            # The last chunk is only handed out once the whole blob hashed to its address (the
+            # store's reader raises instead); earlier chunks are sent as they are read, and a
+            # failure at the end is an error message the front end drops the chunks on.
+            head = stream.read(max(chunk_bytes, 1024))
+            if not looks_like(media_type, head[:1024]):
+                yield from _error(
+                    reply, "bad_bytes", f"the bytes do not look like {part.media_type}; not opened"
+                )
+                return
+            yield (
+                {
+                    **reply,
+                    "state": "start",
+                    "key": key,
+                    "media_type": media_type,
+                    "size": opened.size,
+                    "chunks": -(-opened.size // chunk_bytes),
+                    "chunk_bytes": chunk_bytes,
+                    "sha256": opened.sha256,
+                },
+                [],
+            )
+            yield from _chunks(reply, stream, head, chunk_bytes)
+        except (LoomError, OSError) as exc:
+            code = exc.code if isinstance(exc, LoomError) else "read_failed"
+            failure = Unavailable(f"store error ({code})", address)
+            yield from _error(reply, "unreadable", failure.describe())
 
 
 def _refusal_code(failure: Unavailable) -> str:
@@ -143,8 +159,23 @@ def _refusal_code(failure: Unavailable) -> str:
     return "unreadable"
 
 
-def _chunks(reply: dict[str, Any], data: memoryview, chunk_bytes: int) -> Iterator[StreamMessage]:
-    for seq, offset in enumerate(range(0, len(data), chunk_bytes)):
-        piece = data[offset : offset + chunk_bytes]
+def _chunks(
+    reply: dict[str, Any], stream: IO[bytes], head: bytes, chunk_bytes: int
+) -> Iterator[StreamMessage]:
+    """``chunk_bytes`` pieces of ``head`` and then of the rest of ``stream``, numbered."""
+    pending = memoryview(head)
+    seq = offset = 0
+    while True:
+        if len(pending) < chunk_bytes:
+            more = stream.read(chunk_bytes)
+            if more:
+                pending = memoryview(bytes(pending) + more) if pending else memoryview(more)
+                continue
+        if not pending:
+            return
+        piece = pending[:chunk_bytes]
+        pending = pending[chunk_bytes:]
         content = {**reply, "state": "chunk", "seq": seq, "offset": offset, "length": len(piece)}
         yield content, [piece]
+        seq += 1
+        offset += len(piece)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import traitlets
@@ -430,7 +430,7 @@ class TranscriptView(StaticFallbackWidget):
         """The reply to a front-end request for a full-size image or a PDF page (kernel side)."""
         return media_reply(request, self._ctx, "no such media in this transcript")
 
-    def stream(self, request: dict[str, Any]) -> list[StreamMessage]:
+    def stream(self, request: dict[str, Any]) -> Iterator[StreamMessage]:
         """The chunked reply to a front-end ``stream`` request (kernel side; see ``_stream``).
 
         Only media parts of this view can be streamed, read under the view's principal.

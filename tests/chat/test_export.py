@@ -335,3 +335,24 @@ async def test_unknown_suffix_and_bad_arguments_are_refused(tmp_path: Path) -> N
         chat.export(42)  # type: ignore[arg-type]
     assert caught.value.code == "invalid_argument"
     assert _listing(tmp_path) == []  # nothing half-written
+
+
+def test_a_blob_damaged_on_disk_is_not_exported_and_leaves_no_partial_file(tmp_path: Path) -> None:
+    """The local store's open verifies as it copies: a damaged PDF is described, its copy removed."""
+    import hashlib
+
+    store = LocalContentStore(tmp_path / "store")
+    data = b"%PDF-1.4\n" + os.urandom(2 * CHUNK_BYTES + 11)
+    ref = store.put(data, "t")
+    digest = ref.address.removeprefix("sha256:")
+    (tmp_path / "store" / "objects" / digest[:2] / digest[2:]).write_bytes(data[:-1] + b"!")
+    chat = _chat_over(store, [_ref_message(data, "application/pdf", name="doc.pdf")])
+    chat.export(tmp_path / "d.md")
+    assert list((tmp_path / "d_files").iterdir()) == []
+    page = (tmp_path / "d.md").read_text(encoding="utf-8")
+    assert "not exported: store error \\(content\\_corrupted\\)" in page
+    assert hashlib.sha256(data).hexdigest() in page  # the address is named beside the reason
+    store.put(data, "t")  # the bytes stored again repair it
+    chat.export(tmp_path / "d.md")
+    (written,) = (tmp_path / "d_files").iterdir()
+    assert written.read_bytes() == data

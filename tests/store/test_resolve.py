@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,10 +22,16 @@ from loom_nb.content import (
     ToolResultPart,
     ToolUsePart,
 )
-from loom_nb.errors import ContentAccessDeniedError, StoreError, UnresolvedContentError
+from loom_nb.errors import (
+    ContentAccessDeniedError,
+    ContentIntegrityError,
+    StoreError,
+    UnresolvedContentError,
+)
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.store import (
     ContentStore,
+    LocalContentStore,
     Principal,
     ResolveContext,
     StoreResolver,
@@ -113,6 +120,36 @@ async def test_store_resolver_reads_a_blob_the_tenant_stored(store: ContentStore
     """The principal's tenant is in the address's set, so the bytes come back."""
     ref = store.put(b"mine", "alice")
     assert await StoreResolver(store).resolve(ref, _context("alice")) == b"mine"
+
+
+async def test_store_resolver_never_passes_on_damaged_bytes(store_backend: StoreBackend) -> None:
+    """The resolver reads through the store's open: a blob damaged behind the store's back (at
+    the same size, so no size check sees it) raises content_corrupted instead of reaching a provider."""
+    store = store_backend.open()
+    ref = store.put(b"the real bytes", "alice")
+    store_backend.damage(store, ref.address, b"the fake bytes")
+    with pytest.raises(ContentIntegrityError) as info:
+        await StoreResolver(store).resolve(ref, _context("alice"))
+    assert info.value.code == "content_corrupted"
+
+
+async def test_a_store_without_open_is_read_whole_under_the_same_rules(tmp_path: Path) -> None:
+    """A store of another make (stat/get/tenants, no open) still resolves, with the tenancy and
+    the size checks of the streamed path."""
+
+    class WholeOnly:
+        def __init__(self, inner: LocalContentStore) -> None:
+            self.stat, self.get, self.tenants = inner.stat, inner.get, inner.tenants
+
+    inner = LocalContentStore(tmp_path / "store")
+    ref = inner.put(b"whole bytes", "alice")
+    resolver = StoreResolver(WholeOnly(inner))  # type: ignore[arg-type]
+    assert await resolver.resolve(ref, _context("alice")) == b"whole bytes"
+    with pytest.raises(ContentAccessDeniedError):
+        await resolver.resolve(ref, _context("bob"))
+    with pytest.raises(StoreError) as wrong:
+        await resolver.resolve(_ref(b"whole bytes", size=3), _context("alice"))
+    assert wrong.value.code == "size_mismatch"
 
 
 async def test_cross_tenant_read_is_denied(store: ContentStore) -> None:

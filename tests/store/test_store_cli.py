@@ -235,3 +235,29 @@ def test_gc_reads_a_journal_file(tmp_path: Path, capsys: pytest.CaptureFixture[s
     report = json.loads(capsys.readouterr().out)
     assert report["pinned"] == [cited.address]
     assert report["reclaimed"] == [orphan.address]
+
+
+def test_get_writes_the_verified_bytes_and_refuses_a_damaged_blob(
+    tmp_path: Path, capfdbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """get copies a blob to -o FILE (or stdout) through open; a damaged blob leaves no FILE and
+    exits 1 with content_corrupted; another tenant is refused like an absent blob."""
+    data = bytes(range(256)) * 5000
+    store_dir = tmp_path / "store"
+    with LocalContentStore(store_dir) as store:
+        ref = store.put(data, "alice")
+    out = tmp_path / "out.bin"
+    common = ["--store", str(store_dir), "--tenant"]
+    assert main(["store", "get", ref.address, "-o", str(out), *common, "alice"]) == 0
+    assert out.read_bytes() == data
+    capfdbinary.readouterr()
+    assert main(["store", "get", ref.address, *common, "alice"]) == 0
+    assert capfdbinary.readouterr().out == data
+    assert main(["store", "get", ref.address, *common, "bob"]) == 1
+    assert "[content_access_denied]" in capfdbinary.readouterr().err.decode()
+    digest = ref.address.removeprefix("sha256:")
+    (store_dir / "objects" / digest[:2] / digest[2:]).write_bytes(data[:-1] + b"?")
+    out.unlink()
+    assert main(["store", "get", ref.address, "-o", str(out), *common, "alice"]) == 1
+    assert "[content_corrupted]" in capfdbinary.readouterr().err.decode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]  # no file, no partial file

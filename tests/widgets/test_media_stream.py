@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,9 @@ def big_wav(size: int = 5 * 1024 * KIB) -> bytes:
     return media.wav(seconds=size / 16000, rate=8000)
 
 
-def assemble(messages: list[tuple[dict[str, Any], list[Any]]]) -> tuple[dict[str, Any], bytes]:
+def assemble(messages: Iterable[tuple[dict[str, Any], list[Any]]]) -> tuple[dict[str, Any], bytes]:
     """What the front end does: check the header, put chunks in seq order, join them."""
+    messages = list(messages)
     start, _ = messages[0]
     assert start["state"] == "start"
     chunks = messages[1:]
@@ -106,7 +108,7 @@ def test_stream_chunks_are_ordered_complete_and_hashed() -> None:
     raw = big_wav()
     view = audio_view(raw)
     key = view.messages[0]["items"][0]["key"]
-    messages = view.stream({"type": "stream", "key": key, "ticket": "a:1"})
+    messages = list(view.stream({"type": "stream", "key": key, "ticket": "a:1"}))
     start, joined = assemble(messages)
     assert joined == raw
     assert start["size"] == len(raw)
@@ -116,7 +118,9 @@ def test_stream_chunks_are_ordered_complete_and_hashed() -> None:
     assert start["chunks"] > 1
     assert all(c["type"] == "stream" for c, _ in messages)
     # a smaller chunk size gives more chunks with the same bytes
-    small = stream_messages({"key": key, "ticket": "t"}, view._ctx, "gone", chunk_bytes=100_000)
+    small = list(
+        stream_messages({"key": key, "ticket": "t"}, view._ctx, "gone", chunk_bytes=100_000)
+    )
     assert assemble(small)[1] == raw
     assert small[0][0]["chunks"] == -(-len(raw) // 100_000)
 
@@ -153,13 +157,15 @@ def test_foreign_and_absent_blobs_get_the_same_refusal(tmp_path: Path) -> None:
         key = owner.messages[0]["items"][0]["key"]
         assert assemble(owner.stream({"key": key, "ticket": "1"}))[1] == raw
         prober = TranscriptView([msg], store=store, principal=Principal("prober"))
-        foreign = prober.stream({"key": key, "ticket": "1"})
+        foreign = list(prober.stream({"key": key, "ticket": "1"}))
         store.delete(ref.address, "holder")
-        absent = TranscriptView([msg], store=store, principal=Principal("prober")).stream(
-            {"key": key, "ticket": "1"}
+        absent = list(
+            TranscriptView([msg], store=store, principal=Principal("prober")).stream(
+                {"key": key, "ticket": "1"}
+            )
         )
         # the owner's view was drawn while the blob was there; deleted since, it is refused too
-        gone = owner.stream({"key": key, "ticket": "1"})
+        gone = list(owner.stream({"key": key, "ticket": "1"}))
     assert foreign == absent
     assert len(foreign) == 1
     assert foreign[0][1] == []
@@ -193,7 +199,7 @@ def test_a_key_or_address_not_in_the_view_is_refused(tmp_path: Path) -> None:
             assert not buffers
             assert content["code"] == "missing", request
             assert content["error"] == "no such media in this transcript"
-        ok = view.stream({"key": key, "address": mine.address, "ticket": "2"})
+        ok = list(view.stream({"key": key, "address": mine.address, "ticket": "2"}))
         assert ok[0][0]["state"] == "start"
 
 
@@ -222,7 +228,7 @@ def test_a_key_or_address_not_in_the_view_is_refused(tmp_path: Path) -> None:
 def test_hostile_media_types_and_bytes_are_never_streamed(part: Any, code: str) -> None:
     """Markup never reaches a blob: URL: its type is refused, and bytes must match the claimed type."""
     view = TranscriptView([Message(role="user", content=[part])])
-    messages = view.stream({"key": "0.0", "ticket": "h"})
+    messages = list(view.stream({"key": "0.0", "ticket": "h"}))
     assert len(messages) == 1
     assert messages[0][0]["code"] == code
     assert messages[0][1] == []
@@ -288,12 +294,12 @@ async def test_stepper_streams_media_of_the_turn_it_showed(tmp_path: Path) -> No
         assert item["stream"]["media_type"] == "audio/wav"
         assert assemble(stepper.stream({"key": item["key"], "turn": 0, "ticket": "s"}))[1] == raw
         assert (
-            stepper.stream({"key": item["key"], "turn": 5, "ticket": "s"})[0][0]["code"]
+            next(stepper.stream({"key": item["key"], "turn": 5, "ticket": "s"}))[0]["code"]
             == "missing"
         )
         stranger = ReplayStepper(journal, "media-run", store=store, principal=Principal("x"))
         assert (
-            stranger.stream({"key": item["key"], "turn": 0, "ticket": "s"})[0][0]["code"]
+            next(stranger.stream({"key": item["key"], "turn": 0, "ticket": "s"}))[0]["code"]
             == "refused"
         )
 
@@ -328,3 +334,54 @@ def test_a_request_that_is_not_a_dict_is_missing() -> None:
         ((content, buffers),) = view.stream(junk)  # type: ignore[arg-type]
         assert content["code"] == "missing"
         assert buffers == []
+
+
+def test_a_stored_blob_streams_from_the_store_in_chunks_and_its_corruption_ends_the_stream(
+    tmp_path: Path,
+) -> None:
+    """A stored clip is read through the store's open (never get), one chunk per message; a clip
+    damaged on disk sends its chunks up to the last, then an error in place of the last chunk."""
+    raw = big_wav(3 * 100_000 + 5)  # 4 chunks of 100,000 bytes, the last short
+    with LocalContentStore(tmp_path / "s") as store:
+        ref = store.put(raw, "acme")
+        msg = Message(
+            role="user", content=[AudioPart(media_type="audio/wav", source=RefSource(ref=ref))]
+        )
+        view = TranscriptView([msg], store=store, principal=Principal("acme"))
+        key = view.messages[0]["items"][0]["key"]
+        reads: list[int] = []
+        opened = store.open
+
+        def counting_open(address: str, *, tenant: str) -> Any:
+            reader = opened(address, tenant=tenant)
+            read = reader.read
+
+            def counted(size: int | None = -1) -> bytes:
+                chunk = read(size)
+                reads.append(len(chunk))
+                return chunk
+
+            reader.read = counted  # type: ignore[method-assign]
+            return reader
+
+        store.open = counting_open  # type: ignore[method-assign]
+        store.get = None  # type: ignore[assignment,method-assign]  # streaming never reads whole
+        good = stream_messages({"key": key, "ticket": "g"}, view._ctx, "gone", chunk_bytes=100_000)
+        start, _ = next(good)
+        assert start["sha256"] == ref.address.removeprefix("sha256:")
+        assert reads == [100_000]  # one chunk read before the first message is sent
+        assert assemble([(start, []), *good])[1] == raw
+        assert max(reads) == 100_000
+        digest = ref.address.removeprefix("sha256:")
+        blob = tmp_path / "s" / "objects" / digest[:2] / digest[2:]
+        blob.write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))
+        damaged = list(
+            stream_messages({"key": key, "ticket": "d"}, view._ctx, "gone", chunk_bytes=100_000)
+        )
+    assert len(raw) % 100_000  # a short last chunk, which completes the blob
+    states = [content["state"] for content, _ in damaged]
+    assert states == ["start", "chunk", "chunk", "chunk", "error"]  # the last chunk: never sent
+    error = damaged[-1][0]
+    assert error["code"] == "unreadable"
+    assert "content_corrupted" in error["error"]
+    assert sum(len(buffers[0]) for _, buffers in damaged[1:-1]) == 300_000
