@@ -13,6 +13,7 @@ outputs, GitHub and nbval see; there a ``<details>`` under each cell opens its t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import traitlets
@@ -156,7 +157,7 @@ class CompareGrid(StaticFallbackWidget):
         opened transcript."""
         return media_reply(request, self._context(request), _MISSING)
 
-    def stream(self, request: dict[str, Any]) -> list[StreamMessage]:
+    def stream(self, request: dict[str, Any]) -> Iterator[StreamMessage]:
         """The chunked reply to a front-end ``stream`` request (see ``loom_nb.widgets._stream``)."""
         return stream_messages(request, self._context(request), _MISSING)
 
