@@ -125,7 +125,7 @@ def _run(kind: str, env: dict[str, str]) -> float:
 def main() -> int:
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else ROUNDS
     base_env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(ROOT)}
-    envs = {kind: base_env for kind in SCRIPTS}
+    envs = dict.fromkeys(SCRIPTS, base_env)
     envs["turn"] = {**base_env, "BENCH_BODIES": _bodies(first_calls_tool=False)}
     envs["tool run"] = {**base_env, "BENCH_BODIES": _bodies(first_calls_tool=True)}
     samples: dict[str, list[float]] = {kind: [] for kind in SCRIPTS}
@@ -136,7 +136,9 @@ def main() -> int:
             samples[kind].append(_run(kind, envs[kind]))
     median = {kind: statistics.median(times) for kind, times in samples.items()}
     for kind, value in median.items():
-        print(f"{kind:>9}: {value * 1e3:8.1f} ms  (median of {rounds}, min {min(samples[kind]) * 1e3:.1f})")
+        print(
+            f"{kind:>9}: {value * 1e3:8.1f} ms  (median of {rounds}, min {min(samples[kind]) * 1e3:.1f})"
+        )
     base = median["import"]
     bound = median["floor"] / base
     print(f"floor bound: floor / import = {bound:.2f}x (the dependencies a turn needs, imported)")

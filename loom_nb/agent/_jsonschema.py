@@ -73,7 +73,7 @@ def _stand_in(name: str, function: str) -> types.ModuleType:
     deferred.__module__ = name
     module.__dict__[function] = deferred
 
-    def __getattr__(attribute: str) -> Any:  # noqa: N807 (a module's own __getattr__, PEP 562)
+    def __getattr__(attribute: str) -> Any:
         if attribute.startswith("__"):  # what the import system probes (__path__ ...): not there
             raise AttributeError(attribute)
         return getattr(_real(name, module), attribute)

@@ -19,7 +19,8 @@ Private modules, one concern each: ``_request`` (the gate and its per-transcript
 ``_message_walk`` (the walk over messages), ``_part_checks`` (single-field checks),
 ``_rewrite`` (copy-on-write fencing), ``_checks`` (refusals, JSON, base64, refs), ``_fence``
 (nonces and fence text), ``_canonical`` (the fast canonical JSON the nonce hashes),
-``_skeleton`` and ``_skeleton_data`` (look-alike brackets; generated data), ``_walk`` (media
+``_skeleton``, ``_skeleton_match`` and ``_skeleton_data`` (look-alike brackets: the entry, the
+matcher built on first need, generated data), ``_walk`` (media
 locations and prefix folding) and ``_checked`` (the hand-over marks).
 
 This package imports only the core and ``loom_nb.content``: never httpx, ipywidgets or IPython.
