@@ -1,0 +1,66 @@
+"""What one Chat turn does, counted (issue 31): no work repeated per turn, nothing timed.
+
+A turn's price is looked up once, when first read; the guard walks a request once per turn; the
+journal hashes and serializes only what the turn added. Each test counts calls of the function
+that does the work, so a change that brings the repetition back fails here whatever the machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+import loom_nb.chat._cost as cost_module
+from loom_nb import Chat, Journal
+from loom_nb.chat._cost import price_for
+from tests.chat.priced import ANTHROPIC, anthropic
+
+USAGE = {"input_tokens": 1200, "output_tokens": 300}
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
+    """Wrap ``owner.name`` so that each call is counted; the count, as a one-item list."""
+    calls = [0]
+    real: Callable[..., Any] = getattr(owner, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+async def test_a_turns_price_is_looked_up_once_when_first_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Turns are priced when their cost is read, each once; the figures are genai-prices' own."""
+    lookups = _counting(monkeypatch, cost_module, "_lookup")
+    provider, _ = anthropic(*({"text": f"a{i}", "usage": USAGE} for i in range(3)))
+    chat = Chat(provider, journal=Journal(), id="priced-later")
+    for i in range(3):
+        await chat(f"q{i}")
+    assert lookups[0] == 0  # three turns, no price looked up yet
+    expected = [price_for(ANTHROPIC, t.response) for t in chat.turns if t.response is not None]
+    lookups[0] = 0
+    assert chat.cost == sum(expected, Decimal(0)) and chat.cost > 0
+    assert [t.cost for t in chat.turns] == expected
+    assert lookups[0] == 3  # once per turn, read twice
+    turn = chat.turns[0]
+    assert pickle.loads(pickle.dumps(turn)) == turn == copy.copy(turn)
+
+
+async def test_a_copied_or_pickled_turn_carries_its_price() -> None:
+    """A turn copied or pickled before its cost was read has the same cost as the original."""
+    provider, _ = anthropic({"text": "a", "usage": USAGE})
+    chat = Chat(provider, journal=Journal(), id="priced-copy")
+    await chat("q")
+    fresh = chat.turns[0]
+    copied, pickled = copy.copy(fresh), pickle.loads(pickle.dumps(fresh))
+    assert copied.cost == pickled.cost == fresh.cost is not None
+    assert repr(pickled) == repr(fresh)
