@@ -48,11 +48,12 @@ async def test_a_turns_price_is_looked_up_once_when_first_read(
     assert lookups[0] == 0  # three turns, no price looked up yet
     expected = [price_for(ANTHROPIC, t.response) for t in chat.turns if t.response is not None]
     lookups[0] = 0
-    assert chat.cost == sum(expected, Decimal(0)) and chat.cost > 0
+    assert chat.cost == sum(expected, Decimal(0))
+    assert chat.cost > 0
     assert [t.cost for t in chat.turns] == expected
     assert lookups[0] == 3  # once per turn, read twice
     turn = chat.turns[0]
-    assert pickle.loads(pickle.dumps(turn)) == turn == copy.copy(turn)
+    assert pickle.loads(pickle.dumps(turn)) == turn == copy.copy(turn)  # noqa: S301 (our own bytes)
 
 
 async def test_a_copied_or_pickled_turn_carries_its_price() -> None:
@@ -61,6 +62,6 @@ async def test_a_copied_or_pickled_turn_carries_its_price() -> None:
     chat = Chat(provider, journal=Journal(), id="priced-copy")
     await chat("q")
     fresh = chat.turns[0]
-    copied, pickled = copy.copy(fresh), pickle.loads(pickle.dumps(fresh))
+    copied, pickled = copy.copy(fresh), pickle.loads(pickle.dumps(fresh))  # noqa: S301 (ours)
     assert copied.cost == pickled.cost == fresh.cost is not None
     assert repr(pickled) == repr(fresh)
