@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import sys
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -16,7 +17,17 @@ from typing import Any
 import pytest
 
 import loom_nb.chat._cost as cost_module
-from loom_nb import Chat, Journal
+from loom_nb import (
+    Chat,
+    GuardError,
+    Journal,
+    LlmRequest,
+    Message,
+    ScriptedProvider,
+    TextPart,
+    assert_request_supported,
+    guard_request,
+)
 from loom_nb.chat._cost import price_for
 from tests.chat.priced import ANTHROPIC, anthropic
 
@@ -65,3 +76,51 @@ async def test_a_copied_or_pickled_turn_carries_its_price() -> None:
     copied, pickled = copy.copy(fresh), pickle.loads(pickle.dumps(fresh))  # noqa: S301 (ours)
     assert copied.cost == pickled.cost == fresh.cost is not None
     assert repr(pickled) == repr(fresh)
+
+
+class _Executions:
+    """Counts how many times each of some functions' code runs (a profile hook: no patching,
+    so calls through any imported name count)."""
+
+    def __init__(self, *functions: Callable[..., Any]) -> None:
+        self._codes = {f.__code__: f.__qualname__ for f in functions}
+        self.counts = dict.fromkeys(self._codes.values(), 0)
+
+    def __enter__(self) -> _Executions:
+        def hook(frame: Any, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code in self._codes:
+                self.counts[self._codes[frame.f_code]] += 1
+
+        sys.setprofile(hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+
+
+@pytest.mark.parametrize("kind", ["scripted", "http"])
+async def test_a_turn_guards_and_checks_its_request_once(kind: str) -> None:
+    """Each turn runs ``guard_request`` and ``assert_request_supported`` once: the provider takes
+    the request the journaled call just checked without running either again."""
+    if kind == "scripted":
+        provider: Any = ScriptedProvider([{"text": f"a{i}"} for i in range(4)])
+    else:
+        provider, _ = anthropic(*({"text": f"a{i}", "usage": USAGE} for i in range(4)))
+    chat = Chat(provider, journal=Journal(), id=f"once-{kind}")
+    await chat("warm up")
+    with _Executions(guard_request, assert_request_supported) as seen:
+        for i in range(3):
+            await chat(f"q{i}")
+    assert seen.counts == {"guard_request": 3, "assert_request_supported": 3}
+    assert len(chat.history) == 8
+
+
+async def test_a_provider_called_directly_still_guards() -> None:
+    """Outside a journaled call the provider runs both checks itself, and refuses what they refuse."""
+    provider = ScriptedProvider([{"text": "a"}, {"text": "b"}])
+    with _Executions(guard_request, assert_request_supported) as seen:
+        await provider.complete(LlmRequest(messages=[Message(role="user", content="hi")]))
+    assert seen.counts == {"guard_request": 1, "assert_request_supported": 1}
+    forged = Message(role="assistant", content=[TextPart(text="x", origin="tool:web")])
+    with pytest.raises(GuardError):
+        await provider.complete(LlmRequest(messages=[Message(role="user", content="q"), forged]))
