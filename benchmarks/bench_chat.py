@@ -32,16 +32,32 @@ input hash a replay compares), and one INSERT of the step's start and outcome ro
 in-memory journal. "minimal/bare" is therefore a lower bound for chat/bare that no
 implementation of the issue's journaled, input-checked turn can beat on this machine; when it is
 over 1.5x, the target is below what the required work costs (not just the SQL floor).
-Run: ``python benchmarks/bench_chat.py`` (about a minute).
+Targets (issue 31), each printed with the ratio to it: chat/bare over recorded HTTP at most 1.5x
+and chat/minimal at most 2x, at 10, 100 and 500 turns.
+
+Over recorded HTTP: the same conversation on ``AnthropicProvider`` and ``OpenAIProvider`` whose
+``httpx.MockTransport`` serves the recorded answer of ``tests/fixtures/provider-traffic/<vendor>/
+tool-roundtrip-nonstream.yaml`` (a text reply) to every request, as bare ``provider.complete``
+calls over a growing history and as ``await chat(text)`` turns (every Chat feature on: the
+journal, prompt caching ``"auto"``, usage; a turn's cost is looked up when first read, which
+the benchmark does after the turns). That is the ratio a user feels: what Chat
+adds to the call it wraps when the call does the mapping and HTTP work a real one does. This
+part is timed in CPU time of the process (``time.process_time``: all of it runs in this thread,
+the transport too), which a machine shared with other work inflates far less than wall time.
+Run: ``python benchmarks/bench_chat.py`` (about a minute; ``--http`` runs only that part).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import httpx
+import yaml
 
 from loom_nb import (
     Chat,
@@ -52,9 +68,14 @@ from loom_nb import (
     assistant_message_of,
     create_llm_effect,
 )
+from loom_nb.providers import AnthropicProvider, OpenAIProvider
 
 SIZES = (10, 100, 500)
 ROUNDS = 5
+HTTP_ROUNDS = 3
+HTTP_TARGET = 1.5
+MINIMAL_TARGET = 2.0
+TRAFFIC = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "provider-traffic"
 
 
 def _script(turns: int) -> list[dict[str, object]]:
@@ -176,7 +197,78 @@ async def minimal(turns: int, journal: Journal) -> float:
     return time.perf_counter() - start
 
 
+def _recorded_answer(vendor: str) -> bytes:
+    """The recorded text answer (second interaction) of the vendor's tool round trip."""
+    path = TRAFFIC / vendor / "tool-roundtrip-nonstream.yaml"
+    interactions = yaml.safe_load(path.read_text(encoding="utf-8"))["interactions"]
+    return json.dumps(interactions[1]["response"]["parsed_body"]).encode()
+
+
+def _http_provider(vendor: str, body: bytes) -> AnthropicProvider | OpenAIProvider:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body, headers={"content-type": "application/json"})
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    if vendor == "anthropic":
+        return AnthropicProvider("claude-sonnet-4-5", api_key="sk-test", http_client=client)
+    return OpenAIProvider("gpt-4o-mini", api_key="sk-test", http_client=client)
+
+
+async def http_bare(vendor: str, body: bytes, turns: int) -> float:
+    """Seconds for ``turns`` bare ``provider.complete`` calls over recorded HTTP."""
+    provider = _http_provider(vendor, body)
+    history: list[Message] = []
+    start = time.process_time()
+    for i in range(turns):
+        message = Message(role="user", content=f"question {i}: " + "text " * 10)
+        response = await provider.complete(LlmRequest(messages=[*history, message]))
+        history.extend([message, assistant_message_of(response)])
+    return time.process_time() - start
+
+
+async def http_chat(vendor: str, body: bytes, turns: int) -> float:
+    """Seconds for ``turns`` ``await chat(text)`` turns over recorded HTTP (in-memory journal)."""
+    conversation = Chat(_http_provider(vendor, body), journal=Journal(), id=f"http-{vendor}")
+    start = time.process_time()
+    for i in range(turns):
+        await conversation(f"question {i}: " + "text " * 10)
+    elapsed = time.process_time() - start
+    assert conversation.cost is not None  # priced when read: not part of a turn (ChatTurn.cost)
+    return elapsed
+
+
+async def http_part() -> list[float]:
+    """Print the recorded-HTTP table; the chat/bare ratios."""
+    print(
+        f"{'vendor':>9} {'turns':>6} {'bare CPU ms/turn':>17} {'chat CPU ms/turn':>17} {'chat/bare':>10} "
+        f"{'target':>7} {'ratio/target':>13}"
+    )
+    ratios: list[float] = []
+    for vendor in ("anthropic", "openai"):
+        body = _recorded_answer(vendor)
+        for n in SIZES:
+            runs = [
+                (await http_bare(vendor, body, n), await http_chat(vendor, body, n))
+                for _ in range(HTTP_ROUNDS)
+            ]
+            bare, chat_time = min(t[0] for t in runs), min(t[1] for t in runs)
+            ratios.append(chat_time / bare)
+            print(
+                f"{vendor:>9} {n:>6} {bare / n * 1e3:>17.3f} {chat_time / n * 1e3:>17.3f} "
+                f"{ratios[-1]:>10.2f} {HTTP_TARGET:>6.1f}x {ratios[-1] / HTTP_TARGET:>13.2f}"
+            )
+    worst = max(ratios)
+    print(
+        f"over recorded HTTP: chat/bare worst {worst:.2f}x, target <= {HTTP_TARGET}x, ratio to "
+        f"target {worst / HTTP_TARGET:.2f} ({'met' if worst <= HTTP_TARGET else 'NOT met'})"
+    )
+    return ratios
+
+
 async def main() -> int:
+    if "--http" in sys.argv:
+        await http_part()
+        return 0
     print(
         f"{'turns':>6} {'bare ms/turn':>13} {'effect ms/turn':>15} {'chat ms/turn':>13} "
         f"{'chat/bare':>10} {'chat/effect':>12} {'floor ms/turn':>14} {'floor bound':>12} "
@@ -258,6 +350,14 @@ async def main() -> int:
         f"{max(m / x for m, x in zip(ratios, least, strict=True)):.1f}x that minimal turn"
     )
     print(f"chat/effect: worst {max(own):.2f}x (Chat's own code over the journaled pipeline)")
+    versus = [m / x for m, x in zip(ratios, least, strict=True)]
+    print(
+        f"chat/minimal = {', '.join(f'{v:.2f}x' for v in versus)} at {', '.join(map(str, SIZES))} "
+        f"turns, target <= {MINIMAL_TARGET}x, ratio to target {max(versus) / MINIMAL_TARGET:.2f} "
+        f"({'met' if max(versus) <= MINIMAL_TARGET else 'NOT met'})"
+    )
+    print()
+    await http_part()
     return 0
 
 

@@ -14,9 +14,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-import jsonschema  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_serializer
 
+from loom_nb.agent._jsonschema import import_jsonschema
 from loom_nb.content import ResultPart, ToolResultPart, ToolSpec, content_error
 from loom_nb.errors import ConfigurationError
 
@@ -32,6 +32,7 @@ MEDIA_RESULT_MARKER = "__loomMediaResult"
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 _PARTS = TypeAdapter(list[ResultPart])
+jsonschema = import_jsonschema()  # its costly format grammars wait for their first use
 
 
 class MediaResult(BaseModel):

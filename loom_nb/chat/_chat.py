@@ -50,7 +50,7 @@ from loom_nb.agent import AgentResult, ToolDefinition
 from loom_nb.agent._decorator import tool as make_tool
 from loom_nb.agent._tools import Toolset, menu_of
 from loom_nb.chat._attach import user_message
-from loom_nb.chat._cost import Totals, answered, price_for
+from loom_nb.chat._cost import Priced, Totals, answered
 from loom_nb.chat._edits import ChatEdits
 from loom_nb.chat._export import ChatExport
 from loom_nb.chat._log import Mark
@@ -460,7 +460,7 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns, ChatMaps):
         start = len(self._history)
         if status == "completed" or response.content:
             self._history.extend([message, assistant_message_of(response)])
-        cost = price_for(identity, response) if status == "completed" else None
+        cost = Priced(identity, response) if status == "completed" else None
         self._turns.append(
             ChatTurn(
                 index=len(self._turns),

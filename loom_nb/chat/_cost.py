@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from loom_nb.journal import Journal
 
 __all__ = [
+    "Priced",
     "Totals",
     "answered",
     "answerer",
@@ -130,6 +131,25 @@ def price_for(identity: Mapping[str, Any] | None, response: LlmResponse) -> Deci
         return None
     batch = bool(response.provider_data.get("batch_id"))
     return _lookup(response.usage, model, vendor, url, _one_hour_writes(response, vendor), batch)
+
+
+class Priced:
+    """The price of one answer, looked up when first read: ``ChatTurn`` takes it as its ``cost``.
+
+    genai-prices' calculation costs about a tenth of a millisecond, more than the rest of a
+    turn's bookkeeping, and most turns' costs are read once if at all (``chat.cost`` sums them
+    then; a displayed view's header reads them as turns land).
+    """
+
+    __slots__ = ("identity", "response")
+
+    def __init__(self, identity: Mapping[str, Any] | None, response: LlmResponse) -> None:
+        self.identity = identity
+        self.response = response
+
+    def value(self) -> Decimal | None:
+        """``price_for(identity, response)``."""
+        return price_for(self.identity, self.response)
 
 
 def answerer(

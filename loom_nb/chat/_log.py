@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from loom_nb.chat._cost import answered, price_for, run_usage
+from loom_nb.chat._cost import Priced, answered, run_usage
 from loom_nb.chat._records import ChatTurn, Parked, Position, TurnStatus, UndoMark
 from loom_nb.content import LlmRequest, LlmResponse, Message, assistant_message_of
 from loom_nb.journal import Event, Journal
@@ -302,7 +302,7 @@ def _turn(
             status=status,
             response=response,
             usage=response.usage,
-            cost=price_for(identity, response) if status == "completed" else None,
+            cost=Priced(identity, response) if status == "completed" else None,
             position=position,
             **answered(identity, response),
         )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from pydantic import BaseModel, ValidationError
 
 from loom_nb.agent import AgentResult
+from loom_nb.chat._cost import Priced
 from loom_nb.content import LlmRequest, LlmResponse, Message, Usage, content_error
 from loom_nb.errors import (
     ConfigurationError,
@@ -60,7 +61,8 @@ class ChatTurn:
     usage: Usage
     """Tokens of the turn (summed over the model calls of a run)."""
     cost: Decimal | None
-    """USD cost from genai-prices; None when the vendor or model has no known price."""
+    """USD cost from genai-prices; None when the vendor or model has no known price (a turn
+    ``Chat`` builds looks it up when it is first read)."""
     position: int
     """Position in the chat's execution when the turn started (fork points)."""
     run_id: str | None = None
@@ -82,7 +84,7 @@ class ChatTurn:
             status: TurnStatus,
             response: LlmResponse | None,
             usage: Usage,
-            cost: Decimal | None,
+            cost: Decimal | Priced | None,
             position: int,
             run_id: str | None = None,
             result: AgentResult | None = None,
@@ -103,8 +105,24 @@ class ChatTurn:
                 bound.apply_defaults()
                 arguments = bound.arguments
             for name, value in arguments.items():
+                if name == "cost" and isinstance(value, Priced):
+                    object.__setattr__(self, "_priced", value)  # the price, looked up when read
+                    continue
                 _check_turn_field(name, value)
                 object.__setattr__(self, name, value)
+
+        def __getattr__(self, name: str) -> Any:
+            priced = self.__dict__.get("_priced") if name == "cost" else None
+            if priced is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            value = priced.value()
+            _check_turn_field("cost", value)
+            object.__setattr__(self, "cost", value)
+            del self.__dict__["_priced"]
+            return value
+
+        def __getstate__(self) -> dict[str, Any]:
+            return {f: getattr(self, f) for f in _ALL}  # the price looked up: a plain record
 
 
 _TURN_FIELDS = ("index", "kind", "start", "status", "response", "usage", "cost", "position")

@@ -12,14 +12,16 @@ here are the pieces other layers share with it:
   ``part_path`` for error messages, and the prefix helpers (``Seen``, ``PrefixFold``) that let a
   turn walk only what it added;
 - ``check_tool_input`` (the agent's dispatch-time check), the base64 and media-type checks, and
-  the hand-over marks (``handing_over``, ``guarded_already``, ``supported_already``) that let a
-  journaled call's provider skip a second pass over the very request the effect just checked.
+  the hand-over marks (``handing_over``, ``checked_already``, ``guarded_already``,
+  ``supported_already``) that let a journaled call's provider skip a second pass over the very
+  request the effect just checked.
 
 Private modules, one concern each: ``_request`` (the gate and its per-transcript cache),
 ``_message_walk`` (the walk over messages), ``_part_checks`` (single-field checks),
 ``_rewrite`` (copy-on-write fencing), ``_checks`` (refusals, JSON, base64, refs), ``_fence``
 (nonces and fence text), ``_canonical`` (the fast canonical JSON the nonce hashes),
-``_skeleton`` and ``_skeleton_data`` (look-alike brackets; generated data), ``_walk`` (media
+``_skeleton``, ``_skeleton_match`` and ``_skeleton_data`` (look-alike brackets: the entry, the
+matcher built on first need, generated data), ``_walk`` (media
 locations and prefix folding) and ``_checked`` (the hand-over marks).
 
 This package imports only the core and ``loom_nb.content``: never httpx, ipywidgets or IPython.
@@ -48,6 +50,7 @@ from loom_nb.guard._fence import (
 from loom_nb.guard._request import (
     caches_kept,
     check_tool_input,
+    checked_already,
     guard_request,
     guarded_already,
     supported_already,
@@ -83,6 +86,7 @@ __all__ = [
     "b64_decoded_size",
     "caches_kept",
     "check_tool_input",
+    "checked_already",
     "close_fence",
     "fence_nonce",
     "fence_text",

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["Mark", "handed", "handing_over"]
+__all__ = ["Mark", "handed", "handing_over", "in_hand"]
 
 
 class Mark:
@@ -68,3 +68,8 @@ def handed(request: Any) -> Mark | None:
     if mark is None or mark.request is not request:
         return None
     return mark
+
+
+def in_hand() -> Mark | None:
+    """The mark of the request being handed over now, whatever request asks (None: none is)."""
+    return _HANDED.get()

@@ -48,7 +48,7 @@ from loom_nb.content import (
     LlmRequest,
     parse_request,
 )
-from loom_nb.guard._checked import Mark, handed
+from loom_nb.guard._checked import Mark, handed, in_hand
 from loom_nb.guard._checks import (
     check_json_value,
     refuse,
@@ -65,6 +65,7 @@ from loom_nb.limits import (
 __all__ = [
     "caches_kept",
     "check_tool_input",
+    "checked_already",
     "guard_request",
     "guarded_already",
     "supported_already",
@@ -177,6 +178,36 @@ def supported_already(request: Any, capabilities: Any) -> bool:
     return (
         mark is not None and mark.capabilities is capabilities and _walked_unchanged(request, mark)
     )
+
+
+def checked_already(
+    request: Any, capabilities: Any, max_inline_bytes: int, max_inline_total_bytes: int
+) -> bool:
+    """Whether a provider may skip its own guard and capability check of ``request``: it is the
+    request handed over (``handing_over``), or that request with other settings or output schema
+    (the provider's ``effective_request`` of it: the very same messages, tools and system, the
+    only fields either check reads), guarded unchanged under caps at most these and checked
+    against this very ``capabilities`` object, with every ref resolved (the effect hands over
+    only a request its resolution returned as it was, so one holding no ref). The guard had
+    nothing to fence in it, so it has nothing to fence in this one either, whatever the settings
+    its nonces would cover. Asking once keeps a turn at one ``guard_request`` (issue 31)."""
+    mark = in_hand()
+    if (
+        mark is None
+        or mark.capabilities is not capabilities
+        or mark.max_inline_bytes > max_inline_bytes
+        or mark.max_inline_total_bytes > max_inline_total_bytes
+    ):
+        return False
+    given = mark.request
+    if request is not given and not (
+        isinstance(request, LlmRequest)
+        and request.messages is given.messages
+        and request.tools is given.tools
+        and request.system is given.system
+    ):
+        return False
+    return _walked_unchanged(request, mark)
 
 
 @contextmanager

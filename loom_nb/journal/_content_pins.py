@@ -38,7 +38,7 @@ from loom_nb.journal._backend import JournalBackend
 from loom_nb.journal._sql import PINNED, PINNED_ADDRESS
 from loom_nb.store._gc import CONTENT_MARKER, cited_in
 
-__all__ = ["input_pins", "pinned_content", "request_pins"]
+__all__ = ["input_pins", "pinned_content", "request_pins", "request_pins_later"]
 
 Pins = tuple[str, ...]
 
@@ -51,6 +51,12 @@ def request_pins(request: LlmRequest) -> Pins:
         if isinstance(part.source, RefSource)
     }
     return tuple(sorted(found))
+
+
+def request_pins_later(request: LlmRequest) -> Callable[[], Pins]:
+    """``request_pins(request)``, found when asked: a step served from the log reads no
+    content, so a replayed model step never walks its request's media for pins."""
+    return lambda: request_pins(request)
 
 
 def input_pins(input_text: str) -> Pins:

@@ -54,7 +54,7 @@ from loom_nb.journal._codec import (
     storable_text,
     text_hash,
 )
-from loom_nb.journal._content_pins import Pins, input_pins, request_pins
+from loom_nb.journal._content_pins import Pins, input_pins, request_pins_later
 from loom_nb.journal._divergence import (
     Divergence,
     changed_input,
@@ -207,7 +207,7 @@ class Execution:
         self._check_step(step_id, fn)
         prepared = model_input(request, self.model_base, self._next, capabilities)
         make_input = prepared.journaled if reads_input else lambda: prepared.journaled_text(step_id)
-        pins = request_pins(request)  # its messages' refs, earlier turns' included
+        pins = request_pins_later(request)  # its refs, earlier turns' too: read if run live
         try:
             output = await self._execute(step_id, fn, make_input, lambda: prepared.input_hash, pins)
         except BaseException:
@@ -235,14 +235,14 @@ class Execution:
         fn: StepFn,
         make_input: Callable[[], Any],
         input_hash: Callable[[], str] | None,
-        pins: Pins | None = None,
+        pins: Pins | Callable[[], Pins] | None = None,
     ) -> Any:
         """``execute`` with the input made on demand and, optionally, its hash given.
 
         ``make_input`` is called only when the step runs live (a model call builds its journaled
         delta only then); ``input_hash`` (default: the hash of the input's canonical JSON) is
-        what replay compares with the recorded hash; ``pins`` (default: what the input cites)
-        is the stored content the step reads (``_content_pins``).
+        what replay compares with the recorded hash; ``pins`` (default: what the input cites;
+        a function: asked only live) is the stored content the step reads (``_content_pins``).
         """
         with self._positions:  # threads sharing this object take distinct positions
             position = self._next
@@ -314,7 +314,7 @@ class Execution:
         fn: StepFn,
         input: Any,
         input_hash: Callable[[], str] | None,
-        pins: Pins | None,
+        pins: Pins | Callable[[], Pins] | None,
     ) -> Any:
         owner = self._owner()
         try:
@@ -325,8 +325,8 @@ class Execution:
             else:
                 input_text = encode_text(input, step_id=step_id, what="input")
             digest = input_hash() if input_hash is not None else text_hash(input_text)
-            if pins is None:
-                pins = input_pins(input_text)
+            if pins is None or callable(pins):
+                pins = input_pins(input_text) if pins is None else pins()
             # One writer: refused here, before fn does anything, when another holds the run
             # (another process, or another thread or Execution object of this one).
             self._journal._hold(self._id, self._ordinal, owner)

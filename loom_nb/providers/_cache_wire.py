@@ -70,9 +70,10 @@ def anthropic_cache_breakpoints(
         room = ANTHROPIC_MAX_BREAKPOINTS - len(_placed(out))
         targets = _message_targets(messages, policy, room)
         if targets:
-            out["messages"] = [
-                _marked_message(m, control) if i in targets else m for i, m in enumerate(messages)
-            ]
+            marked = list(messages)
+            for index in targets:
+                marked[index] = _marked_message(marked[index], control)
+            out["messages"] = marked
     return out
 
 
@@ -89,13 +90,15 @@ def _placed(body: Mapping[str, Any]) -> list[Any]:
 def _message_targets(messages: list[Any], policy: PromptCache, room: int) -> list[int]:
     """Indices of the messages to mark: the last one (``last``), then the ends of the last
     ``turns`` turns, newest first, as many as ``room`` (Anthropic's limit) allows."""
-    ends = [
-        i
-        for i in range(len(messages) - 1)
-        if isinstance(messages[i + 1], Mapping) and messages[i + 1].get("role") == "user"
-    ]
     wanted = [len(messages) - 1] if policy.last else []
-    wanted += list(reversed(ends[-policy.turns :])) if policy.turns else []
+    ends = 0
+    index = len(messages) - 2
+    while policy.turns and ends < policy.turns and index >= 0:  # from the end: what a turn added
+        following = messages[index + 1]
+        if isinstance(following, Mapping) and following.get("role") == "user":
+            wanted.append(index)
+            ends += 1
+        index -= 1
     return wanted[: max(room, 0)]
 
 

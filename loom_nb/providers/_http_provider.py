@@ -40,7 +40,7 @@ from loom_nb._args import check_type
 from loom_nb.capabilities import Capabilities, assert_request_supported, default_capabilities
 from loom_nb.content import LlmRequest, LlmResponse, parse_request
 from loom_nb.errors import ConfigurationError, ProviderError
-from loom_nb.guard import guard_request
+from loom_nb.guard import checked_already, guard_request
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import (
@@ -339,6 +339,8 @@ class HttpProvider(ABC):
 
     def _prepare(self, request: LlmRequest | Mapping[str, Any]) -> LlmRequest:
         parsed = parse_request(request)
+        if checked_already(parsed, self._capabilities, MAX_RESOLVED_BYTES, MAX_RESOLVED_BYTES):
+            return parsed  # the journaled call guarded and checked this very request (_checked)
         assert_request_supported(
             parsed, self._capabilities, provider=self._VENDOR, model=self.model
         )

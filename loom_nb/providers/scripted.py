@@ -27,7 +27,7 @@ from loom_nb.content import (
     content_error,
 )
 from loom_nb.errors import ConfigurationError, ContentValidationError, ProviderError
-from loom_nb.guard import guard_request, iter_media
+from loom_nb.guard import checked_already, guard_request, iter_media
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk, ToolDelta
 from loom_nb.providers._structured import check_output_type, effective_request, validate_output
@@ -168,15 +168,20 @@ class ScriptedProvider:
     ) -> LlmResponse:
         checked_type = check_output_type(output_type)
         parsed = effective_request(request, self._settings, settings, checked_type)
-        assert_request_supported(parsed, self._capabilities, provider="scripted")
-        # As on a shipped provider: structure and provenance, with the resolve budget as the cap
-        # (the inline caps bound the journaled request, before refs are resolved).
-        guarded = guard_request(
-            parsed, max_inline_bytes=MAX_RESOLVED_BYTES, max_inline_total_bytes=MAX_RESOLVED_BYTES
-        )
-        for location in iter_media(guarded):
-            # A ref is refused, as on the wire: providers only ever see inline data.
-            inline_data(location.part, vendor="scripted", where=location.path)
+        if checked_already(parsed, self._capabilities, MAX_RESOLVED_BYTES, MAX_RESOLVED_BYTES):
+            guarded = parsed  # the journaled call checked this very request, refs resolved
+        else:
+            assert_request_supported(parsed, self._capabilities, provider="scripted")
+            # As on a shipped provider: structure and provenance, with the resolve budget as the
+            # cap (the inline caps bound the journaled request, before refs are resolved).
+            guarded = guard_request(
+                parsed,
+                max_inline_bytes=MAX_RESOLVED_BYTES,
+                max_inline_total_bytes=MAX_RESOLVED_BYTES,
+            )
+            for location in iter_media(guarded):
+                # A ref is refused, as on the wire: providers only ever see inline data.
+                inline_data(location.part, vendor="scripted", where=location.path)
         self.requests.append(guarded)
         if self._played >= len(self._turns):
             raise ProviderError(

@@ -209,3 +209,21 @@ def test_the_skeleton_table_is_generated_from_the_vendored_unicode_data() -> Non
     assert module.generate() == Path(_guard_skeleton_data.__file__).read_text(encoding="utf-8")
     header = (REPO / "tools" / "confusables" / "confusables.txt").read_text(encoding="utf-8-sig")
     assert "Unicode" in header.splitlines()[2]  # the licence header is kept
+
+
+def test_the_skeleton_tables_are_built_only_for_a_text_that_needs_them() -> None:
+    """Guarding plain text leaves the look-alike matcher (and its tables) unimported; the first
+    text that could hold a look-alike imports it, and it finds the look-alike."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from loom_nb.content import LlmRequest, Message, TextPart\n"
+        "from loom_nb.guard import guard_request, neutralize_fences\n"
+        "plain = Message(role='user', content=[TextPart(text='hi', origin='tool:web')])\n"
+        "guard_request(LlmRequest(messages=[plain]))\n"
+        "assert 'loom_nb.guard._skeleton_match' not in sys.modules\n"
+        "assert '\\uff1c/untrusted' not in neutralize_fences('a \\uff1c/untrusted b')\n"
+        "assert 'loom_nb.guard._skeleton_match' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

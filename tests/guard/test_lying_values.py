@@ -26,9 +26,16 @@ from loom_nb.content import (
     ToolUsePart,
 )
 from loom_nb.errors import GuardError, UnsupportedModalityError
-from loom_nb.guard import MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES, guard_request, handing_over
+from loom_nb.guard import (
+    MAX_INLINE_BYTES,
+    MAX_INLINE_TOTAL_BYTES,
+    checked_already,
+    guard_request,
+    handing_over,
+)
 from loom_nb.guard._message_walk import MessageWalk
 from loom_nb.guard._walk import PrefixFold
+from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted
 
 
@@ -181,6 +188,27 @@ def test_a_handed_over_request_unchanged_is_not_walked_again(
             guard_request(request, max_inline_bytes=10**9, max_inline_total_bytes=10**9) is request
         )
     assert walked == []
+
+
+def test_checked_already_holds_for_the_request_or_its_settings_copy_only() -> None:
+    """A provider skips its checks for the handed-over request, or that request with other
+    settings (same messages, tools and system objects); not for other messages, another
+    capabilities object, tighter caps, a changed list, or outside the hand-over."""
+    request = LlmRequest(messages=conversation({"q": 1}))
+    guard_request(request)
+    caps = Capabilities()
+    big = 10**9
+    assert not checked_already(request, caps, big, big)  # nothing handed over
+    with handing_over(request, MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES, caps):
+        assert checked_already(request, caps, big, big)
+        with_settings = request.model_copy(update={"settings": ModelSettings(max_tokens=5)})
+        assert checked_already(with_settings, caps, big, big)
+        copied = request.model_copy(update={"messages": list(request.messages)})
+        assert not checked_already(copied, caps, big, big)  # not the very list guarded
+        assert not checked_already(request, Capabilities(), big, big)
+        assert not checked_already(request, caps, 10, big)
+        request.messages.append(Message(role="assistant", content="more"))
+        assert not checked_already(request, caps, big, big)  # grown since guarded
 
 
 # -- one cache entry per transcript ------------------------------------------------------------

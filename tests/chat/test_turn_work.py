@@ -1,0 +1,144 @@
+"""What one Chat turn does, counted (issue 31): no work repeated per turn, nothing timed.
+
+A turn's price is looked up once, when first read; the guard walks a request once per turn; the
+journal hashes and serializes only what the turn added. Each test counts calls of the function
+that does the work, so a change that brings the repetition back fails here whatever the machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import sys
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+import loom_nb.chat._cost as cost_module
+from loom_nb import (
+    Chat,
+    GuardError,
+    Journal,
+    LlmRequest,
+    Message,
+    ScriptedProvider,
+    TextPart,
+    assert_request_supported,
+    guard_request,
+)
+from loom_nb.chat._cost import price_for
+from loom_nb.journal._content_pins import request_pins
+from tests.chat.priced import ANTHROPIC, anthropic
+
+USAGE = {"input_tokens": 1200, "output_tokens": 300}
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
+    """Wrap ``owner.name`` so that each call is counted; the count, as a one-item list."""
+    calls = [0]
+    real: Callable[..., Any] = getattr(owner, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+async def test_a_turns_price_is_looked_up_once_when_first_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Turns are priced when their cost is read, each once; the figures are genai-prices' own."""
+    lookups = _counting(monkeypatch, cost_module, "_lookup")
+    provider, _ = anthropic(*({"text": f"a{i}", "usage": USAGE} for i in range(3)))
+    chat = Chat(provider, journal=Journal(), id="priced-later")
+    for i in range(3):
+        await chat(f"q{i}")
+    assert lookups[0] == 0  # three turns, no price looked up yet
+    expected = [price_for(ANTHROPIC, t.response) for t in chat.turns if t.response is not None]
+    lookups[0] = 0
+    assert chat.cost == sum(expected, Decimal(0))
+    assert chat.cost > 0
+    assert [t.cost for t in chat.turns] == expected
+    assert lookups[0] == 3  # once per turn, read twice
+    turn = chat.turns[0]
+    assert pickle.loads(pickle.dumps(turn)) == turn == copy.copy(turn)  # noqa: S301 (our own bytes)
+
+
+async def test_a_copied_or_pickled_turn_carries_its_price() -> None:
+    """A turn copied or pickled before its cost was read has the same cost as the original."""
+    provider, _ = anthropic({"text": "a", "usage": USAGE})
+    chat = Chat(provider, journal=Journal(), id="priced-copy")
+    await chat("q")
+    fresh = chat.turns[0]
+    copied, pickled = copy.copy(fresh), pickle.loads(pickle.dumps(fresh))  # noqa: S301 (ours)
+    assert copied.cost == pickled.cost == fresh.cost is not None
+    assert repr(pickled) == repr(fresh)
+
+
+class _Executions:
+    """Counts how many times each of some functions' code runs (a profile hook: no patching,
+    so calls through any imported name count)."""
+
+    def __init__(self, *functions: Callable[..., Any]) -> None:
+        self._codes = {f.__code__: f.__qualname__ for f in functions}
+        self.counts = dict.fromkeys(self._codes.values(), 0)
+
+    def __enter__(self) -> _Executions:
+        def hook(frame: Any, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code in self._codes:
+                self.counts[self._codes[frame.f_code]] += 1
+
+        sys.setprofile(hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+
+
+@pytest.mark.parametrize("kind", ["scripted", "http"])
+async def test_a_turn_guards_and_checks_its_request_once(kind: str) -> None:
+    """Each turn runs ``guard_request`` and ``assert_request_supported`` once: the provider takes
+    the request the journaled call just checked without running either again."""
+    if kind == "scripted":
+        provider: Any = ScriptedProvider([{"text": f"a{i}"} for i in range(4)])
+    else:
+        provider, _ = anthropic(*({"text": f"a{i}", "usage": USAGE} for i in range(4)))
+    chat = Chat(provider, journal=Journal(), id=f"once-{kind}")
+    await chat("warm up")
+    with _Executions(guard_request, assert_request_supported) as seen:
+        for i in range(3):
+            await chat(f"q{i}")
+    assert seen.counts == {"guard_request": 3, "assert_request_supported": 3}
+    assert len(chat.history) == 8
+
+
+async def test_a_provider_called_directly_still_guards() -> None:
+    """Outside a journaled call the provider runs both checks itself, and refuses what they refuse."""
+    provider = ScriptedProvider([{"text": "a"}, {"text": "b"}])
+    with _Executions(guard_request, assert_request_supported) as seen:
+        await provider.complete(LlmRequest(messages=[Message(role="user", content="hi")]))
+    assert seen.counts == {"guard_request": 1, "assert_request_supported": 1}
+    forged = Message(role="assistant", content=[TextPart(text="x", origin="tool:web")])
+    with pytest.raises(GuardError):
+        await provider.complete(LlmRequest(messages=[Message(role="user", content="q"), forged]))
+
+
+async def test_a_replayed_turn_does_not_walk_its_request_for_pins() -> None:
+    """Pins (the stored content a live call will read) are found for turns that run live only:
+    a replayed chat serves every turn from the log without walking its media."""
+    journal = Journal()
+    chat = Chat(ScriptedProvider([{"text": f"a{i}"} for i in range(3)]), journal=journal, id="p")
+    with _Executions(request_pins) as live:
+        for i in range(3):
+            await chat(f"q{i}")
+    again = Chat(ScriptedProvider([]), journal=journal, id="p")
+    with _Executions(request_pins) as replayed:
+        for i in range(3):
+            await again(f"q{i}")
+    assert live.counts == {"request_pins": 3}
+    assert replayed.counts == {"request_pins": 0}
+    assert [m.content for m in again.history] == [m.content for m in chat.history]
