@@ -9,6 +9,7 @@ from loom_nb.journal._timeline import Event, EventKind, ExecutionSummary
 from loom_nb.journal._watch import JournalWatch
 from loom_nb.journal._work import Claim, WorkCounts, WorkItem, WorkQueue
 from loom_nb.journal._work_follow import WorkFollow
+from loom_nb.journal._work_loop import WorkReport, work_items, worker_id
 
 __all__ = [
     "CLAIM_MARKER",
@@ -25,6 +26,9 @@ __all__ = [
     "WorkFollow",
     "WorkItem",
     "WorkQueue",
+    "WorkReport",
     "create_llm_effect",
     "hash_request",
+    "work_items",
+    "worker_id",
 ]
