@@ -43,13 +43,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from loom_nb.errors import ExecutionBusyError, JournalError
 from loom_nb.journal._codec import is_storable_id
+from loom_nb.journal._work_follow import WorkFollow
 
 if TYPE_CHECKING:
     from loom_nb.journal._backend import JournalBackend
     from loom_nb.journal._journal import Journal
-    from loom_nb.journal._work_follow import WorkFollow
 
-__all__ = ["Claim", "WorkCounts", "WorkItem", "WorkQueue", "WorkState", "channel_of"]
+__all__ = ["Claim", "WorkCounts", "WorkItem", "WorkQueue", "WorkState"]
 
 T = TypeVar("T")
 
@@ -104,11 +104,6 @@ _ITEMS = (
     "WHERE queue = ? ORDER BY seq"
 )
 _HOLDER = "SELECT token, state FROM work_items WHERE queue = ? AND item = ?"
-
-
-def channel_of(name: str) -> str:
-    """What a change to queue ``name`` is announced as on the journal's channel (PostgreSQL)."""
-    return f"loom-work:{name}"
 
 
 @dataclass(frozen=True)
@@ -338,7 +333,6 @@ class WorkQueue:
         journal's ``listen_url`` when given), and it looks every ``poll`` seconds in any case
         (default: the journal's watch interval).
         """
-        from loom_nb.journal._work_follow import WorkFollow
 
         return WorkFollow(self, callback, poll=poll)
 

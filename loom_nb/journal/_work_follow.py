@@ -24,7 +24,12 @@ from loom_nb.journal._watch import TRANSIENT
 if TYPE_CHECKING:
     from loom_nb.journal._work import WorkCounts, WorkQueue
 
-__all__ = ["WorkFollow"]
+__all__ = ["WorkFollow", "channel_of"]
+
+
+def channel_of(name: str) -> str:
+    """What a change to queue ``name`` is announced as on the journal's channel (PostgreSQL)."""
+    return f"loom-work:{name}"
 
 
 class WorkFollow:
@@ -37,8 +42,6 @@ class WorkFollow:
         *,
         poll: float | None = None,
     ) -> None:
-        from loom_nb.journal._work import channel_of
-
         backend = queue._backend
         if poll is None:
             poll = backend.watch_poll

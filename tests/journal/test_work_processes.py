@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -109,12 +110,54 @@ def test_workers_share_a_queue_through_sigkills(
     if journal_backend.name == "pgbouncer" and count == 4:
         pytest.skip("the pooler runs the two-worker case; four are the direct server's")
     items = 240
-    workers = [
-        ["--kill-at", str(7 + 11 * n)] if n % 2 == 0 else [] for n in range(count)
-    ]
+    workers = [["--kill-at", str(7 + 11 * n)] if n % 2 == 0 else [] for n in range(count)]
     journal, log, reports, killed = _run_workers(
         journal_backend, tmp_path, items=items, workers=workers
     )
     assert len(killed) == count // 2
     assert sum(report["done"] for report in reports) >= items - 60  # the living did most
     _check(journal, log, items, killed)
+
+
+def test_a_stalled_worker_cannot_complete_an_item_taken_over(
+    journal_backend: JournalBackend, tmp_path: Path
+) -> None:
+    """A worker stopped (SIGSTOP) in the middle of a call loses its lease; another worker takes
+    the item over and journals its step; the first, continued, finishes its call but is refused
+    by its claim's fence: the provider was called twice, the step completed once."""
+    if journal_backend.name == "pgbouncer":
+        pytest.skip("the fence's transactions are the same through the pooler (see above)")
+    journal = journal_backend.open("work")
+    queue = journal.work_queue("map-1")
+    queue.add(["item-0000"])
+    calls = tmp_path / "calls.log"
+    (tmp_path / "calls.log.go").touch()
+    url = journal_backend.url("work")
+    lease = ["--lease", "0.5", "--concurrency", "1"]
+    slow = _spawn(url, "map-1", calls, *lease, "--hold", "3")
+    try:
+        deadline = time.monotonic() + 120
+        while not (calls.exists() and "start" in calls.read_text()):
+            assert slow.poll() is None, slow.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.kill(slow.pid, signal.SIGSTOP)
+        other = _spawn(url, "map-1", calls, *lease)
+        out, err = other.communicate(timeout=120)
+        assert other.returncode == 0, err
+        assert json.loads(out.strip().splitlines()[-1])["done"] == 1
+    finally:
+        os.kill(slow.pid, signal.SIGCONT)
+    out, err = slow.communicate(timeout=120)
+    assert slow.returncode == 0, err
+    stalled = json.loads(out.strip().splitlines()[-1])
+    assert stalled["lost"] == ["item-0000"]
+    assert stalled["done"] == 0
+    ends = [line for line in calls.read_text().splitlines() if line.startswith("end")]
+    assert len(ends) == 2  # both calls ran to their end ...
+    events = journal.events("map-1/item-0000", resolve_claims=False)
+    completed = [e for e in events if e.kind == "step_completed"]
+    assert len(completed) == 1  # ... and one was journaled: the new holder's
+    assert completed[0].payload["output"]["pid"] == other.pid
+    assert queue.items()[0].state == "done"
+    assert queue.items()[0].attempts == 2
