@@ -123,6 +123,7 @@ _EXPORTS: dict[str, str] = {
     "Chat": "loom_nb.chat",
     "ChatSummary": "loom_nb.chat",
     "ChatTurn": "loom_nb.chat",
+    "MapResult": "loom_nb.chat",
     "chats": "loom_nb.chat",
     # rendering (pure HTML, no widgets)
     "render_message": "loom_nb.render",

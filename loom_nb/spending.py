@@ -237,9 +237,10 @@ class Budget:
 def _refusal(
     meter: Meter, limit: str, allowed: object, spent: object, why: str = ""
 ) -> BudgetExceededError:
-    where = (
-        "chat.run(..., limits=Limits(...))" if meter.scope == "run" else "chat.limits = Limits(...)"
-    )
+    where = {
+        "run": "chat.run(..., limits=Limits(...))",
+        "map": "chat.map(..., limits=Limits(...))",
+    }.get(meter.scope, "chat.limits = Limits(...)")
     return BudgetExceededError(
         f"the {meter.scope}'s spending limit {limit}={allowed} is reached (spent {spent}; in "
         f"all {meter.spent.describe()}), so the next model call was refused before anything was "

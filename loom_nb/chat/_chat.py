@@ -54,6 +54,7 @@ from loom_nb.chat._cost import Totals, answered, price_for
 from loom_nb.chat._edits import ChatEdits
 from loom_nb.chat._export import ChatExport
 from loom_nb.chat._log import Mark
+from loom_nb.chat._map import ChatMaps
 from loom_nb.chat._marks import ChatMarks
 from loom_nb.chat._money import check_limits, make_budget
 from loom_nb.chat._records import (
@@ -98,7 +99,7 @@ __all__ = ["Chat", "ChatTurn"]
 T = TypeVar("T")
 
 
-class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns):
+class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns, ChatMaps):
     """A conversation over ``provider``: ``reply = await chat(text, *attachments)``.
 
     ``system`` is the system prompt, ``tools`` the ``ToolDefinition``s (or plain typed functions,
@@ -218,7 +219,7 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns):
         ``tools`` must be the tools its runs used (they are replayed from the log, never run).
         An unknown id is a ``ConfigurationError`` (code ``unknown_chat``) naming the nearest ids.
         """
-        from loom_nb.chat._resume import resume_chat
+        from loom_nb.chat._resume import existing_journal, resume_chat
 
         return resume_chat(
             cls(
@@ -226,7 +227,7 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns):
                 system=system,
                 tools=tools,
                 store=store,
-                journal=_existing_journal(journal, id),
+                journal=existing_journal(journal, id),
                 settings=settings,
                 id=id,
                 tenant=tenant,
@@ -583,17 +584,3 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns):
         await self._serve_restart(execution)
         await self._seed_step(execution)
         return execution
-
-
-def _existing_journal(journal: Journal | str | None, chat_id: str) -> Journal | str | None:
-    """The journal a resume reads: as given, or the default one, which must exist already."""
-    if journal is not None:
-        return journal
-    path = Path.cwd() / DEFAULT_HOME / "journal.sqlite"
-    if not path.is_file():
-        raise ConfigurationError(
-            f"no chat {chat_id!r} to resume: there is no journal at {path} (the default). Pass "
-            "journal= the journal the chat was recorded in.",
-            code="unknown_chat",
-        )
-    return None

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import difflib
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loom_nb.chat._catalog import chat_ids
 from loom_nb.chat._cost import identity_of
 from loom_nb.chat._log import MARKS, ChatLog, Mark, Target, fold, started_identity, walk
-from loom_nb.chat._records import Parked, Unreachable, settled
+from loom_nb.chat._records import DEFAULT_HOME, Parked, Unreachable, settled
 from loom_nb.chat._sync import run_blocking
 from loom_nb.content import LlmRequest
 from loom_nb.errors import ConfigurationError, JournalError, LoomError
@@ -35,7 +36,7 @@ from loom_nb.journal import Execution, Journal
 if TYPE_CHECKING:
     from loom_nb.chat._chat import Chat
 
-__all__ = ["restart_chat", "resume_chat", "unknown_chat"]
+__all__ = ["existing_journal", "restart_chat", "resume_chat", "unknown_chat"]
 
 
 def resume_chat(chat: Chat, *, system_given: bool) -> Chat:
@@ -153,3 +154,17 @@ def _not_a_chat(execution_id: str) -> ConfigurationError:
         code="not_a_chat",
         chat_id=execution_id,
     )
+
+
+def existing_journal(journal: Journal | str | None, chat_id: str) -> Journal | str | None:
+    """The journal a resume reads: as given, or the default one, which must exist already."""
+    if journal is not None:
+        return journal
+    path = Path.cwd() / DEFAULT_HOME / "journal.sqlite"
+    if not path.is_file():
+        raise ConfigurationError(
+            f"no chat {chat_id!r} to resume: there is no journal at {path} (the default). Pass "
+            "journal= the journal the chat was recorded in.",
+            code="unknown_chat",
+        )
+    return None

@@ -311,6 +311,9 @@ def http_error(
     request_id = response.headers.get("request-id") or response.headers.get("x-request-id")
     if request_id:
         details.setdefault("request_id", request_id)
+    wait = _retry_after_seconds(response)
+    if wait is not None:  # what a caller pacing many calls waits (chat.map)
+        details.setdefault("retry_after", wait)
     who, host = speaker(provider, _url_of(response))
     if host is not None:
         details.setdefault("host", host)
