@@ -40,6 +40,7 @@ from pydantic import BaseModel
 
 from loom_nb.chat._cost import identity_of, price_for
 from loom_nb.chat._map_item import item_effect, recorded_error, run_item, served
+from loom_nb.chat._map_join import join_map, joins
 from loom_nb.chat._map_pace import THROTTLED, Pacer
 from loom_nb.chat._map_plan import MapPlan, journal_plan, make_plan, principal_of
 from loom_nb.chat._map_progress import MapProgress, show_progress
@@ -47,7 +48,7 @@ from loom_nb.chat._map_result import MapResult
 from loom_nb.chat._money import check_limits, pricer, spent_of
 from loom_nb.chat._sync import Pending, run_blocking
 from loom_nb.content import LlmResponse, Usage
-from loom_nb.errors import BudgetExceededError, ConfigurationError, LoomError
+from loom_nb.errors import BudgetExceededError, ConfigurationError, ExecutionBusyError, LoomError
 from loom_nb.journal._outcomes import step_outcomes
 from loom_nb.spending import Budget, Limits, Meter, Spent
 
@@ -77,6 +78,7 @@ class ChatMaps:
         retry_failed: bool = False,
         mode: str = "live",
         progress: Any = None,
+        join: bool | None = None,
     ) -> Pending[MapResult]:
         """One independent turn per input, journaled; returns a ``MapResult`` in input order.
 
@@ -88,8 +90,11 @@ class ChatMaps:
         too). A re-run serves finished items from the journal; failed items are served as failed
         unless ``retry_failed=True``. ``progress``: a bar in a notebook, a line in a terminal
         (None: automatic, False: none, or a view: an object whose ``show(progress)`` gets the
-        ``MapProgress`` on every update). ``mode="batch"`` is for a vendor batch API. Plain code
-        uses ``chat.map_sync(...)``.
+        ``MapProgress`` on every update). ``mode="batch"`` is for a vendor batch API. ``join``:
+        work the map with other processes (another kernel's ``chat.map(..., join=True)``,
+        ``loom-nb map work ID``), claiming its items from the journal's work queue; None (the
+        default) joins on a PostgreSQL journal (``_map_join``). Plain code uses
+        ``chat.map_sync(...)``.
         """
         chat: Chat = self  # type: ignore[assignment]
         run = run_map(
@@ -101,6 +106,7 @@ class ChatMaps:
             retry_failed=retry_failed,
             mode=mode,
             progress=progress,
+            join=join,
         )
         return Pending(run, "chat.map(...)", "chat.map_sync(...)")
 
@@ -122,6 +128,7 @@ async def run_map(
     retry_failed: bool = False,
     mode: str = "live",
     progress: Any = None,
+    join: bool | None = None,
     _started: Callable[[MapRun], None] | None = None,
 ) -> MapResult:
     """``chat.map`` (see ``ChatMaps.map``)."""
@@ -152,6 +159,7 @@ async def run_map(
         store=lambda: chat.store,
     )
     run = MapRun(chat, plan, identity, concurrency, _budget(chat, map_limits), retry_failed)
+    run.join = joins(chat.journal, join)
     if _started is not None:
         _started(run)
     batch = MAP_MODES[mode]
@@ -159,6 +167,9 @@ async def run_map(
         return await batch(run)
     show_progress(run.progress, progress)
     return await run.go()
+
+
+_nothing = contextlib.nullcontext
 
 
 def _budget(chat: Chat, limits: Limits | None) -> Budget | None:
@@ -179,6 +190,9 @@ def _budget(chat: Chat, limits: Limits | None) -> Budget | None:
 
 class MapRun:
     """One run of a map in this process: what is served, what runs, the pacer and the result."""
+
+    join = False
+    """Whether other processes may work the map with this one (``_map_join``)."""
 
     def __init__(
         self,
@@ -234,7 +248,7 @@ class MapRun:
         self.progress.update(force=True)
         try:
             if todo:
-                await self._drive(todo)
+                await (join_map(self, todo) if self.join else self._drive(todo))
         finally:
             self.progress.finished = True
             self.progress.stopped = self._stopping
@@ -244,7 +258,8 @@ class MapRun:
             if self.responses[index] is None and index not in self.errors:
                 self.errors[index] = self._not_run(index)
         if not self.errors and execution.status != "completed":
-            await execution.complete({"items": len(self.plan)})
+            with contextlib.suppress(ExecutionBusyError) if self.join else _nothing():
+                await execution.complete({"items": len(self.plan)})  # or another process did
         return MapResult(
             id=self.plan.map_id,
             responses=self.responses,

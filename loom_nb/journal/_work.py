@@ -103,6 +103,7 @@ _ITEMS = (
     "SELECT item, state, worker, attempts, error, lease_until FROM work_items "
     "WHERE queue = ? ORDER BY seq"
 )
+_CHUNK = 500  # keys per statement, well under both databases' parameter limits
 _HOLDER = "SELECT token, state FROM work_items WHERE queue = ? AND item = ?"
 
 
@@ -286,12 +287,25 @@ class WorkQueue:
         now = time.time()
         self._settle(claim, _RELEASE, (now + max(0.0, delay), now))
 
-    def retry_failed(self) -> list[str]:
-        """Make every failed item pending again (its error cleared); return their keys."""
-        rows = self._transaction(
-            lambda conn: conn.execute(_RETRY, (time.time(), self.name)).fetchall()
-        )
-        return [row[0] for row in rows]
+    def retry_failed(self, items: Iterable[str] | None = None) -> list[str]:
+        """Make failed items pending again (their errors cleared): every one, or those of
+        ``items``; return their keys."""
+        now = time.time()
+        if items is None:
+            rows = self._transaction(lambda conn: conn.execute(_RETRY, (now, self.name)).fetchall())
+            return [row[0] for row in rows]
+        keys = list(items)
+
+        def body(conn: Any) -> list[str]:
+            found = []
+            for start in range(0, len(keys), _CHUNK):
+                chunk = keys[start : start + _CHUNK]
+                marks = ", ".join("?" * len(chunk))
+                statement = _RETRY.replace("RETURNING", f"AND item IN ({marks}) RETURNING")
+                found += [row[0] for row in conn.execute(statement, (now, self.name, *chunk))]
+            return found
+
+        return self._transaction(body) if keys else []
 
     def _settle(self, claim: Claim, statement: str, values: tuple[Any, ...]) -> None:
         params = (*values, self.name, claim.item, claim.token)

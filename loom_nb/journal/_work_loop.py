@@ -126,6 +126,10 @@ async def _one(
         try:
             with queue.fenced(claim, execution_of(item)):
                 await run(item)
+        except asyncio.CancelledError:
+            with contextlib.suppress(JournalError):  # stopped: another worker may take it now
+                queue.release(claim)
+            raise
         except ExecutionBusyError as exc:
             if exc.code == "claim_lost":
                 report.lost.append(item)
