@@ -174,6 +174,7 @@ async def join_map(run: MapRun, todo: list[int], *, lease: float = DEFAULT_LEASE
                     continue
                 pacer.release(window, ok=False)
                 run._failed(index, exc, live=True)
+                progress.update()
                 raise
             except BaseException:
                 pacer.release(window, ok=False)
@@ -181,6 +182,7 @@ async def join_map(run: MapRun, todo: list[int], *, lease: float = DEFAULT_LEASE
             pacer.release(window, ok=True)
             run._answered(index, response, live=True)
             run._sync_pacer()
+            progress.update()
             return
 
     follow = queue.follow(lambda counts: loop.call_soon_threadsafe(show, counts))

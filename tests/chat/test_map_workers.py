@@ -79,6 +79,7 @@ class Spawner:
             time.sleep(0.02)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [2, 4])
 async def test_workers_and_a_kernel_share_a_map_through_sigkills(
     journal_backend: JournalBackend, tmp_path: Path, workers: int
@@ -168,3 +169,30 @@ def test_a_worker_builds_its_provider(monkeypatch: pytest.MonkeyPatch) -> None:
         with pytest.raises(ConfigurationError) as caught:
             provider_for(identity, spec)
         assert caught.value.code in ("map_provider_unknown", "map_provider_unavailable")
+
+
+async def test_stop_gives_the_claims_back(journal_backend: JournalBackend, tmp_path: Path) -> None:
+    """Stopping a joined map cancels its calls and gives their items back to the queue at once
+    (nothing stays claimed for a lease); a second run finishes the map from the journal."""
+    if journal_backend.name != "sqlite":
+        pytest.skip("the same code on every backend; the process tests cover the servers")
+    log = tmp_path / "calls.log"
+    words = [f"s{i:02d}" for i in range(20)]
+    chat = Chat(
+        Logged(str(log), delay=(0.05, 0.1)), journal=journal_backend.open("map"), id="mapper"
+    )  # type: ignore[arg-type]
+
+    class StopAtFive:
+        def show(self, progress: Any) -> None:
+            if progress.done >= 5:
+                progress.stop()
+
+    result = await chat.map(words, concurrency=3, join=True, progress=StopAtFive())
+    assert result.stopped
+    assert {e.code for e in result.errors.values()} == {"map_stopped"}
+    counts = chat.journal.work_queue(result.id).counts()
+    assert counts.claimed == 0
+    assert counts.pending == len(result.errors)
+    again = await chat.map(words, concurrency=3, join=True, progress=False)
+    assert [r.content if r else None for r in again] == [f"echo {w}" for w in words]
+    assert again.ran == len(result.errors)

@@ -102,6 +102,7 @@ def _check(journal: Any, log: list[tuple[str, str, int]], items: int, killed: se
             assert attempts[item] >= 2, (item, attempts[item])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [2, 4])
 def test_workers_share_a_queue_through_sigkills(
     journal_backend: JournalBackend, tmp_path: Path, count: int
@@ -119,6 +120,7 @@ def test_workers_share_a_queue_through_sigkills(
     _check(journal, log, items, killed)
 
 
+@pytest.mark.slow
 def test_a_stalled_worker_cannot_complete_an_item_taken_over(
     journal_backend: JournalBackend, tmp_path: Path
 ) -> None:
