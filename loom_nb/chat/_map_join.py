@@ -5,7 +5,7 @@ A map's items are also a work queue of the journal (``journal.work_queue(map id)
 queue (idempotent: every joiner adds the same keys) and then claims them a few at a time
 (``work_items``): on PostgreSQL with ``FOR UPDATE SKIP LOCKED``, so two processes never take the
 same item, and under a lease, so the items of a process that died (SIGKILL, a crashed kernel)
-return to the pool once its lease ran out. While a process runs an item, its claim fences the
+return to the pool once its lease ran out (at once on its own host, where its pid is gone). While a process runs an item, its claim fences the
 item's execution: a process that stalled past its lease, whose item another took over, is
 refused when it journals the answer, so an item's model call completes once in the journal.
 

@@ -6,7 +6,7 @@ was made for. The worker claims the map's items from the journal's work queue an
 with a provider of its own, until no item is left to anyone; the kernel that started the map
 (``chat.map(...)`` on a PostgreSQL journal, or ``join=True``) counts them in its progress and
 its ``MapResult``. A worker SIGKILLed mid-item loses nothing: its items return to the pool when
-their lease (``--lease``) runs out.
+their lease (``--lease``) runs out, at once for the workers of the same host.
 
 The provider. ``--provider MODULE:NAME`` imports NAME from MODULE: a provider object, or a
 function called with no arguments that returns one (a ``ScriptedProvider`` for a test, a

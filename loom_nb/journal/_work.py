@@ -4,7 +4,9 @@
 journal's database, table ``work_items``, one row per queue and item. A worker ``claim``s up to
 ``limit`` items at a time; a claim lasts ``lease`` seconds unless the worker ``extend``s it, and
 ends with ``complete`` or ``fail`` (with the error), or ``release`` (given back untried). An item
-whose claim expired (its worker was SIGKILLed, or stalled) is claimable again; its ``attempts``
+whose claim expired (its worker was SIGKILLed, or stalled) is claimable again, and so at once is
+one held by a worker of this host whose process is gone (a worker id ``host:pid:...``, as
+``worker_id()`` makes, names it; the journal's leases decide the same way); its ``attempts``
 count every claim, and with ``max_attempts`` an item that used them all up fails instead of
 killing one more worker.
 
@@ -35,6 +37,7 @@ trigger on every change) and looking every ``poll`` seconds in any case (``_work
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -43,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from loom_nb.errors import ExecutionBusyError, JournalError
 from loom_nb.journal._codec import is_storable_id
+from loom_nb.journal._lease import pid_alive
 from loom_nb.journal._work_follow import WorkFollow
 
 if TYPE_CHECKING:
@@ -104,6 +108,14 @@ _ITEMS = (
     "WHERE queue = ? ORDER BY seq"
 )
 _CHUNK = 500  # keys per statement, well under both databases' parameter limits
+_LOCAL = (
+    "SELECT item, worker FROM work_items WHERE queue = ? AND state = 'claimed' "
+    "AND lease_until > ? AND worker LIKE ?"
+)
+_REAP = (
+    "UPDATE work_items SET lease_until = 0 "
+    "WHERE queue = ? AND item = ? AND worker = ? AND state = 'claimed' RETURNING item"
+)
 _HOLDER = "SELECT token, state FROM work_items WHERE queue = ? AND item = ?"
 
 
@@ -242,6 +254,7 @@ class WorkQueue:
                     _EXHAUST.format(pick=pick),
                     (self.name, now, max_attempts, error, now, self.name),
                 ).fetchall()
+            self._reap(conn, now)
             until = now + lease
             rows = conn.execute(
                 _CLAIM.format(pick=_PICK + skip),
@@ -251,6 +264,18 @@ class WorkQueue:
             return [Claim(self.name, row[0], worker, token, int(row[1]), until) for row in rows]
 
         return self._transaction(body)
+
+    def _reap(self, conn: Any, now: float) -> None:
+        """Free at once the live claims of workers of this host whose process is gone."""
+        host = socket.gethostname()
+        rows = conn.execute(
+            _LOCAL + self._backend.SKIP_LOCKED, (self.name, now, f"{host}:%")
+        ).fetchall()
+        for item, worker in rows:
+            parts = str(worker).split(":")
+            local = len(parts) == 3 and parts[0] == host and parts[1].isdigit()
+            if local and not pid_alive(int(parts[1])):
+                conn.execute(_REAP, (self.name, item, worker)).fetchall()
 
     def extend(self, claims: Sequence[Claim], *, lease: float = 30.0) -> list[Claim]:
         """Extend claims by ``lease`` seconds from now; return those still held (renewed)."""

@@ -6,7 +6,7 @@ processes answering with ``tests.chat.work_provider:make``, which logs each call
 to a file they share with the kernel's provider. What must hold: every item answered in the
 kernel's ``MapResult``; each item's model step journaled as completed exactly once; a call
 completed twice only for an item a killed worker was in the middle of; the items of a killed
-worker finished by another after its lease; and the kernel's progress counting the others' items.
+worker finished by another (at once: same host, its pid gone); and the kernel's progress counting the others' items.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ and through PgBouncer:
 - every item is done in the queue, and its execution journaled exactly one completed ``call``;
 - a call completed twice only for an item a killed worker was in the middle of (its end was
   logged but its step never journaled), never for an item a live worker finished;
-- the item a killed worker was calling went back to the pool after its lease and was finished
-  by another worker (attempts > 1).
+- the item a killed worker was calling went back to the pool (at once: the workers share a host
+  and its pid is gone) and was finished by another worker (attempts > 1).
 """
 
 from __future__ import annotations
@@ -41,6 +41,12 @@ def _spawn(url: str, queue: str, calls: Path, *extra: str) -> subprocess.Popen[s
         text=True,
         env=env,
     )
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (``T`` once stopped)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[-1].split()[0]
 
 
 def _run_workers(
@@ -91,7 +97,7 @@ def _check(journal: Any, log: list[tuple[str, str, int]], items: int, killed: se
         if count > 1:  # only an item a killed worker was calling may have been called twice
             by = [pid for what, it, pid in log if what == "end" and it == item]
             assert len([pid for pid in by if pid not in killed]) == 1, (item, by, killed)
-    # Every call a killed worker started and never finished was taken over after its lease.
+    # Every call a killed worker started and never finished was taken over by another.
     attempts = {state.item: state.attempts for state in states}
     for pid in killed:
         started = {it for what, it, p in log if what == "start" and p == pid}
@@ -121,12 +127,15 @@ def test_workers_share_a_queue_through_sigkills(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("when", ["after", "before"])
 def test_a_stalled_worker_cannot_complete_an_item_taken_over(
-    journal_backend: JournalBackend, tmp_path: Path
+    journal_backend: JournalBackend, tmp_path: Path, when: str
 ) -> None:
-    """A worker stopped (SIGSTOP) in the middle of a call loses its lease; another worker takes
-    the item over and journals its step; the first, continued, finishes its call but is refused
-    by its claim's fence: the provider was called twice, the step completed once."""
+    """A worker stalled (SIGSTOP) in the middle of an item loses its lease; another worker takes
+    the item over and journals its step. Continued, the first is refused by its claim's fence:
+    stalled with its call out (``after`` its step's start was journaled), the call ends but its
+    outcome is not journaled (two calls, one completed step); stalled ``before``, its step's
+    start is refused at the call's first suspension, before the call goes out (one call)."""
     if journal_backend.name == "pgbouncer":
         pytest.skip("the fence's transactions are the same through the pooler (see above)")
     journal = journal_backend.open("work")
@@ -136,14 +145,13 @@ def test_a_stalled_worker_cannot_complete_an_item_taken_over(
     (tmp_path / "calls.log.go").touch()
     url = journal_backend.url("work")
     lease = ["--lease", "0.5", "--concurrency", "1"]
-    slow = _spawn(url, "map-1", calls, *lease, "--hold", "3")
+    slow = _spawn(url, "map-1", calls, *lease, "--stop-at", "1", "--stop-when", when)
     try:
         deadline = time.monotonic() + 120
-        while not (calls.exists() and "start" in calls.read_text()):
+        while _state(slow.pid) != "T":  # it stopped itself in the middle of its item
             assert slow.poll() is None, slow.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        os.kill(slow.pid, signal.SIGSTOP)
         other = _spawn(url, "map-1", calls, *lease)
         out, err = other.communicate(timeout=120)
         assert other.returncode == 0, err
@@ -155,11 +163,11 @@ def test_a_stalled_worker_cannot_complete_an_item_taken_over(
     stalled = json.loads(out.strip().splitlines()[-1])
     assert stalled["lost"] == ["item-0000"]
     assert stalled["done"] == 0
-    ends = [line for line in calls.read_text().splitlines() if line.startswith("end")]
-    assert len(ends) == 2  # both calls ran to their end ...
+    ends = [line.split()[2] for line in calls.read_text().splitlines() if line.startswith("end")]
+    assert ends == ([str(other.pid), str(slow.pid)] if when == "after" else [str(other.pid)])
     events = journal.events("map-1/item-0000", resolve_claims=False)
     completed = [e for e in events if e.kind == "step_completed"]
-    assert len(completed) == 1  # ... and one was journaled: the new holder's
+    assert len(completed) == 1  # the new holder's
     assert completed[0].payload["output"]["pid"] == other.pid
     assert queue.items()[0].state == "done"
     assert queue.items()[0].attempts == 2

@@ -7,6 +7,10 @@ short and expired by waiting past them; no assertion is about how long anything 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -14,7 +18,7 @@ from typing import Any
 import pytest
 
 from loom_nb import ExecutionBusyError, JournalError
-from loom_nb.journal import WorkCounts, work_items
+from loom_nb.journal import WorkCounts, work_items, worker_id
 from tests.conftest import JournalBackend
 
 
@@ -60,6 +64,28 @@ def test_claims_never_overlap_and_expired_ones_return(journal_backend: JournalBa
     again = queue.claim("c", limit=5)
     assert [(c.item, c.attempt) for c in again] == [("i0", 2), ("i1", 2)]
     assert again[0].token != first[0].token
+
+
+def test_a_dead_local_workers_claims_are_free_at_once(journal_backend: JournalBackend) -> None:
+    """A claim of a worker of this host whose process is gone is claimable at once (no lease
+    wait); a live one's, or another host's, waits for its lease."""
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    host = socket.gethostname()
+    journal = journal_backend.open("work")
+    gone, alive, far = (journal.work_queue(name) for name in ("gone", "alive", "far"))
+    for queue in (gone, alive, far):
+        queue.add(["x"])
+    gone.claim(f"{host}:{int(dead.stdout)}:w", lease=60)
+    alive.claim(f"{host}:{os.getpid()}:w", lease=60)
+    far.claim(f"elsewhere:{int(dead.stdout)}:w", lease=60)
+    assert [(c.item, c.attempt) for c in gone.claim(worker_id())] == [("x", 2)]
+    assert alive.claim(worker_id()) == []
+    assert far.claim(worker_id()) == []
 
 
 def test_settling_needs_the_claim(journal_backend: JournalBackend) -> None:

@@ -5,7 +5,9 @@ works queue QUEUE of the journal at JOURNAL (``work_items``): each item runs one
 ``call``, in execution ``QUEUE/ITEM``, whose function stands for a provider call: it appends
 ``start ITEM PID`` to CALLS, waits a little, and appends ``end ITEM PID`` when the call
 completes. With ``--kill-at N`` the process SIGKILLs itself in the middle of its Nth call
-(after ``start``, before ``end``). With ``--hold S`` each call takes S seconds (a slow worker).
+(after ``start``, before ``end``). With ``--hold S`` each call takes S seconds (a slow worker); with ``--stop-at N`` the process
+SIGSTOPs itself in its Nth call (the test continues it later): ``--stop-when before`` the step's
+start is journaled (before the call goes out), or ``after`` it (the default).
 Workers start together: each touches ``CALLS.ready.PID`` and waits for ``CALLS.go``.
 Prints one JSON line with what the loop did.
 """
@@ -43,6 +45,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--lease", type=float, default=1.0)
     parser.add_argument("--hold", type=float, default=0.0)
+    parser.add_argument("--stop-at", type=int, default=0)
+    parser.add_argument("--stop-when", choices=("before", "after"), default="after")
     args = parser.parse_args()
     journal = Journal(args.journal, lease_ttl=args.lease)
     queue = journal.work_queue(args.queue)
@@ -53,6 +57,13 @@ def main() -> None:
         made[0] += 1
         nth = made[0]
         _append(args.calls, f"start {item} {pid}")
+        if nth == args.stop_at and args.stop_when == "before":
+            # Stalled before the call went out: its step's start is not journaled yet.
+            os.kill(pid, signal.SIGSTOP)
+        await asyncio.sleep(0.001)  # the first suspension: the step's start is journaled
+        if nth == args.stop_at and args.stop_when == "after":
+            # Stalled with the call out (a long pause); no transaction is open here.
+            os.kill(pid, signal.SIGSTOP)
         await asyncio.sleep(args.hold or random.uniform(0.005, 0.03))
         if nth == args.kill_at:
             os.kill(pid, signal.SIGKILL)
