@@ -93,7 +93,7 @@ async def test_workers_and_a_kernel_share_a_map_through_sigkills(
     journal = journal_backend.open("map")
     kernel = Logged(str(log), delay=(0.02, 0.06))
     chat = Chat(kernel, journal=journal, id="mapper")  # type: ignore[arg-type]
-    kills = [5 + 7 * n if n % 2 == 0 else 0 for n in range(workers)]
+    kills = [3 + 4 * n if n % 2 == 0 else 0 for n in range(workers)]
     spawner = Spawner(journal_backend.url("map"), log, kills)
     try:
         result = await chat.map(words, concurrency=4, join=True, progress=spawner)
