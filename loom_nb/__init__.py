@@ -177,6 +177,7 @@ def _bundle_function(name: str) -> Any:
 # display id (IPython's ipython_display_formatter): values whose display is updated later.
 _LIVE_DISPLAYS: dict[tuple[str, str], str] = {
     ("loom_nb.chat._chat", "Chat"): "display_chat",
+    ("loom_nb.chat._map_progress", "MapProgress"): "display_map_progress",
 }
 
 

@@ -17,27 +17,32 @@ process died left only its start and runs again.
 Concurrent. At most ``concurrency`` calls are in flight; a rate limit halves that and waits for the
 vendor's Retry-After, then it climbs back (``_map_pace``). A failing item is journaled as failed
 and the others go on; a spending limit (``limits=``, with the chat's own limits) stops starting
-new items. Stop (the progress bar's button, ``MapProgress.stop``, an interrupt of ``map_sync``)
+new items. ``max_requests`` is kept exactly (no more calls are in flight than it has left);
+tokens and cost are known only once answers arrive, so the calls in flight when a limit is
+reached may take it past (as ``Limits`` says of one call, here up to ``concurrency``). Stop (the progress bar's button, ``MapProgress.stop``, an interrupt of ``map_sync``)
 starts nothing more and cancels the calls in flight, which the journal records as failed (never
 completed): they run again next time, and the result says ``stopped``. Cancelling the awaiting
 task does the same and propagates the cancellation.
 
 Seams. ``mode="batch"`` is the place for a vendor batch API (``MAP_MODES``): until one is plugged
-in it is refused with the remedy. A worker in another process rebuilds the plan with ``load_plan``
-and calls ``run_item``: what it finishes, this map serves.
+in it is refused with the remedy. ``join=True`` (the default on a PostgreSQL journal) works the
+map with other processes through the journal's work queue (``_map_join``, which drives the items
+in place of ``_drive``: each call inside its claim's fence). A worker in another
+process rebuilds the plan with ``load_plan`` and calls ``run_item``: what it finishes, this map
+serves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from loom_nb.chat import _map_source
 from loom_nb.chat._cost import identity_of, price_for
 from loom_nb.chat._map_item import item_effect, recorded_error, run_item, served
 from loom_nb.chat._map_join import join_map, joins
@@ -45,11 +50,17 @@ from loom_nb.chat._map_pace import THROTTLED, Pacer
 from loom_nb.chat._map_plan import MapPlan, journal_plan, make_plan, principal_of
 from loom_nb.chat._map_progress import MapProgress, show_progress
 from loom_nb.chat._map_result import MapResult
+from loom_nb.chat._map_source import ItemSource, LocalItems
 from loom_nb.chat._money import check_limits, pricer, spent_of
 from loom_nb.chat._sync import Pending, run_blocking
-from loom_nb.content import LlmResponse, Usage
-from loom_nb.errors import BudgetExceededError, ConfigurationError, ExecutionBusyError, LoomError
-from loom_nb.journal._outcomes import step_outcomes
+from loom_nb.content import LlmResponse
+from loom_nb.errors import (
+    BudgetExceededError,
+    ConfigurationError,
+    ExecutionBusyError,
+    LoomError,
+)
+from loom_nb.journal._outcomes import give_back, step_outcomes
 from loom_nb.spending import Budget, Limits, Meter, Spent
 
 if TYPE_CHECKING:
@@ -77,8 +88,8 @@ class ChatMaps:
         limits: Limits | None = None,
         retry_failed: bool = False,
         mode: str = "live",
-        progress: Any = None,
         join: bool | None = None,
+        progress: Any = None,
     ) -> Pending[MapResult]:
         """One independent turn per input, journaled; returns a ``MapResult`` in input order.
 
@@ -90,11 +101,11 @@ class ChatMaps:
         too). A re-run serves finished items from the journal; failed items are served as failed
         unless ``retry_failed=True``. ``progress``: a bar in a notebook, a line in a terminal
         (None: automatic, False: none, or a view: an object whose ``show(progress)`` gets the
-        ``MapProgress`` on every update). ``mode="batch"`` is for a vendor batch API. ``join``:
-        work the map with other processes (another kernel's ``chat.map(..., join=True)``,
-        ``loom-nb map work ID``), claiming its items from the journal's work queue; None (the
-        default) joins on a PostgreSQL journal (``_map_join``). Plain code uses
-        ``chat.map_sync(...)``.
+        ``MapProgress`` on every update). ``join=True`` works the map with other processes
+        (another kernel's ``chat.map(..., join=True)``, ``loom-nb map work ID``), claiming its
+        items from the journal's work queue; None (the default) joins on a PostgreSQL journal
+        (``_map_join``). ``mode="batch"`` is for a vendor batch API. Plain code
+        uses ``chat.map_sync(...)``.
         """
         chat: Chat = self  # type: ignore[assignment]
         run = run_map(
@@ -105,16 +116,17 @@ class ChatMaps:
             limits=limits,
             retry_failed=retry_failed,
             mode=mode,
-            progress=progress,
             join=join,
+            progress=progress,
         )
         return Pending(run, "chat.map(...)", "chat.map_sync(...)")
 
     def map_sync(self, inputs: Any, **options: Any) -> MapResult:
         """``chat.map(inputs, **options)`` from synchronous code; an interrupt stops the map."""
+        chat: Chat = self  # type: ignore[assignment]
         holder: list[MapRun] = []
         options["_started"] = holder.append
-        call = Pending(run_map(self, inputs, **options), "chat.map_sync(...)", "")  # type: ignore[arg-type]
+        call = run_map(chat, inputs, **options)
         return run_blocking(call, on_interrupt=lambda: bool(holder) and holder[0].stop())
 
 
@@ -127,8 +139,8 @@ async def run_map(
     limits: Limits | None = None,
     retry_failed: bool = False,
     mode: str = "live",
-    progress: Any = None,
     join: bool | None = None,
+    progress: Any = None,
     _started: Callable[[MapRun], None] | None = None,
 ) -> MapResult:
     """``chat.map`` (see ``ChatMaps.map``)."""
@@ -148,6 +160,7 @@ async def run_map(
             "does not have yet. Use mode='live' (the default).",
             code="map_batch_unavailable",
         )
+    joined = joins(chat.journal, join)
     identity = identity_of(chat.provider)
     plan = make_plan(
         inputs,
@@ -159,7 +172,7 @@ async def run_map(
         store=lambda: chat.store,
     )
     run = MapRun(chat, plan, identity, concurrency, _budget(chat, map_limits), retry_failed)
-    run.join = joins(chat.journal, join)
+    run.join = joined
     if _started is not None:
         _started(run)
     batch = MAP_MODES[mode]
@@ -167,9 +180,6 @@ async def run_map(
         return await batch(run)
     show_progress(run.progress, progress)
     return await run.go()
-
-
-_nothing = contextlib.nullcontext
 
 
 def _budget(chat: Chat, limits: Limits | None) -> Budget | None:
@@ -191,9 +201,6 @@ def _budget(chat: Chat, limits: Limits | None) -> Budget | None:
 class MapRun:
     """One run of a map in this process: what is served, what runs, the pacer and the result."""
 
-    join = False
-    """Whether other processes may work the map with this one (``_map_join``)."""
-
     def __init__(
         self,
         chat: Chat,
@@ -208,18 +215,20 @@ class MapRun:
         self.identity = identity
         self.budget = budget
         self.retry_failed = retry_failed
+        self.join = False
+        """Whether the items come from the shared queue (``chat.map(..., join=True)``)."""
         self.pacer = Pacer(concurrency)
         """The in-flight limit (``max_in_flight``, ``limits`` tell what it did)."""
         n = len(plan)
         self.responses: list[LlmResponse | None] = [None] * n
         self.errors: dict[int, LoomError] = {}
-        self.costs: list[Decimal | None] = [None] * n
-        self.progress = MapProgress(plan.map_id, n, self.stop)
+        self.progress = MapProgress(plan.map_id, n, self.stop, price=self._price)
         self.ran = 0
         self.served = 0
         self._stopping = False
         self._halted: BudgetExceededError | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._redo: set[int] = set()  # answered items whose answer did not validate
 
     def stop(self) -> bool:
         """Start no more items and cancel those in flight; True if the map was running."""
@@ -244,6 +253,7 @@ class MapRun:
         journal = self.chat.journal
         execution = journal.execution(self.plan.map_id, principal=principal_of(self.plan))
         await journal_plan(execution, self.plan)
+        give_back(journal, execution.execution_id)  # another process may complete the map
         todo = self._serve()
         self.progress.update(force=True)
         try:
@@ -258,15 +268,16 @@ class MapRun:
             if self.responses[index] is None and index not in self.errors:
                 self.errors[index] = self._not_run(index)
         if not self.errors and execution.status != "completed":
-            with contextlib.suppress(ExecutionBusyError) if self.join else _nothing():
-                await execution.complete({"items": len(self.plan)})  # or another process did
+            # Best effort: another process working the same map may be completing it now.
+            with contextlib.suppress(ExecutionBusyError):
+                await execution.complete({"items": len(self.plan)})
         return MapResult(
             id=self.plan.map_id,
             responses=self.responses,
             errors=self.errors,
             inputs=[self.plan.text(i) for i in range(len(self.plan))],
             labels=self.plan.labels,
-            costs=self.costs,
+            price=self._price,
             served=self.served,
             ran=self.ran,
             stopped=self._stopping,
@@ -290,7 +301,11 @@ class MapRun:
                 try:
                     response = served(plan, index, outcome.output)
                 except LoomError as exc:
-                    self._failed(index, exc, live=False)
+                    if self.retry_failed and not outcome.completed:
+                        self._redo.add(index)  # its answer did not validate: ask again
+                        todo.append(index)
+                    else:
+                        self._failed(index, exc, live=False)
                 else:
                     if self.budget is not None:
                         self.budget.record(response)
@@ -304,28 +319,45 @@ class MapRun:
         return todo
 
     async def _drive(self, todo: list[int]) -> None:
-        queue = deque(todo)
+        source = self.source(todo)
         attempts: dict[int, int] = {}
         effect = item_effect(
             self.plan, self.chat.provider, store=self.chat._store, budget=self.budget
         )
 
         async def worker() -> None:
-            while queue and not self._stopping and self._halted is None:
+            while not self._stopping and self._halted is None:
                 window = await self.pacer.acquire()
-                if not queue or self._stopping or self._halted is not None:
+                left = self._requests_left()
+                if left is not None and self.pacer.in_flight > max(left, 1):
+                    # More calls would be in flight than the limit has requests left: wait for
+                    # one to end (a refused call is a failure nobody asked for).
+                    self.pacer.release(window, ok=False)
+                    await self.pacer.changed()
+                    continue
+                index = None
+                if not self._stopping and self._halted is None:
+                    index = await source.take()
+                if index is None:
                     self.pacer.release(window, ok=False)
                     return
-                index = queue.popleft()
                 self._sync_pacer()
                 call = asyncio.ensure_future(
-                    run_item(self.plan, index, journal=self.chat.journal, effect=effect)
+                    run_item(
+                        self.plan,
+                        index,
+                        journal=self.chat.journal,
+                        effect=effect,
+                        redo=index in self._redo,
+                    )
                 )
                 self._tasks.add(call)
+                ended = True  # answered or failed for good (not put back, not stopped)
                 try:
                     response = await call
                 except asyncio.CancelledError:
                     current = asyncio.current_task()
+                    ended = False
                     if call.cancelled() and current is not None and not current.cancelling():
                         self.pacer.release(window, ok=False)  # stopped: the item runs next time
                         return
@@ -342,7 +374,8 @@ class MapRun:
                     if exc.code in THROTTLED and tries <= MAX_THROTTLED:
                         attempts[index] = tries
                         self.pacer.release(window, throttled=exc, ok=False)
-                        queue.append(index)
+                        source.again(index)
+                        ended = False
                     else:
                         self.pacer.release(window, ok=False)
                         self._failed(index, exc, live=True)
@@ -360,6 +393,8 @@ class MapRun:
                     self._answered(index, response, live=True)
                 finally:
                     self._tasks.discard(call)
+                    if ended:
+                        source.settled(index)
                     self._sync_pacer()
                     self.progress.update()
 
@@ -375,19 +410,43 @@ class MapRun:
                 await asyncio.wait(workers)
             raise
 
+    def source(self, todo: list[int]) -> ItemSource:
+        """Where the workers take items from: this process's list, or with ``join`` the shared
+        queue (``_map_source.JOIN``)."""
+        if self.join:
+            join = _map_source.JOIN
+            assert join is not None  # run_map refused join=True without one
+            return join(self, todo)
+        return LocalItems(todo)
+
+    def _requests_left(self) -> int | None:
+        """The fewest requests any ``max_requests`` limit has left (None: no such limit)."""
+        budget = self.budget
+        if budget is None:
+            return None
+        left = [
+            m.limits.max_requests - m.spent.requests
+            for m in budget.meters
+            if m.limits.max_requests is not None
+        ]
+        return min(left) if left else None
+
     def _answered(self, index: int, response: LlmResponse, *, live: bool) -> None:
-        cost = price_for(self.identity, response)
-        self.responses[index], self.costs[index] = response, cost
+        self.responses[index] = response
         self.errors.pop(index, None)
         self.ran += live
         self.served += not live
-        self.progress.record(answered=True, usage=response.usage, cost=cost, live=live)
+        self.progress.record(response, live=live)
 
     def _failed(self, index: int, error: LoomError, *, live: bool) -> None:
         self.errors[index] = error
         self.ran += live
         self.served += not live
-        self.progress.record(answered=False, usage=Usage(), cost=None, live=live)
+        self.progress.record(None, live=live)
+
+    def _price(self, response: LlmResponse) -> Decimal | None:
+        """An answer's USD price (priced when shown: genai-prices takes a while per call)."""
+        return price_for(self.identity, response)
 
     def _not_run(self, index: int) -> LoomError:
         if self._halted is not None:

@@ -6,8 +6,10 @@ journal): it opens the item's execution ``<map id>/<index>``, makes the model ca
 ``#map:<index>:model`` through ``create_llm_effect`` (budget, guard, capabilities, resolving stored
 media for the plan's tenant, the provider, prompt caching keyed by the chat's id), and completes
 the execution, which gives its writer lease back. A step that fails is journaled as failed by the
-journal and the error is raised; the item runs again (superseding the failure) when it is asked
-again. An item whose step already completed is served from the log (no call). ``chat.map`` drives
+journal, the lease is given back too (``give_back``) and the error is raised; the item runs again
+(superseding the failure) when it is asked again, by this process or another. An answer that does
+not validate into the plan's output type leaves the step completed (it was paid for) and the
+execution open: ``redo=True`` (``retry_failed``) supersedes it and asks again. An item whose step already completed is served from the log (no call). ``chat.map`` drives
 it in this process; a worker on another (``loom-nb map work ID``) calls the same function.
 
 ``served(plan, index, outcome)`` is the answer a finished item gave, read from the outcome
@@ -20,8 +22,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from loom_nb.content import LlmResponse
-from loom_nb.errors import LoomError, StructuredOutputError
+from loom_nb.errors import LoomError
 from loom_nb.journal import Journal, LlmEffect, create_llm_effect
+from loom_nb.journal._outcomes import give_back
 from loom_nb.providers._structured import validate_output
 from loom_nb.store import ContentStore, Principal, StoreResolver
 
@@ -70,6 +73,7 @@ async def run_item(
     store: ContentStore | None = None,
     budget: Budget | None = None,
     effect: LlmEffect | None = None,
+    redo: bool = False,
 ) -> LlmResponse:
     """Run item ``index`` of ``plan`` as its journaled step (or serve it when it finished).
 
@@ -77,16 +81,19 @@ async def run_item(
     or an ``effect`` made by ``item_effect`` to share one among many items. Returns the answer,
     its ``output`` validated when the plan has an output type; raises what the call raised
     (``ProviderError``, ``BudgetExceededError``, ``StructuredOutputError`` ...), journaled.
+    ``redo`` asks the model again although the step completed (its answer did not validate).
     """
     if effect is None:
         if provider is None:
             raise TypeError("run_item needs a provider or an effect")
         effect = item_effect(plan, provider, store=store, budget=budget)
     execution = journal.execution(plan.item_id(index), principal=Principal(tenant=plan.tenant))
+    if redo and execution.status != "completed":
+        execution.seek(0, supersede=True)  # the answer on record did not validate: ask again
     try:
         response = await effect(execution, step_id_of(index), plan.request(index))
-    except StructuredOutputError:
-        await execution.complete({"output_invalid": True})  # the call was made and answered
+    except BaseException:
+        give_back(journal, execution.execution_id)  # any process may run it again, at once
         raise
     await execution.complete({"ok": True})
     return response

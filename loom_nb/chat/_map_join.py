@@ -37,7 +37,7 @@ from loom_nb.chat._map_item import STOPPED_TYPES, item_effect, recorded_error, r
 from loom_nb.chat._map_pace import THROTTLED, retry_after_of
 from loom_nb.chat._map_plan import MapPlan, load_plan
 from loom_nb.content import LlmResponse
-from loom_nb.errors import ConfigurationError, ExecutionBusyError, LoomError
+from loom_nb.errors import BudgetExceededError, ConfigurationError, ExecutionBusyError, LoomError
 from loom_nb.journal import Journal, LlmEffect, WorkCounts, WorkQueue, WorkReport, work_items
 from loom_nb.journal._outcomes import step_outcomes
 
@@ -150,6 +150,7 @@ async def join_map(run: MapRun, todo: list[int], *, lease: float = DEFAULT_LEASE
     settled_before = set(range(len(plan))) - set(todo)
     base = (progress.done, progress.failed)
     loop = asyncio.get_running_loop()
+    halt = asyncio.Event()
 
     def show(counts: WorkCounts) -> None:  # on the loop: everyone's items, from the queue
         progress.done, progress.failed = base[0] + counts.done, base[1] + counts.failed
@@ -163,10 +164,18 @@ async def join_map(run: MapRun, todo: list[int], *, lease: float = DEFAULT_LEASE
                 pacer.release(window, ok=False)
                 raise asyncio.CancelledError
             try:
-                response = await run_item(plan, index, journal=journal, effect=effect)
+                response = await run_item(
+                    plan, index, journal=journal, effect=effect, redo=index in run._redo
+                )
             except ExecutionBusyError:
                 pacer.release(window, ok=False)
                 raise  # another process holds the item: it answers it
+            except BudgetExceededError as exc:  # a spending limit: claim nothing more
+                pacer.release(window, ok=False)
+                run._halted = exc
+                halt.set()
+                run._failed(index, exc, live=True)
+                raise
             except LoomError as exc:
                 tries += 1
                 if exc.code in THROTTLED and tries <= MAX_THROTTLED:
@@ -194,6 +203,7 @@ async def join_map(run: MapRun, todo: list[int], *, lease: float = DEFAULT_LEASE
             concurrency=run.pacer.ceiling,
             lease=lease,
             poll=min(1.0, lease / 4),
+            stop=halt,
         )
     )
     run._tasks.add(worker)

@@ -83,6 +83,13 @@ class Pacer:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         return self._window
 
+    async def changed(self) -> None:
+        """Wait until a call ends (or the pacer is closed)."""
+        if self.closed:
+            return
+        self._changed.clear()
+        await self._changed.wait()
+
     def release(self, window: int, *, throttled: BaseException | None = None, ok: bool) -> None:
         """A call taken in ``window`` ended: answered (``ok``), refused for its rate, or failed."""
         self.in_flight -= 1

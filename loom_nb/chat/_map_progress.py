@@ -15,14 +15,13 @@ from __future__ import annotations
 import importlib
 import sys
 import time
-import weakref
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, TextIO
 
 from loom_nb.chat._cost import format_cost
 from loom_nb.chat._money import tokens_text
-from loom_nb.content import Usage
+from loom_nb.content import LlmResponse, Usage
 from loom_nb.errors import ConfigurationError
 
 __all__ = ["MapProgress", "TextProgress", "show_progress"]
@@ -33,7 +32,14 @@ _EVERY = 0.2  # seconds between redraws of a displayed bar
 class MapProgress:
     """The state of one running map (see the module docstring); ``stop()`` stops it."""
 
-    def __init__(self, map_id: str, total: int, on_stop: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        map_id: str,
+        total: int,
+        on_stop: Callable[[], bool],
+        *,
+        price: Callable[[LlmResponse], Decimal | None] | None = None,
+    ) -> None:
         self.map_id = map_id
         """The map's execution id."""
         self.total = total
@@ -47,7 +53,7 @@ class MapProgress:
         self.usage = Usage()
         """Tokens of the answered items so far."""
         self.cost: Decimal | None = Decimal(0)
-        """USD so far (None once an answer's price is unknown)."""
+        """USD so far (None once an answer's price is unknown), as of the last redraw."""
         self.limit = 0
         """How many calls may be in flight now (the pacer's limit)."""
         self.in_flight = 0
@@ -57,10 +63,11 @@ class MapProgress:
         self.stopped = False
         """Whether the map was stopped."""
         self._on_stop = on_stop
+        self._price = price
+        self._unpriced: list[LlmResponse] = []  # priced when drawn (pricing is not free)
         self._started = time.monotonic()
         self._ran = 0
-        self._views: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._strong: list[Any] = []  # callers' views that are not weakly referable
+        self._views: list[Any] = []  # held while the map runs (the progress ends with it)
         self._last = 0.0
 
     @property
@@ -100,17 +107,14 @@ class MapProgress:
 
     def attach(self, view: Any) -> None:
         """Keep ``view`` (its ``show(progress)`` is called on every update)."""
-        try:
-            self._views.add(view)
-        except TypeError:
-            self._strong.append(view)
+        self._views.append(view)
 
-    def record(self, *, answered: bool, usage: Usage, cost: Decimal | None, live: bool) -> None:
-        """Count one settled item."""
-        if answered:
+    def record(self, response: LlmResponse | None, *, live: bool) -> None:
+        """Count one settled item: its answer, or None when it failed."""
+        if response is not None:
             self.done += 1
-            self.usage = self.usage + usage
-            self.cost = None if cost is None or self.cost is None else self.cost + cost
+            self.usage = self.usage + response.usage
+            self._unpriced.append(response)
         else:
             self.failed += 1
         if live:
@@ -118,19 +122,25 @@ class MapProgress:
         else:
             self.served += 1
 
+    def _settle_cost(self) -> None:
+        pending, self._unpriced = self._unpriced, []
+        for response in pending:
+            price = self._price(response) if self._price is not None else None
+            self.cost = None if price is None or self.cost is None else self.cost + price
+
     def update(self, *, force: bool = False) -> None:
         """Redraw the views (at most every 0.2 s unless ``force``)."""
         now = time.monotonic()
         if not force and now - self._last < _EVERY:
             return
         self._last = now
-        for view in [*self._views, *self._strong]:
+        if self._views:
+            self._settle_cost()
+        for view in list(self._views):
             try:
                 view.show(self)
             except Exception:  # a broken view must not fail the map; it stops being drawn
-                self._views.discard(view)
-                if view in self._strong:
-                    self._strong.remove(view)
+                self._views.remove(view)
 
 
 class TextProgress:

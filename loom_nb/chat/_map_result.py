@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import importlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, overload
 
@@ -48,7 +48,7 @@ class MapResult(Sequence[LlmResponse | None]):
         errors: Mapping[int, LoomError],
         inputs: Sequence[str],
         labels: Sequence[Any],
-        costs: Sequence[Decimal | None],
+        price: Callable[[LlmResponse], Decimal | None] | None = None,
         served: int = 0,
         ran: int = 0,
         stopped: bool = False,
@@ -63,7 +63,8 @@ class MapResult(Sequence[LlmResponse | None]):
         """Each input's text, in order."""
         self.labels = list(labels)
         """Each input's label (a Series' index, else its position)."""
-        self._costs = list(costs)
+        self._price = price
+        self._costs: list[Decimal | None] | None = None  # priced on first use
         self.served = served
         """How many items were served from the journal (no model call)."""
         self.ran = ran
@@ -104,13 +105,23 @@ class MapResult(Sequence[LlmResponse | None]):
     def cost(self) -> Decimal | None:
         """USD cost of every answered item; None when any answer's price is unknown."""
         total = Decimal(0)
-        for response, cost in zip(self._responses, self._costs, strict=True):
+        for response, cost in zip(self._responses, self.costs, strict=True):
             if response is None:
                 continue
             if cost is None:
                 return None
             total += cost
         return total
+
+    @property
+    def costs(self) -> list[Decimal | None]:
+        """Each item's USD cost (None where it failed or its price is unknown)."""
+        if self._costs is None:
+            price = self._price
+            self._costs = [
+                price(r) if r is not None and price is not None else None for r in self._responses
+            ]
+        return list(self._costs)
 
     @property
     def outputs(self) -> list[BaseModel | None]:
@@ -142,6 +153,7 @@ class MapResult(Sequence[LlmResponse | None]):
                 code="pandas_not_installed",
             ) from exc
         rows = []
+        costs = self.costs
         for index, response in enumerate(self._responses):
             row: dict[str, Any] = {"input": self.inputs[index]}
             row["text"] = text_of(response.content) if response is not None else None
@@ -152,7 +164,7 @@ class MapResult(Sequence[LlmResponse | None]):
                 row["output"] = output
             row["input_tokens"] = response.usage.input_tokens if response is not None else None
             row["output_tokens"] = response.usage.output_tokens if response is not None else None
-            row["cost"] = self._costs[index] if response is not None else None
+            row["cost"] = costs[index] if response is not None else None
             error = self.errors.get(index)
             row["error"] = error.code if error is not None else None
             rows.append(row)

@@ -7,6 +7,9 @@ backends serve from the ``(execution_id, seq)`` index) and keeps, per execution,
 outcome journaled at position 0: ``completed`` with the step's output, ``failed`` with its error,
 or ``started`` when the step began and nothing followed (its process died in flight). A step
 run again after a failure supersedes the failure, as on the execution's own timeline.
+
+``give_back`` drops this journal handle's writer lease on such an execution after its step
+failed, so another process may run the item again at once rather than after the lease's ttl.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from loom_nb.journal._claims import claimed_field, recorded_fields
 if TYPE_CHECKING:
     from loom_nb.journal._journal import Journal
 
-__all__ = ["CHUNK", "StepOutcome", "step_outcomes"]
+__all__ = ["CHUNK", "StepOutcome", "give_back", "step_outcomes"]
 
 CHUNK = 500
 """Execution ids per query (well under SQLite's and PostgreSQL's parameter limits)."""
@@ -91,3 +94,8 @@ def step_outcomes(journal: Journal, execution_ids: Sequence[str]) -> dict[str, S
             else:
                 found[execution_id] = StepOutcome("started")
     return found
+
+
+def give_back(journal: Journal, execution_id: str) -> bool:
+    """Give back this handle's lease on ``execution_id`` (no step of it in flight); True if held."""
+    return journal._writer.give_back(execution_id)

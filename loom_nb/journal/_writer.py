@@ -233,6 +233,27 @@ class Writer:
             else:
                 del self._running[execution_id]
 
+    def give_back(self, execution_id: str) -> bool:
+        """Drop this writer's lease on ``execution_id`` when it holds one and runs no step of it,
+        so another writer may take the execution at once; True when a lease was given back.
+
+        For an execution left open on purpose: a map's item whose step failed, which any process
+        may run again (``chat.map``'s workers). Writing it again takes the lease again.
+        """
+        backend = self._backend
+        with backend.writing(execution_id):
+            if execution_id in self._running or self._inflight.get(execution_id):
+                return False
+            if self._held.pop(execution_id, None) is None:
+                return False
+            token = self.me().token
+            with contextlib.suppress(backend.Error, JournalError):  # it expires on its own
+                backend.transaction(
+                    lambda: backend.conn.execute(LEASE_DROP, (execution_id, token)),
+                    what="release",
+                )
+        return True
+
     def check_busy(self, execution_id: str, owner: Owner | None) -> None:
         """Raise ``ExecutionBusyError`` when another owner in this process runs a step of the execution."""
         if owner is None:

@@ -42,6 +42,7 @@ __all__ = [
     "agent_result_bundle",
     "chat_bundle",
     "display_chat",
+    "display_map_progress",
     "message_bundle",
     "response_bundle",
     "transcript_bundle",
@@ -186,6 +187,13 @@ def display_chat(chat: Chat) -> None:
 
     for view in made:
         view._published = Published(display_id, data, current_plain)
+
+
+def display_map_progress(progress: Any) -> None:
+    """Show a running ``chat.map``'s progress bar (``loom_nb.widgets._map_progress``)."""
+    from loom_nb.widgets._map_progress import display_map_progress as show
+
+    show(progress)
 
 
 class Published:

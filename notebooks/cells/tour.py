@@ -209,6 +209,46 @@ print(notes.to_markdown()[:400])""",
     ),
     (
         "md",
+        """## One prompt over many inputs: `chat.map`
+
+`await chat.map(inputs)` runs one independent turn per input (the chat's system prompt, tools,
+settings and history as the seed; the chat itself is not extended), at most `concurrency` at a
+time, each a journaled step of its own. A notebook shows a progress bar with a Stop button; the
+result lists the answers in input order, with `.errors`, `.usage`, `.cost`, `.outputs` and
+`.to_pandas()`. Running the cell again serves every finished item from the journal.""",
+    ),
+    (
+        "code",
+        """# NBVAL_IGNORE_OUTPUT
+import json
+from pydantic import BaseModel
+from loom_nb import text_of
+
+
+class Mood(BaseModel):
+    mood: str
+
+
+def judge(request):
+    review = text_of(request.messages[-1].content)
+    mood = "happy" if "love" in review else "unhappy" if "broke" in review else "neutral"
+    return {"text": json.dumps({"mood": mood}), "usage": {"input_tokens": 30, "output_tokens": 5}}
+
+
+reviews = ["I love it, it arrived in a day.", "It broke after a week.", "It does the job."]
+reviewer = Chat(ScriptedProvider([judge] * 3), system="Classify the review's mood.",
+                journal=Journal(workdir / "journal.sqlite"), id="tour-reviews")
+result = await reviewer.map(reviews, output_type=Mood, concurrency=2)""",
+    ),
+    (
+        "code",
+        """print([out.mood for out in result.outputs])
+print(result.summary())
+again = await reviewer.map(reviews, output_type=Mood, concurrency=2, progress=False)
+print(again.served, "of", len(again), "served from the journal; the chat's history:", reviewer.history)""",
+    ),
+    (
+        "md",
         """## Under the hood: parts and the guard""",
     ),
     (

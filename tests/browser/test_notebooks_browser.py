@@ -85,6 +85,10 @@ def test_01_tour(lab: JupyterServer, browser_page: Any) -> None:
     panel.locator(".loom-tv").first.wait_for(timeout=30_000)
     _wait_images(page, panel.locator(".loom-tv .loom-image img.loom-thumb"))
     _fences_hold_the_injection(panel)
+    bar = panel.locator(".loom-map-progress .loom-map-line")  # chat.map's live progress bar
+    bar.first.wait_for(timeout=30_000)
+    assert "3/3" in bar.first.inner_text()
+    assert "done" in bar.first.inner_text()
     pad = panel.locator(".loom-pp")
     pad.locator(".loom-pp-conversation .loom-tv").wait_for(timeout=30_000)
     pad.scroll_into_view_if_needed()

@@ -4,6 +4,7 @@ left as it was."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -201,12 +202,24 @@ async def test_output_type_validates_every_answer_and_fills_outputs(tmp_path: Pa
 
 
 async def test_an_answer_that_does_not_validate_is_that_items_error(tmp_path: Path) -> None:
-    """A reply that is not the output type fails its item (output_invalid), not the map."""
+    """A reply that is not the output type fails its item (output_invalid), not the map; it is
+    served as failed, and retry_failed asks the model again."""
     provider = Echo(structured=False)  # answers plain text, not JSON
     chat = chat_on(provider, tmp_path)
     result = await chat.map(["ab"], output_type=Word)
     assert result[0] is None
     assert result.errors[0].code == "output_invalid"
+    again = await chat.map(["ab"], output_type=Word)  # served as failed: no second call
+    assert again.errors[0].code == "output_invalid"
+    assert len(provider.calls) == 1
+    provider.structured = True  # the model answers properly now: retry_failed asks again
+    retried = await chat.map(["ab"], output_type=Word, retry_failed=True)
+    assert retried.errors == {}
+    assert retried.outputs == [Word(word="ab", length=2)]
+    assert len(provider.calls) == 2
+    served = await chat.map(["ab"], output_type=Word)  # and the new answer is the one on record
+    assert served.outputs == retried.outputs
+    assert len(provider.calls) == 2
 
 
 async def test_to_pandas_has_a_row_per_input_and_the_outputs_as_columns(tmp_path: Path) -> None:
@@ -244,6 +257,11 @@ async def test_a_spending_limit_stops_starting_items(tmp_path: Path) -> None:
     assert {e.code for e in result.errors.values()} == {"budget_exceeded"}
     assert isinstance(result.errors[5], BudgetExceededError)
     assert "chat.map(..., limits=" in result.errors[5].message
+    concurrent = Echo(delay=0.002)
+    wide = Chat(concurrent, journal=Journal(), id="wide")
+    capped = await wide.map(WORDS, concurrency=8, limits=Limits(max_requests=5))
+    assert len(concurrent.calls) == 5  # kept exactly although 8 could be in flight
+    assert sum(r is not None for r in capped) == 5
     # The refusal was journaled, yet it is no failure: with the limit raised, the rest runs.
     rest = await chat.map(WORDS, concurrency=1, limits=Limits(max_requests=len(WORDS)))
     assert rest.errors == {}
@@ -328,3 +346,161 @@ async def test_the_result_html_escapes_inputs_and_answers(tmp_path: Path) -> Non
     assert "<script>" not in page
     assert "&lt;script&gt;" in page
     assert "1 items" in repr(result) or "1 answered" in repr(result)
+
+
+async def test_progress_true_outside_a_notebook_prints_a_line_to_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With progress=True and no kernel, the map prints its progress line to stderr at the end."""
+    chat = chat_on(Echo(), tmp_path)
+    await chat.map(["a", "b", "c"], progress=True)
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert "map mapper/map-" in last
+    assert "3/3" in last
+    assert "done" in last
+    quiet = chat_on(Echo(), tmp_path / "..")
+    await quiet.map(["x"], progress=False)
+    assert capsys.readouterr().err == ""
+
+
+async def test_cost_sums_the_priced_answers_and_the_progress_line_shows_it(tmp_path: Path) -> None:
+    """On a priced model, result.cost is the sum of each answer's price; the line shows dollars."""
+    import httpx
+
+    from loom_nb.chat._cost import format_cost, price_of
+    from loom_nb.providers import AnthropicProvider
+
+    body = {
+        "id": "msg",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "fine"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1000, "output_tokens": 100},
+    }
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, json=body))
+    )
+    provider = AnthropicProvider("claude-sonnet-4-5", api_key="k" * 24, http_client=client)
+    chat = chat_on(provider, tmp_path)
+    seen = Seen()
+    result = await chat.map(["a", "b", "c"], progress=seen)
+    one = price_of(provider, result[0])  # type: ignore[arg-type]
+    assert one is not None
+    assert one > 0
+    assert result.cost == 3 * one
+    assert result.costs == [one, one, one]
+    assert format_cost(3 * one) in seen.lines[-1]
+
+
+async def test_a_worker_elsewhere_runs_items_from_the_journal_alone_and_the_map_serves_them(
+    tmp_path: Path,
+) -> None:
+    """load_plan + run_item on another journal handle (another process's) answer items; the map
+    then serves them and calls only for the rest."""
+    from loom_nb.chat._map_item import run_item
+
+    provider = Echo()
+    chat = chat_on(provider, tmp_path)
+    words = WORDS[:10]
+    holder = Seen()
+    task = chat.map(words, concurrency=1, limits=Limits(max_requests=0), progress=holder)
+    first = await task  # nothing runs (the limit), but the map's definition is journaled
+    assert len(first.errors) == 10
+    assert provider.calls == []
+
+    elsewhere = Journal(str(tmp_path / "j.sqlite"))  # a second handle: another writer
+    plan = load_plan(elsewhere, first.id)
+    worker = Echo()
+    for index in (0, 3, 7):
+        response = await run_item(plan, index, provider=worker, journal=elsewhere)
+        assert response.content == f"echo q{index}"
+    elsewhere.close()
+    assert worker.calls == ["q0", "q3", "q7"]
+
+    result = await chat.map(words, concurrency=2)
+    assert result.errors == {}
+    assert result.served == 3
+    assert sorted(provider.calls) == sorted(w for i, w in enumerate(words) if i not in (0, 3, 7))
+
+
+async def test_join_must_be_a_bool_or_none(tmp_path: Path) -> None:
+    """join is True, False or None (automatic); anything else is refused before any call."""
+    provider = Echo()
+    chat = chat_on(provider, tmp_path)
+    with pytest.raises(ConfigurationError) as refused:
+        await chat.map(["a"], join="yes")  # type: ignore[arg-type]
+    assert refused.value.code == "invalid_argument"
+    assert provider.calls == []
+
+
+async def test_a_second_kernel_retries_what_the_first_left_failed_while_it_is_still_open(
+    tmp_path: Path,
+) -> None:
+    """Kernel one (still open) left an item failed; kernel two, on its own handle, retries it and
+    completes the map: kernel one's leases on the map and on the failed item were given back."""
+    first = chat_on(Echo(fail={"q2"}), tmp_path)
+    one = await first.map(WORDS[:5])
+    assert set(one.errors) == {2}
+    second_provider = Echo()
+    second = chat_on(second_provider, tmp_path)  # another Journal handle on the same file
+    two = await second.map(WORDS[:5], retry_failed=True)
+    assert two.errors == {}
+    assert second_provider.calls == ["q2"]
+    summaries = {s.execution_id: s.status for s in second.journal.executions()}
+    assert summaries[two.id] == "completed"
+    assert first.journal is not second.journal
+
+
+async def test_the_map_on_each_journal_backend_serves_and_retries(
+    open_journal: Callable[..., Journal],
+) -> None:
+    """On SQLite and PostgreSQL (directly and through PgBouncer) alike: a re-run serves every
+    finished item in one look at the journal, and retry_failed runs only the failed one."""
+    provider = Echo(fail={"q1"})
+    chat = Chat(provider, journal=open_journal(), id="backends")  # type: ignore[arg-type]
+    first = await chat.map(WORDS[:6], concurrency=3)
+    assert set(first.errors) == {1}
+    again = await chat.map(WORDS[:6], concurrency=3)
+    assert again.served == 6
+    assert len(provider.calls) == 6
+    provider.fail.clear()
+    fixed = await chat.map(WORDS[:6], concurrency=3, retry_failed=True)
+    assert fixed.errors == {}
+    assert provider.calls[6:] == ["q1"]
+
+
+def test_an_interrupt_of_map_sync_stops_the_map_and_is_raised(tmp_path: Path) -> None:
+    """Ctrl-C while map_sync waits: no item starts, those in flight are cancelled (journaled as
+    failed, never completed), the interrupt is raised; a re-run does the rest."""
+    import _thread
+    import threading
+    import time
+
+    provider = Echo(delay=0.05)
+    chat = chat_on(provider, tmp_path)
+
+    def interrupt_when_busy() -> None:
+        deadline = time.monotonic() + 30
+        while len(provider.calls) < 4 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_when_busy, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        chat.map_sync(WORDS, concurrency=4, progress=False)
+    made = len(provider.calls)
+    assert 4 <= made < len(WORDS)
+    assert provider.in_flight == 0
+    map_id = next(
+        s.execution_id for s in chat.journal.executions() if s.execution_id.count("/") == 1
+    )
+    outcomes = step_outcomes(chat.journal, [f"{map_id}/{i}" for i in range(len(WORDS))])
+    assert "started" not in {o.state for o in outcomes.values()}
+    provider.delay = 0
+    rest = chat.map_sync(WORDS, concurrency=4, progress=False)
+    assert rest.errors == {}
+    finished = sum(o.state == "completed" for o in outcomes.values())
+    assert len(provider.calls) == made + len(WORDS) - finished
