@@ -364,16 +364,20 @@ class WorkQueue:
         ]
 
     def follow(
-        self, callback: Callable[[WorkCounts], object], *, poll: float | None = None
+        self,
+        callback: Callable[[WorkCounts], object],
+        *,
+        poll: float | None = None,
+        every: float = 0.2,
     ) -> WorkFollow:
         """Call ``callback(counts)`` now and whenever the counts change, until ``stop()``.
 
         Runs on a thread of its own; on PostgreSQL a change wakes it at once (LISTEN, at the
         journal's ``listen_url`` when given), and it looks every ``poll`` seconds in any case
-        (default: the journal's watch interval).
+        (default: the journal's watch interval), and at most once every ``every`` seconds (a busy
+        queue announces every item; a progress bar needs a few looks a second).
         """
-
-        return WorkFollow(self, callback, poll=poll)
+        return WorkFollow(self, callback, poll=poll, every=every)
 
     # -- the fence ---------------------------------------------------------------------------
 

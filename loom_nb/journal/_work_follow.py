@@ -41,6 +41,7 @@ class WorkFollow:
         callback: Callable[[WorkCounts], object],
         *,
         poll: float | None = None,
+        every: float = 0.2,
     ) -> None:
         backend = queue._backend
         if poll is None:
@@ -53,6 +54,8 @@ class WorkFollow:
         """The queue followed."""
         self.poll = float(poll)
         """Seconds between looks when nothing announces a change."""
+        self.every = max(0.0, float(every))
+        """The fewest seconds between two looks (a busy queue announces every item)."""
         self.last: WorkCounts | None = None
         """The counts last handed to the callback."""
         self.trouble: JournalError | None = None
@@ -94,6 +97,8 @@ class WorkFollow:
         try:
             while not self._stop.is_set():
                 self.look()
+                if self._stop.wait(self.every):
+                    break
                 self._listener.wait(self.poll)
         except BaseException as exc:  # the callback, or a damaged journal: end, keep why
             self.error = exc

@@ -138,10 +138,18 @@ class Writer:
                 self._held[execution_id].next_ordinal = ordinal + len(rows)
                 return
 
+            # A fenced append the lease needs nothing for (held comfortably, last row ours)
+            # checks the fence and writes: the lease statements would change nothing.
+            held = self._held.get(execution_id) if fence is not None else None
+            comfortable = held is not None and self._holds(execution_id, ordinal, now)
+
             def body() -> float:
                 if fence is not None:
                     fence()
-                expires = self._take_lease(execution_id, ordinal, now)
+                if comfortable and held is not None:
+                    expires = held.expires
+                else:
+                    expires = self._take_lease(execution_id, ordinal, now)
                 try:
                     backend.conn.execute(statement, values)
                 except backend.IntegrityError as exc:
