@@ -117,7 +117,7 @@ def test_workers_share_a_queue_through_sigkills(
     if journal_backend.name == "pgbouncer" and count == 4:
         pytest.skip("the pooler runs the two-worker case; four are the direct server's")
     items = 240
-    workers = [["--kill-at", str(3 + 4 * n)] if n % 2 == 0 else [] for n in range(count)]
+    workers = [["--kill-at", str(2 + n)] if n % 2 == 0 else [] for n in range(count)]
     journal, log, reports, killed = _run_workers(
         journal_backend, tmp_path, items=items, workers=workers
     )
