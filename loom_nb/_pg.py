@@ -374,6 +374,11 @@ class _Connection:
             cursor = psycopg.ClientCursor(conn)
             cursor.execute(_BEGIN_WRITE, (self._commit, WRITE_LOCK))
             return cursor
+        if sql == "START TRANSACTION":
+            # A work queue's transaction (journal/_work.py): its durability, not the write lock.
+            cursor = psycopg.ClientCursor(conn)
+            cursor.execute("START TRANSACTION; " + _SETTING, (self._commit,))
+            return cursor
         translated, writes = self._translate(sql)
         if writes and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             # A lone write: the setting and the statement as one simple query, which the server

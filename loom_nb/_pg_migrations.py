@@ -2,7 +2,7 @@
 
 An ordered list of named steps (``m001_events`` ... ``m004_leases``, the same shapes as SQLite's,
 then the PostgreSQL-only ``pg001_notify`` and ``pg002_store_tenants``, then
-``m005_content_pins``, SQLite's shape again), recorded in
+``m005_content_pins`` and ``m006_work_items``, SQLite's shapes again, and ``pg003_work_notify``), recorded in
 ``loom_journal_migrations`` and checked in one transaction under a transaction-scoped advisory
 lock, so two processes opening a new database at once do not both create it, also behind a
 transaction pooler (issue 33); a database with a migration this code does not know (a newer
@@ -139,6 +139,49 @@ def _m005_content_pins(cur: psycopg.Cursor[Any]) -> None:
     cur.execute("CREATE INDEX content_pins_by_address ON content_pins (address)")
 
 
+def _m006_work_items(cur: psycopg.Cursor[Any]) -> None:
+    # Work queues (issue 32): items several workers claim under a lease (journal/_work.py).
+    cur.execute(
+        """
+        CREATE TABLE work_items (
+            queue TEXT NOT NULL,
+            item TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            worker TEXT,
+            token TEXT,
+            lease_until DOUBLE PRECISION NOT NULL,
+            attempts INTEGER NOT NULL,
+            error TEXT,
+            updated DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (queue, item)
+        )
+        """
+    )
+    cur.execute("CREATE INDEX work_items_by_state ON work_items (queue, state, seq)")
+
+
+def _pg003_work_notify(cur: psycopg.Cursor[Any]) -> None:
+    # A change to a queue's items announces 'loom-work:<queue>' on the journal's channel, once
+    # per queue per statement, so a progress bar following the counts wakes at once.
+    cur.execute(
+        """
+        CREATE FUNCTION loom_work_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_notify('loom_journal', 'loom-work:' || names.queue)
+            FROM (SELECT DISTINCT queue FROM changed) AS names;
+            RETURN NULL;
+        END $$
+        """
+    )
+    for event in ("INSERT", "UPDATE"):
+        cur.execute(
+            f"CREATE TRIGGER work_items_{event.lower()}_notify AFTER {event} ON work_items "
+            "REFERENCING NEW TABLE AS changed FOR EACH STATEMENT "
+            "EXECUTE FUNCTION loom_work_notify()"
+        )
+
+
 PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("m001_events", _m001_events),
     ("m002_append_only", _m002_append_only),
@@ -147,6 +190,8 @@ PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("pg001_notify", _pg001_notify),
     ("pg002_store_tenants", _pg002_store_tenants),
     ("m005_content_pins", _m005_content_pins),
+    ("m006_work_items", _m006_work_items),
+    ("pg003_work_notify", _pg003_work_notify),
 ]
 """The PostgreSQL schema, oldest first; names shared with the SQLite list mean the same shape."""
 

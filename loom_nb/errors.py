@@ -255,7 +255,9 @@ class ExecutionBusyError(JournalError):
     """Another live writer holds the execution (its lease), or wrote it since it was opened.
 
     Raised before the refused step's function runs, so nothing is done twice. ``details`` names
-    the holder (``pid``, ``host``, ``expires``) or ``reason="log_moved"``.
+    the holder (``pid``, ``host``, ``expires``) or ``reason="log_moved"``. Code ``claim_lost``
+    (``reason="claim_lost"``, ``queue``, ``item``): the work-queue claim fencing the execution was
+    taken over by another worker (issue 32), so this one may not journal the item's step.
     """
 
     default_code = "execution_busy"

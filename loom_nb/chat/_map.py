@@ -26,9 +26,10 @@ task does the same and propagates the cancellation.
 
 Seams. ``mode="batch"`` sends the items through the vendor's batch API instead (``MAP_MODES``,
 ``_map_batch``): the same plan, item executions and result, driven by one journaled batch.
-``join=True`` takes the items from a queue shared with other processes (``_map_source.JOIN``),
-refused until one is plugged in. A worker in another process rebuilds the plan with
-``load_plan`` and calls ``run_item``: what it finishes, this map serves.
+``join=True`` (the default on a PostgreSQL journal) works the map with other processes through
+the journal's work queue (``_map_join``, which drives the items in place of ``_drive``: each call
+inside its claim's fence). A worker in another process rebuilds the plan with ``load_plan`` and
+calls ``run_item``: what it finishes, this map serves.
 """
 
 from __future__ import annotations
@@ -42,10 +43,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from loom_nb.chat import _map_source
 from loom_nb.chat._cost import identity_of, price_for
 from loom_nb.chat._map_batch import run_batch_map
 from loom_nb.chat._map_item import item_effect, item_latencies, recorded_error, run_item, served
+from loom_nb.chat._map_join import join_map, joins
 from loom_nb.chat._map_pace import THROTTLED, Pacer
 from loom_nb.chat._map_plan import MapPlan, journal_plan, make_plan, principal_of
 from loom_nb.chat._map_progress import MapProgress, show_progress
@@ -92,7 +93,7 @@ class ChatMaps:
         limits: Limits | None = None,
         retry_failed: bool = False,
         mode: str = "live",
-        join: bool = False,
+        join: bool | None = None,
         progress: Any = None,
     ) -> Pending[MapResult]:
         """One independent turn per input, journaled; returns a ``MapResult`` in input order.
@@ -105,10 +106,12 @@ class ChatMaps:
         too). A re-run serves finished items from the journal; failed items are served as failed
         unless ``retry_failed=True``. ``progress``: a bar in a notebook, a line in a terminal
         (None: automatic, False: none, or a view: an object whose ``show(progress)`` gets the
-        ``MapProgress`` on every update). ``join=True`` is for working one map from several
-        processes on a shared journal. ``mode="batch"`` sends the items through the vendor's
-        batch API (Anthropic, OpenAI: half the price, answered within 24 hours); the batch id is
-        journaled and a resumed map polls the same batch (``_map_batch``). Plain code uses
+        ``MapProgress`` on every update). ``join=True`` works the map with other processes
+        (another kernel's ``chat.map(..., join=True)``, ``loom-nb map work ID``), claiming its
+        items from the journal's work queue; None (the default) joins on a PostgreSQL journal
+        (``_map_join``). ``mode="batch"`` sends the items through the vendor's batch API
+        (Anthropic, OpenAI: half the price, answered within 24 hours); the batch id is journaled
+        and a resumed map polls the same batch (``_map_batch``). Plain code uses
         ``chat.map_sync(...)``.
         """
         chat: Chat = self  # type: ignore[assignment]
@@ -143,7 +146,7 @@ async def run_map(
     limits: Limits | None = None,
     retry_failed: bool = False,
     mode: str = "live",
-    join: bool = False,
+    join: bool | None = None,
     progress: Any = None,
     _started: Callable[[MapRun], None] | None = None,
 ) -> MapResult:
@@ -160,13 +163,7 @@ async def run_map(
         )
     if mode == "batch":
         batch_api(chat.provider)  # no batch API: refused before anything is journaled or shown
-    if join and _map_source.JOIN is None:
-        raise ConfigurationError(
-            "chat.map(..., join=True) works a map together with other processes through a shared "
-            "work queue on the journal, which this version of loom_nb does not have yet. Run the "
-            "map without join (a re-run serves what any process finished).",
-            code="map_join_unavailable",
-        )
+    joined = joins(chat.journal, join)
     identity = identity_of(chat.provider)
     plan = make_plan(
         inputs,
@@ -178,7 +175,7 @@ async def run_map(
         store=lambda: chat.store,
     )
     run = MapRun(chat, plan, identity, concurrency, _budget(chat, map_limits), retry_failed)
-    run.join = bool(join)
+    run.join = joined
     if _started is not None:
         _started(run)
     show_progress(run.progress, progress)
@@ -265,7 +262,12 @@ class MapRun:
         self.progress.update(force=True)
         try:
             if todo:
-                await (drive or self._drive)(todo)
+                if drive is not None:
+                    await drive(todo)
+                elif self.join:
+                    await join_map(self, todo)
+                else:
+                    await self._drive(todo)
         finally:
             self.progress.finished = True
             self.progress.stopped = self._stopping
@@ -419,12 +421,8 @@ class MapRun:
             raise
 
     def source(self, todo: list[int]) -> ItemSource:
-        """Where the workers take items from: this process's list, or with ``join`` the shared
-        queue (``_map_source.JOIN``)."""
-        if self.join:
-            join = _map_source.JOIN
-            assert join is not None  # run_map refused join=True without one
-            return join(self, todo)
+        """Where this process's workers take items from (a joined map's items come from the
+        journal's work queue instead, driven by ``_map_join``)."""
         return LocalItems(todo)
 
     def _requests_left(self) -> int | None:

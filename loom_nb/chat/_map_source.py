@@ -1,23 +1,21 @@
-"""Where a running map takes its next item from: this process's own list, or a shared queue.
+"""Where a running map takes its next item from: this process's own list.
 
 ``chat.map`` serves what finished, then its workers take the items left one at a time from an
-``ItemSource``. The default, ``LocalItems``, is the list this process computed; a rate-limited item
-goes back to its end. ``chat.map(..., join=True)`` is meant for a queue several processes share
-(items claimed under a lease on a PostgreSQL journal, so a second kernel or ``loom-nb map work
-ID`` works the same map): such a source is plugged in as ``JOIN`` (a function of the ``MapRun``
-returning the source), and until one is, ``join=True`` is refused with the remedy.
+``ItemSource``. ``LocalItems`` is the list this process computed; a rate-limited item goes back to
+its end. A joined map (``join=True``) does not use a source: its items are claimed from the
+journal's work queue by ``_map_join``.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from loom_nb.chat._map import MapRun
+    pass
 
-__all__ = ["JOIN", "ItemSource", "LocalItems"]
+__all__ = ["ItemSource", "LocalItems"]
 
 
 class ItemSource(Protocol):
@@ -56,8 +54,3 @@ class LocalItems:
 
     def __len__(self) -> int:
         return len(self._queue)
-
-
-JOIN: Callable[[MapRun, list[int]], ItemSource] | None = None
-"""The shared queue ``chat.map(..., join=True)`` takes items from (given the run and the items this
-process found left); None until a journal-level work queue is plugged in."""

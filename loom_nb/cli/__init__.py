@@ -21,6 +21,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "loom_nb.cli.store",
     "loom_nb.cli.journal",
     "loom_nb.cli.chat",
+    "loom_nb.cli.map",
 )
 
 

@@ -7,10 +7,14 @@ from loom_nb.journal._journal import Journal
 from loom_nb.journal._llm_effect import LlmEffect, create_llm_effect
 from loom_nb.journal._timeline import Event, EventKind, ExecutionSummary
 from loom_nb.journal._watch import JournalWatch
+from loom_nb.journal._work import Claim, WorkCounts, WorkItem, WorkQueue
+from loom_nb.journal._work_follow import WorkFollow
+from loom_nb.journal._work_loop import WorkReport, work_items, worker_id
 
 __all__ = [
     "CLAIM_MARKER",
     "DEFAULT_CLAIM_THRESHOLD",
+    "Claim",
     "Event",
     "EventKind",
     "Execution",
@@ -18,6 +22,13 @@ __all__ = [
     "Journal",
     "JournalWatch",
     "LlmEffect",
+    "WorkCounts",
+    "WorkFollow",
+    "WorkItem",
+    "WorkQueue",
+    "WorkReport",
     "create_llm_effect",
     "hash_request",
+    "work_items",
+    "worker_id",
 ]

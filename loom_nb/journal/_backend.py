@@ -57,6 +57,12 @@ class JournalBackend(ABC):
     """Starts a read-then-write transaction holding the journal's write lock."""
     watch_poll: ClassVar[float]
     """A watch's default seconds between looks (``journal.watch(poll=None)``)."""
+    BEGIN_QUEUE: ClassVar[str]
+    """Starts a work queue's transaction (``_work``): rows are locked, not the journal."""
+    SKIP_LOCKED: ClassVar[str]
+    """Ends a SELECT that locks the rows it picks, skipping rows another transaction holds."""
+    FOR_UPDATE: ClassVar[str]
+    """Ends a SELECT that locks the rows it reads until the transaction ends."""
 
     conn: Any
     """The connection (``execute``, ``executemany``, ``close``), in autocommit mode."""

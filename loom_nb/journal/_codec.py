@@ -22,7 +22,15 @@ from pydantic import BaseModel
 
 from loom_nb.errors import JournalError, StepOutputError
 
-__all__ = ["decode", "dumps", "encode_text", "encode_value", "is_storable_id", "text_hash"]
+__all__ = [
+    "check_execution_id",
+    "decode",
+    "dumps",
+    "encode_text",
+    "encode_value",
+    "is_storable_id",
+    "text_hash",
+]
 
 
 def _default(value: Any) -> Any:
@@ -65,6 +73,15 @@ def storable_text(text: str, value: Callable[[], Any]) -> str:
     except UnicodeEncodeError:
         return _ASCII_ENCODER.encode(value())
     return text
+
+
+def check_execution_id(execution_id: object) -> None:
+    """Refuse (``invalid_execution_id``) what cannot be an execution id."""
+    if not is_storable_id(execution_id):
+        raise JournalError(
+            f"an execution id is a non-empty string of valid Unicode, not {execution_id!r}.",
+            code="invalid_execution_id",
+        )
 
 
 def is_storable_id(value: object) -> bool:

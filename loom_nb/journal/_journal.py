@@ -23,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 from loom_nb.errors import ConfigurationError, JournalError
 from loom_nb.journal._backend import JournalBackend, Listener
 from loom_nb.journal._claims import DEFAULT_CLAIM_THRESHOLD, unclaim
-from loom_nb.journal._codec import decode, dumps, is_storable_id
+from loom_nb.journal._codec import check_execution_id, decode, dumps
 from loom_nb.journal._content_pins import pinned_content
 from loom_nb.journal._divergence import Divergence, check_divergence
 from loom_nb.journal._execution import Execution
@@ -34,6 +34,7 @@ from loom_nb.journal._sql import INSERT, SELECT, Row, now_iso
 from loom_nb.journal._sqlite import SqliteBackend
 from loom_nb.journal._timeline import Event, ExecutionSummary, Timeline
 from loom_nb.journal._watch import JournalWatch
+from loom_nb.journal._work import WorkQueue
 from loom_nb.journal._writer import NewRow, Owner, Writer
 
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ class Journal:
         Opening never takes the writer lease: replaying a finished run writes nothing. The lease
         is taken when the execution first journals something live.
         """
-        _check_id(execution_id)
+        check_execution_id(execution_id)
         check_divergence(divergence)
         wanted = principal_to_json(principal)
         start: dict[str, Any] = {"principal": wanted}
@@ -391,7 +392,7 @@ class Journal:
         Model steps' messages are expanded whole, given in ``earlier`` the expansions of the
         events before ``seq`` (what a watch accumulates; empty when reading from the start).
         """
-        _check_id(execution_id)
+        check_execution_id(execution_id)
         if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 2**63:
             raise JournalError(
                 f"seq is a non-negative int (an event's seq), not {seq!r}.", code="invalid_argument"
@@ -431,13 +432,18 @@ class Journal:
         share one listening connection. ``watch.mode`` says which is at work. Stop it with
         ``watch.stop()`` (or use it as a context manager).
         """
-        _check_id(execution_id)
+        check_execution_id(execution_id)
         return JournalWatch(self, execution_id, callback, after_seq=after_seq, poll=poll)
 
     def _listen(self, execution_id: str) -> Listener:
         """What a watch of ``execution_id`` waits on between looks (SQLite sleeps; PostgreSQL
         notifies)."""
         return self._backend.listen(execution_id)
+
+    def work_queue(self, name: str) -> WorkQueue:
+        """The work queue ``name`` in this journal's database: items workers claim under a lease
+        (issue 32; see ``loom_nb.journal._work``)."""
+        return WorkQueue(self, name)
 
     # -- recordings -----------------------------------------------------------------------
 
@@ -589,11 +595,3 @@ class PostgresJournal(Journal):
         from loom_nb._pg import redact
 
         return f"Journal({redact(self._path)!r})"
-
-
-def _check_id(execution_id: object) -> None:
-    if not is_storable_id(execution_id):
-        raise JournalError(
-            f"an execution id is a non-empty string of valid Unicode, not {execution_id!r}.",
-            code="invalid_execution_id",
-        )

@@ -55,6 +55,10 @@ class PostgresBackend(JournalBackend):
     IntegrityError: ClassVar[type[Exception]] = psycopg.IntegrityError
     BEGIN_WRITE: ClassVar[str] = "BEGIN"
     watch_poll: ClassVar[float] = 1.0
+    # Not BEGIN, which takes the journal's write lock: workers claiming items lock rows only.
+    BEGIN_QUEUE: ClassVar[str] = "START TRANSACTION"
+    SKIP_LOCKED: ClassVar[str] = " FOR UPDATE SKIP LOCKED"
+    FOR_UPDATE: ClassVar[str] = " FOR UPDATE"
 
     def __init__(
         self,

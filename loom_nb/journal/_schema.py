@@ -19,6 +19,9 @@ The shape another backend mirrors (issue 15):
 - ``content_pins(execution_id, position, address, created)``: the stored content a step in
   flight reads, written with its start and deleted with its outcome (see ``_content_pins``),
   looked up by address.
+- ``work_items(queue, item, seq, state, worker, token, lease_until, attempts, error, updated)``:
+  the items of work queues (issue 32, ``_work``), one row per queue and item, updated as workers
+  claim, extend, complete and fail them.
 
 A database that records a migration this code does not know was written by a newer loom_nb;
 it is refused at open (``journal_too_new``) rather than written with an older idea of the shape.
@@ -116,12 +119,35 @@ def m005_content_pins(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX content_pins_by_address ON content_pins (address)")
 
 
+def m006_work_items(conn: sqlite3.Connection) -> None:
+    """Work queues (issue 32): items several workers claim under a lease (see ``_work``)."""
+    conn.execute(
+        """
+        CREATE TABLE work_items (
+            queue TEXT NOT NULL,
+            item TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            worker TEXT,
+            token TEXT,
+            lease_until REAL NOT NULL,
+            attempts INTEGER NOT NULL,
+            error TEXT,
+            updated REAL NOT NULL,
+            PRIMARY KEY (queue, item)
+        )
+        """
+    )
+    conn.execute("CREATE INDEX work_items_by_state ON work_items (queue, state, seq)")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_events,
     m002_append_only,
     m003_event_ordinal,
     m004_leases,
     m005_content_pins,
+    m006_work_items,
 ]
 """Every migration, oldest first; the function name is the migration's identity."""
 

@@ -41,6 +41,10 @@ class SqliteBackend(JournalBackend):
     IntegrityError: ClassVar[type[Exception]] = sqlite3.IntegrityError
     BEGIN_WRITE: ClassVar[str] = "BEGIN IMMEDIATE"
     watch_poll: ClassVar[float] = 0.25
+    # One writer at a time holds the whole database: nothing to lock row by row.
+    BEGIN_QUEUE: ClassVar[str] = "BEGIN IMMEDIATE"
+    SKIP_LOCKED: ClassVar[str] = ""
+    FOR_UPDATE: ClassVar[str] = ""
 
     def __init__(
         self, path: str, *, synchronous: str, timeout: float, lock: threading.Lock

@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from loom_nb.errors import ExecutionBusyError, JournalError
@@ -79,6 +79,7 @@ class Writer:
         self._held: dict[str, _Held] = {}
         self._inflight: dict[str, int] = {}
         self._running: dict[str, tuple[Owner, int]] = {}
+        self._fences: dict[str, Callable[[], None]] = {}
         self.heartbeat: threading.Thread | None = None
         """The thread renewing leases of steps in flight, once one was."""
         self._closed = threading.Event()
@@ -124,7 +125,8 @@ class Writer:
         with backend.writing(execution_id):
             self._check_running(execution_id, owner)
             now = time.time()
-            if not (release or pins or unpin is not None) and self._holds(
+            fence = self._fences.get(execution_id)
+            if not (release or pins or unpin is not None or fence) and self._holds(
                 execution_id, ordinal, now
             ):
                 try:
@@ -136,8 +138,18 @@ class Writer:
                 self._held[execution_id].next_ordinal = ordinal + len(rows)
                 return
 
+            # A fenced append the lease needs nothing for (held comfortably, last row ours)
+            # checks the fence and writes: the lease statements would change nothing.
+            held = self._held.get(execution_id) if fence is not None else None
+            comfortable = held is not None and self._holds(execution_id, ordinal, now)
+
             def body() -> float:
-                expires = self._take_lease(execution_id, ordinal, now)
+                if fence is not None:
+                    fence()
+                if comfortable and held is not None:
+                    expires = held.expires
+                else:
+                    expires = self._take_lease(execution_id, ordinal, now)
                 try:
                     backend.conn.execute(statement, values)
                 except backend.IntegrityError as exc:
@@ -172,14 +184,51 @@ class Writer:
         with self._backend.writing(execution_id):
             self._check_running(execution_id, owner)
             now = time.time()
-            if not self._holds(execution_id, ordinal, now):
-                expires = self._backend.transaction(
-                    lambda: self._take_lease(execution_id, ordinal, now), what="lease"
-                )
+            fence = self._fences.get(execution_id)
+            if fence is not None or not self._holds(execution_id, ordinal, now):
+
+                def body() -> float:
+                    if fence is not None:
+                        fence()
+                    return self._take_lease(execution_id, ordinal, now)
+
+                expires = self._backend.transaction(body, what="lease")
                 self._held[execution_id] = _Held(expires, ordinal)
             if owner is not None:
                 count = self._running.get(execution_id, (owner, 0))[1]
                 self._running[execution_id] = (owner, count + 1)
+
+    @contextlib.contextmanager
+    def fenced(self, execution_id: str, check: Callable[[], None]) -> Iterator[None]:
+        """While inside, every write to ``execution_id`` first runs ``check`` in its transaction.
+
+        ``check`` raises to refuse the write (a work queue's claim that another worker took
+        over, ``_work``); every append and lease check then runs as a transaction, never the
+        one-statement append. On leaving, this writer gives the execution's lease back, so the
+        next worker on it does not wait for the lease to expire.
+        """
+        with self._lock:
+            if execution_id in self._fences:
+                raise JournalError(
+                    f"execution {execution_id!r} is already fenced in this journal: one work "
+                    "item runs it at a time.",
+                    code="execution_fenced",
+                    execution_id=execution_id,
+                )
+            self._fences[execution_id] = check
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._fences.pop(execution_id, None)
+            self._drop(execution_id)
+
+    def _drop(self, execution_id: str) -> None:
+        """Give back this writer's lease on ``execution_id`` (best effort: it expires anyway)."""
+        backend = self._backend
+        with contextlib.suppress(backend.Error, JournalError), backend.writing(execution_id):
+            if self._held.pop(execution_id, None) is not None:
+                backend.conn.execute(LEASE_DROP, (execution_id, self.me().token))
 
     def let_go(self, execution_id: str, owner: Owner) -> None:
         """End one claim ``owner`` took with ``hold`` (its step's outcome is journaled or lost)."""

@@ -427,12 +427,14 @@ async def test_a_worker_elsewhere_runs_items_from_the_journal_alone_and_the_map_
     assert sorted(provider.calls) == sorted(w for i, w in enumerate(words) if i not in (0, 3, 7))
 
 
-async def test_join_is_refused_until_a_shared_queue_is_plugged_in(tmp_path: Path) -> None:
-    """join=True names the remedy while no journal-level work queue exists."""
-    chat = chat_on(Echo(), tmp_path)
+async def test_join_must_be_a_bool_or_none(tmp_path: Path) -> None:
+    """join is True, False or None (automatic); anything else is refused before any call."""
+    provider = Echo()
+    chat = chat_on(provider, tmp_path)
     with pytest.raises(ConfigurationError) as refused:
-        await chat.map(["a"], join=True)
-    assert refused.value.code == "map_join_unavailable"
+        await chat.map(["a"], join="yes")  # type: ignore[arg-type]
+    assert refused.value.code == "invalid_argument"
+    assert provider.calls == []
 
 
 async def test_a_second_kernel_retries_what_the_first_left_failed_while_it_is_still_open(

@@ -1,0 +1,67 @@
+"""The provider of the map-worker tests: ``echo <text>``, each call logged, optionally SIGKILLing.
+
+``make()`` is what ``loom-nb map work ID --provider tests.chat.work_provider:make`` builds in a
+worker process; the kernel's side of a test builds the same with ``Logged(log)``. Each call
+appends ``start <text> <pid>`` to the log, waits a little, and ``end <text> <pid>`` when it
+answers (O_APPEND lines: atomic between processes). ``$LOOM_TEST_WORK_LOG`` names the log in a
+worker, ``$LOOM_TEST_WORK_KILL_AT`` the call during which the worker SIGKILLs itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+from typing import Any
+
+from loom_nb import LlmRequest, LlmResponse, ScriptedProvider, Usage, text_of
+
+
+def _append(path: str, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+class Logged:
+    """Answers ``echo <last user text>``; logs each call's start and end; may SIGKILL its process."""
+
+    name = "echo"
+    model = "echo-1"
+
+    def __init__(
+        self, log: str, *, kill_at: int = 0, delay: tuple[float, float] = (0.005, 0.03)
+    ) -> None:
+        self.capabilities = ScriptedProvider([]).capabilities
+        self.log = log
+        self.kill_at = kill_at
+        self.delay = delay
+        self.calls = 0
+
+    async def complete(self, request: LlmRequest, **_options: Any) -> LlmResponse:
+        self.calls += 1
+        nth = self.calls
+        text = text_of(request.messages[-1].content)  # raw-content: the item's text
+        _append(self.log, f"start {text} {os.getpid()}")
+        await asyncio.sleep(random.uniform(*self.delay))
+        if nth == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        _append(self.log, f"end {text} {os.getpid()}")
+        return LlmResponse(
+            content=f"echo {text}",
+            stop_reason="end_turn",
+            usage=Usage(input_tokens=3, output_tokens=2),
+        )
+
+    def stream(self, request: LlmRequest, **_options: Any) -> Any:
+        raise NotImplementedError("the worker tests do not stream")
+
+
+def make() -> Logged:
+    """The provider of a worker process (``--provider tests.chat.work_provider:make``)."""
+    return Logged(
+        os.environ["LOOM_TEST_WORK_LOG"], kill_at=int(os.environ.get("LOOM_TEST_WORK_KILL_AT", "0"))
+    )
