@@ -20,7 +20,7 @@ several interleaved runs, with the versions compared and the load average:
   it, beside the bound: validation + mapper alone, with no capability check and no guard.
 
 ``--check`` runs 100 and 10,000 messages and asserts growth only: per message, the mapper and
-``wire_body`` at 10,000 cost at most 2x what they cost at 100. ``bench_anthropic_mapping.py`` does
+``wire_body`` at 10,000 cost at most 3x what they cost at 100. ``bench_anthropic_mapping.py`` does
 the same for the Anthropic Messages wire.
 
 Run: ``python3 -m venv .venv-bench && .venv-bench/bin/pip install -q -e '.[bench]' &&
@@ -199,7 +199,8 @@ FLOOR = "validate + mapper"
 PYDANTIC_AI = "pydantic-ai"
 MAPPER_TARGET = 2.0  # the mapper against the fastest peer, at every size
 WIRE_BODY_TARGET = 1.0  # wire_body from dicts against pydantic-ai's prepare + map
-CHECK_GROWTH = 2.0  # --check: per-message time at 10,000 messages over that at 100
+CHECK_GROWTH = 3.0  # --check: per-message time at 10,000 messages over that at 100 (a
+# transcript 100x longer misses the CPU caches more, and more so under load; quadratic work is 100x)
 
 
 def best_times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:

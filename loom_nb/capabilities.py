@@ -16,6 +16,7 @@ is behind it. Explicit capabilities always win (the provider's ``capabilities=``
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Literal
 
@@ -60,11 +61,20 @@ class Capabilities(StrictModel):
 
     def accepts(self, modality: Modality, media_type: str) -> bool:
         """Whether ``media_type`` is declared for ``modality`` (False for a malformed type)."""
-        essence = media_essence(media_type)
-        if essence is None:
-            return False
         patterns: list[str] = getattr(self, modality, [])
-        return any(_matches(pattern, essence) for pattern in patterns)
+        if type(media_type) is str and all(type(p) is str for p in patterns):
+            return _accepted(tuple(patterns), media_type)
+        return _accepted.__wrapped__(tuple(patterns), media_type)
+
+
+@functools.lru_cache(maxsize=1024)
+def _accepted(patterns: tuple[str, ...], media_type: str) -> bool:
+    """Whether one of ``patterns`` takes ``media_type`` (cached for exact ``str`` keys only: a
+    request repeats the same few types, and a subclass could hash and compare as it likes)."""
+    essence = media_essence(media_type)
+    if essence is None:
+        return False
+    return any(_matches(pattern, essence) for pattern in patterns)
 
 
 def _pattern_kind(pattern: object) -> str | None:
