@@ -199,11 +199,18 @@ def assert_request_supported(
         return  # the journaled call checked this very request against these capabilities
     req = parse_request(request)
     caps = capabilities if capabilities is not None else Capabilities()
+    verdicts: dict[tuple[str, str], bool] = {}  # a transcript repeats a few media types
     for location in iter_media(req):
         part = location.part
         modality: Modality = part.type
         media_type = part.media_type
-        if caps.accepts(modality, media_type):
+        if type(media_type) is str:
+            accepted = verdicts.get((modality, media_type))
+            if accepted is None:
+                accepted = verdicts[modality, media_type] = caps.accepts(modality, media_type)
+        else:
+            accepted = caps.accepts(modality, media_type)
+        if accepted:
             continue
         who = _who(provider, model)
         declared: list[str] = getattr(caps, modality)
