@@ -342,6 +342,17 @@ def scalings(url: str, steps: int, rounds: int) -> dict[str, tuple[float, float,
     return scaling
 
 
+def cpu_bound(rate1: float, client: float, server: float) -> float:
+    """The most ``WRITERS`` processes can scale over one: every core busy with the CPU one step
+    takes (client + server microseconds), and never more than the writer count."""
+    return min(WRITERS, (os.cpu_count() or 1) / ((client + server) / 1e6) / rate1)
+
+
+def _first_and_cpu(entry: tuple[float, float, float, float]) -> tuple[float, float, float]:
+    rate1, _, client, server = entry
+    return rate1, client, server
+
+
 def check() -> None:
     """``--check``: growth only. The journal's writers must grow at least ``CHECK_SCALING`` of
     what bare INSERT loops grow from 1 to ``WRITERS`` processes on the same server, same run."""
@@ -380,7 +391,7 @@ def main() -> None:
         for kind, label in (("bare", "bare INSERT (the ceiling)"), ("journal", "journal steps")):
             rate1, rate4, client, server = scaling[kind]
             # With every core busy, steps/s cannot pass cores / (CPU per step), however many writers.
-            bound = (os.cpu_count() or 1) / ((client + server) / 1e6) / rate1
+            bound = cpu_bound(rate1, client, server)
             print(
                 f"writers, {label}: 1 process {rate1:,.0f}/s; {WRITERS} processes on {WRITERS} "
                 f"executions {rate4:,.0f}/s -> {rate4 / rate1:.2f}x; CPU per step: client "
@@ -390,11 +401,18 @@ def main() -> None:
         journal_x = scaling["journal"][1] / scaling["journal"][0]
         bare_x = scaling["bare"][1] / scaling["bare"][0]
         of_bare = journal_x / bare_x
+        # Each kind's scaling is at most its CPU bound (capped at the writer count), so the
+        # journal's share of the bare loops' scaling is at most the ratio of the two bounds.
+        share_bound = cpu_bound(*_first_and_cpu(scaling["journal"])) / cpu_bound(
+            *_first_and_cpu(scaling["bare"])
+        )
         print(
             f"writers: journal {journal_x:.2f}x vs the bare-INSERT scaling {bare_x:.2f}x on the "
             f"same server in the same run -> {of_bare:.2f} of it (target >= {SCALING_TARGET:g}: "
-            f"{of_bare / SCALING_TARGET:.2f} of the target; {os.cpu_count()} cores run the "
-            f"writers, the server and everything else, load average {os.getloadavg()[0]:.1f})"
+            f"{of_bare / SCALING_TARGET:.2f} of the target; bound from the CPU per step "
+            f"{share_bound:.2f}, {of_bare / share_bound:.2f} of it; {os.cpu_count()} cores run "
+            f"the writers, the server and everything else, load average "
+            f"{os.getloadavg()[0]:.1f})"
         )
         endpoint, server = s3_server()
         try:
