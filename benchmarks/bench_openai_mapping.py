@@ -3,16 +3,25 @@
 Each library maps the same conversation from its own message model to the body it would POST:
 
 - loom_nb: ``openai_request_body`` on a guarded ``LlmRequest`` (the mapper), and
-  ``OpenAIProvider.wire_body`` on the raw request dict (parse + capability check + guard + map);
-- pydantic-ai: ``OpenAIChatModel._map_messages`` on ``ModelRequest`` / ``ModelResponse`` history
-  (what ``request()`` runs before the HTTP call);
+  ``OpenAIProvider.wire_body`` on the raw request dicts (validation + capability check + guard +
+  map);
+- pydantic-ai: what ``OpenAIChatModel.request()`` runs before the HTTP call on ``ModelRequest`` /
+  ``ModelResponse`` history: ``prepare_request``, the tool menu and ``_map_messages``;
 - LiteLLM: ``OpenAIGPTConfig().transform_request`` on OpenAI-format message dicts (its canonical
   format is already the OpenAI one, so this is its cheapest path).
 
 The conversation repeats a 10-message pattern (user text, assistant text + tool call, tool result,
-assistant text, user image + text, ...) up to 100, 1,000 and 10,000 messages. Printed: messages
-per second and loom_nb's speed-up over each library, best of several interleaved runs. Target:
->= 2x at every size.
+assistant text, user image + text, ...) up to 100, 1,000 and 10,000 messages. Printed, best of
+several interleaved runs, with the versions compared and the load average:
+
+- the mapper's speed-up over the fastest peer (target >= 2x at every size) and the ratio to that
+  target, beside the mapper's time over ``json.dumps`` of its own output;
+- ``wire_body`` from dicts against pydantic-ai's prepare + map (target >= 1x) and the ratio to
+  it, beside the bound: validation + mapper alone, with no capability check and no guard.
+
+``--check`` runs 100 and 10,000 messages and asserts growth only: per message, the mapper and
+``wire_body`` at 10,000 cost at most 3x what they cost at 100. ``bench_anthropic_mapping.py`` does
+the same for the Anthropic Messages wire.
 
 Run: ``python3 -m venv .venv-bench && .venv-bench/bin/pip install -q -e '.[bench]' &&
 .venv-bench/bin/python benchmarks/bench_openai_mapping.py`` (the ``bench`` extra holds
@@ -23,7 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import importlib.metadata
+import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -182,6 +194,15 @@ def litellm_messages(raw: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+MAPPER, WIRE_BODY, DUMPS = "loom_nb mapper", "loom_nb wire_body", "json.dumps"
+FLOOR = "validate + mapper"
+PYDANTIC_AI = "pydantic-ai"
+MAPPER_TARGET = 2.0  # the mapper against the fastest peer, at every size
+WIRE_BODY_TARGET = 1.0  # wire_body from dicts against pydantic-ai's prepare + map
+CHECK_GROWTH = 3.0  # --check: per-message time at 10,000 messages over that at 100 (a
+# transcript 100x longer misses the CPU caches more, and more so under load; quadratic work is 100x)
+
+
 def best_times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
     """The fastest of ``repeats`` interleaved runs of each function, in seconds."""
     best = dict.fromkeys(fns, float("inf"))
@@ -193,47 +214,71 @@ def best_times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, 
     return best
 
 
-def contenders(raw: dict[str, Any]) -> dict[str, Callable[[], object]]:
-    """The timed functions for one transcript (libraries that are not installed are left out)."""
+def version(distribution: str) -> str:
+    """The installed version of ``distribution`` ("not installed" when it is not)."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def loom_contenders(
+    raw: dict[str, Any], mapper: Callable[[LlmRequest], dict[str, Any]], provider: Any
+) -> dict[str, Callable[[], object]]:
+    """loom_nb's timed functions: the mapper on the guarded request, ``json.dumps`` of what it
+    returns, ``wire_body`` on the raw dicts, and the floor of a wire_body (validation + mapper,
+    no capability check and no guard)."""
     request = LlmRequest.model_validate(raw)
     guarded = guard_request(
         request, max_inline_bytes=MAX_RESOLVED_BYTES, max_inline_total_bytes=MAX_RESOLVED_BYTES
     )
-    provider = OpenAIProvider("gpt-4o", api_key="k", capabilities=Capabilities(image=["image/*"]))
-    fns: dict[str, Callable[[], object]] = {
-        "loom_nb mapper": lambda: openai_request_body(guarded, model="gpt-4o"),
-        "loom_nb wire_body": lambda: provider.wire_body(raw),
+    body = mapper(guarded)
+    return {
+        MAPPER: lambda: mapper(guarded),
+        DUMPS: lambda: json.dumps(body),
+        WIRE_BODY: lambda: provider.wire_body(raw),
+        FLOOR: lambda: mapper(LlmRequest.model_validate(raw)),
     }
+
+
+def contenders(raw: dict[str, Any]) -> tuple[dict[str, Callable[[], object]], list[str]]:
+    """The timed functions for one transcript, and notes on the peers left out (not installed)."""
+    provider = OpenAIProvider("gpt-4o", api_key="k", capabilities=Capabilities(image=["image/*"]))
+    fns = loom_contenders(raw, lambda r: openai_request_body(r, model="gpt-4o"), provider)
+    notes: list[str] = []
     try:
         from pydantic_ai.models import ModelRequestParameters
         from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.openai import OpenAIProvider as PydanticOpenAI
+        from pydantic_ai.tools import ToolDefinition
     except ImportError:
-        pass
+        notes.append("pydantic-ai not installed (pip install -e '.[bench]')")
     else:
         model = OpenAIChatModel("gpt-4o", provider=PydanticOpenAI(api_key="k"))
         history = pydantic_ai_history(raw)
-        params = ModelRequestParameters()
+        tool = ToolDefinition(
+            name="lookup",
+            description=TOOL["description"],
+            parameters_json_schema=TOOL["input_schema"],
+        )
+        params = ModelRequestParameters(function_tools=[tool])
         loop = asyncio.new_event_loop()
-        fns["pydantic-ai"] = lambda: loop.run_until_complete(model._map_messages(history, params))
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch at import
+
+        def pydantic_ai() -> object:
+            # What its request() runs before the HTTP call: prepare, the tool menu, the messages.
+            settings, prepared = model.prepare_request(None, params)
+            tools = model._get_tool_choice(settings or {}, prepared)
+            return tools, loop.run_until_complete(model._map_messages(history, prepared))
+
+        fns[PYDANTIC_AI] = pydantic_ai
     try:
         from litellm.llms.openai.chat.gpt_transformation import OpenAIGPTConfig
     except ImportError:
-        pass
+        notes.append("LiteLLM not installed (pip install -e '.[bench]')")
     else:
         config = OpenAIGPTConfig()
         messages = litellm_messages(raw)
-        tools = [
-            {
-                "type": "function",
-                "function": {
-                    "name": "lookup",
-                    "description": TOOL["description"],
-                    "parameters": TOOL["input_schema"],
-                },
-            }
-        ]
+        tools = litellm_tools()
         fns["litellm"] = lambda: config.transform_request(
             model="gpt-4o",
             messages=messages,
@@ -241,31 +286,117 @@ def contenders(raw: dict[str, Any]) -> dict[str, Callable[[], object]]:
             litellm_params={},
             headers={},
         )
-    return fns
+    return fns, notes
 
 
-def main() -> None:
-    """Time every contender at each size and print messages per second and loom_nb's speed-up."""
-    print(
-        f"{'messages':>9} {'contender':<18} {'msg/s':>12} {'mapper speed-up':>16} {'wire_body speed-up':>19}"
-    )
-    for n in SIZES:
-        raw = loom_transcript(n)
-        repeats = 15 if n <= 1_000 else 5
-        best = best_times(contenders(raw), repeats)
-        mapper, full = best["loom_nb mapper"], best["loom_nb wire_body"]
-        for name, seconds in best.items():
-            ups = (
-                ""
-                if name.startswith("loom_nb")
-                else f"{seconds / mapper:15.2f}x {seconds / full:18.2f}x"
+def litellm_tools() -> list[dict[str, Any]]:
+    """The tool menu in LiteLLM's (OpenAI) format."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": TOOL["description"],
+                "parameters": TOOL["input_schema"],
+            },
+        }
+    ]
+
+
+def measure(
+    build: Callable[[dict[str, Any]], tuple[dict[str, Callable[[], object]], list[str]]],
+    sizes: tuple[int, ...],
+    repeats: int,
+) -> tuple[dict[int, dict[str, float]], list[str]]:
+    """Best-of-``repeats`` seconds of every contender at each size, and the notes on peers left out."""
+    results: dict[int, dict[str, float]] = {}
+    notes: list[str] = []
+    for n in sizes:
+        fns, notes = build(loom_transcript(n))
+        results[n] = best_times(fns, repeats if n <= 1_000 else max(3, repeats // 3))
+    return results, notes
+
+
+def report(vendor: str, results: dict[int, dict[str, float]], notes: list[str]) -> float:
+    """Print every size's ratios against the targets; return the worst ratio to a target."""
+    worst = float("inf")
+    for n, best in results.items():
+        mapper, full, floor = best[MAPPER], best[WIRE_BODY], best[FLOOR]
+        peers = {k: v for k, v in best.items() if k not in (MAPPER, WIRE_BODY, DUMPS, FLOOR)}
+        line = f"{n:>7,} msgs  {vendor} mapper {n / mapper:,.0f} msg/s, {mapper / best[DUMPS]:.2f}x the time of json.dumps of its output"
+        if peers:
+            fastest = min(peers, key=lambda k: peers[k])
+            up = peers[fastest] / mapper
+            worst = min(worst, up / MAPPER_TARGET)
+            line += (
+                f"; fastest peer {fastest} {n / peers[fastest]:,.0f} msg/s -> {up:.2f}x "
+                f"(target >= {MAPPER_TARGET:g}x: {up / MAPPER_TARGET:.2f} of it)"
             )
-            print(f"{n:>9,} {name:<18} {n / seconds:12,.0f} {ups}")
-        missing = {"pydantic-ai", "litellm"} - set(best)
-        if missing:
+        print(line)
+        if PYDANTIC_AI in best:
+            peer = best[PYDANTIC_AI]
+            ratio, bound = peer / full, peer / floor
+            worst = min(worst, ratio / WIRE_BODY_TARGET)
             print(
-                f"          (not installed: {', '.join(sorted(missing))}; pip install -e '.[bench]')"
+                f"{n:>7,} msgs  wire_body from dicts {n / full:,.0f} msg/s vs pydantic-ai prepare "
+                f"+ map {n / peer:,.0f} msg/s -> {ratio:.2f}x (target >= {WIRE_BODY_TARGET:g}x: "
+                f"{ratio / WIRE_BODY_TARGET:.2f} of it); bound: validation + mapper alone (no "
+                f"capability check, no guard) {bound:.2f}x, so {ratio / bound:.2f} of the bound"
             )
+        else:
+            print(
+                f"{n:>7,} msgs  wire_body from dicts {n / full:,.0f} msg/s, {full / floor:.2f}x "
+                "the time of validation + mapper alone (no pydantic-ai to compare with)"
+            )
+    for note in notes:
+        print(f"          ({note})")
+    return worst
+
+
+def check(vendor: str, results: dict[int, dict[str, float]]) -> bool:
+    """Growth only: per message, the mapper and wire_body at the largest size cost at most
+    ``CHECK_GROWTH`` times what they cost at the smallest."""
+    small, large = min(results), max(results)
+    ok = True
+    for name in (MAPPER, WIRE_BODY):
+        growth = (results[large][name] / large) / (results[small][name] / small)
+        passed = growth <= CHECK_GROWTH
+        ok = ok and passed
+        print(
+            f"check {vendor} {name}: per message {large:,} vs {small:,} messages {growth:.2f}x "
+            f"(at most {CHECK_GROWTH:g}x) {'ok' if passed else 'FAILED'}"
+        )
+    return ok
+
+
+def header(peers: str) -> None:
+    """The versions compared and the machine's load."""
+    print(
+        f"loom_nb {version('loom_nb')}, pydantic {version('pydantic')}; peers: {peers}; "
+        f"Python {sys.version.split()[0]}; {os.cpu_count()} cores, load average "
+        f"{os.getloadavg()[0]:.1f}; best of interleaved runs"
+    )
+
+
+def main(
+    vendor: str = "OpenAI",
+    build: Callable[[dict[str, Any]], tuple[dict[str, Callable[[], object]], list[str]]] = (
+        contenders
+    ),
+    peers: str = "",
+) -> None:
+    """Time every contender at each size and print the ratios (``--check``: growth only)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch at import
+    peers = peers or (
+        f"pydantic-ai-slim {version('pydantic-ai-slim')}, litellm {version('litellm')}"
+    )
+    header(peers)
+    if "--check" in sys.argv:
+        results, _ = measure(build, (SIZES[0], SIZES[-1]), 6)
+        sys.exit(0 if check(vendor, results) else 1)
+    results, notes = measure(build, SIZES, 15)
+    worst = report(vendor, results, notes)
+    print(f"worst ratio to a target: {worst:.2f} ({'met' if worst >= 1 else 'NOT met'})")
 
 
 if __name__ == "__main__":

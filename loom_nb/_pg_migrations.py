@@ -2,7 +2,9 @@
 
 An ordered list of named steps (``m001_events`` ... ``m004_leases``, the same shapes as SQLite's,
 then the PostgreSQL-only ``pg001_notify`` and ``pg002_store_tenants``, then
-``m005_content_pins`` and ``m006_work_items``, SQLite's shapes again, and ``pg003_work_notify``), recorded in
+``m005_content_pins`` and ``m006_work_items``, SQLite's shapes again, then ``pg003_work_notify``
+and ``pg004_listened_notify``: appends and work-queue changes notify only while a listener is
+registered), recorded in
 ``loom_journal_migrations`` and checked in one transaction under a transaction-scoped advisory
 lock, so two processes opening a new database at once do not both create it, also behind a
 transaction pooler (issue 33); a database with a migration this code does not know (a newer
@@ -182,6 +184,40 @@ def _pg003_work_notify(cur: psycopg.Cursor[Any]) -> None:
         )
 
 
+def _pg004_listened_notify(cur: psycopg.Cursor[Any]) -> None:
+    # NOTIFY serializes the commits of every notifying transaction on the server (PostgreSQL
+    # holds one cluster-wide lock from pre-commit to the end of the commit, to keep the queue
+    # in commit order), so concurrent writers queue there even when nobody listens. Each
+    # process's listening connection now registers its backend here (``journal._listener``);
+    # an append (or a work-queue change) notifies only while some listener is registered.
+    cur.execute("CREATE TABLE loom_listeners (pid INTEGER PRIMARY KEY, since TEXT NOT NULL)")
+    cur.execute(
+        """
+        CREATE OR REPLACE FUNCTION loom_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF EXISTS (SELECT 1 FROM loom_listeners) THEN
+                PERFORM pg_notify('loom_journal', ids.execution_id)
+                FROM (SELECT DISTINCT execution_id FROM inserted) AS ids;
+            END IF;
+            RETURN NULL;
+        END $$
+        """
+    )
+    # The work queues' announcements likewise (their follow listens through the same hub).
+    cur.execute(
+        """
+        CREATE OR REPLACE FUNCTION loom_work_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF EXISTS (SELECT 1 FROM loom_listeners) THEN
+                PERFORM pg_notify('loom_journal', 'loom-work:' || names.queue)
+                FROM (SELECT DISTINCT queue FROM changed) AS names;
+            END IF;
+            RETURN NULL;
+        END $$
+        """
+    )
+
+
 PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("m001_events", _m001_events),
     ("m002_append_only", _m002_append_only),
@@ -192,6 +228,7 @@ PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("m005_content_pins", _m005_content_pins),
     ("m006_work_items", _m006_work_items),
     ("pg003_work_notify", _pg003_work_notify),
+    ("pg004_listened_notify", _pg004_listened_notify),
 ]
 """The PostgreSQL schema, oldest first; names shared with the SQLite list mean the same shape."""
 

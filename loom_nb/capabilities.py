@@ -16,6 +16,7 @@ is behind it. Explicit capabilities always win (the provider's ``capabilities=``
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Literal
 
@@ -60,11 +61,20 @@ class Capabilities(StrictModel):
 
     def accepts(self, modality: Modality, media_type: str) -> bool:
         """Whether ``media_type`` is declared for ``modality`` (False for a malformed type)."""
-        essence = media_essence(media_type)
-        if essence is None:
-            return False
         patterns: list[str] = getattr(self, modality, [])
-        return any(_matches(pattern, essence) for pattern in patterns)
+        if type(media_type) is str and all(type(p) is str for p in patterns):
+            return _accepted(tuple(patterns), media_type)
+        return _accepted.__wrapped__(tuple(patterns), media_type)
+
+
+@functools.lru_cache(maxsize=1024)
+def _accepted(patterns: tuple[str, ...], media_type: str) -> bool:
+    """Whether one of ``patterns`` takes ``media_type`` (cached for exact ``str`` keys only: a
+    request repeats the same few types, and a subclass could hash and compare as it likes)."""
+    essence = media_essence(media_type)
+    if essence is None:
+        return False
+    return any(_matches(pattern, essence) for pattern in patterns)
 
 
 def _pattern_kind(pattern: object) -> str | None:
@@ -189,11 +199,18 @@ def assert_request_supported(
         return  # the journaled call checked this very request against these capabilities
     req = parse_request(request)
     caps = capabilities if capabilities is not None else Capabilities()
+    verdicts: dict[tuple[str, str], bool] = {}  # a transcript repeats a few media types
     for location in iter_media(req):
         part = location.part
         modality: Modality = part.type
         media_type = part.media_type
-        if caps.accepts(modality, media_type):
+        if type(media_type) is str:
+            accepted = verdicts.get((modality, media_type))
+            if accepted is None:
+                accepted = verdicts[modality, media_type] = caps.accepts(modality, media_type)
+        else:
+            accepted = caps.accepts(modality, media_type)
+        if accepted:
             continue
         who = _who(provider, model)
         declared: list[str] = getattr(caps, modality)

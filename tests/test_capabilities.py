@@ -6,9 +6,16 @@ import base64
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from loom_nb.capabilities import Capabilities, assert_request_supported, default_capabilities
+from loom_nb.capabilities import (
+    Capabilities,
+    _accepted,
+    assert_request_supported,
+    default_capabilities,
+)
 from loom_nb.content import (
     AudioPart,
     ContentRef,
@@ -49,6 +56,42 @@ def test_patterns_match_exact_type_wildcard_and_star(
 ) -> None:
     """Patterns are an exact type, 'type/*' or '*', case-insensitive, ignoring parameters; a malformed type never matches."""
     assert Capabilities(file=[pattern]).accepts("file", media_type) is accepted
+
+
+class _Lying(str):
+    """A str whose hash and equality say nothing about its text."""
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __ne__ = str.__ne__
+
+
+MEDIA_TYPES = ["image/png", "IMAGE/PNG", "image/webp", "audio/wav", "text/plain; charset=utf-8"]
+
+
+@given(
+    st.lists(st.sampled_from(["image/png", "image/*", "*", "audio/wav", "text/plain"]), max_size=3),
+    st.sampled_from(MEDIA_TYPES) | st.text(max_size=12),
+)
+def test_accepts_answers_as_the_patterns_say_on_every_call(
+    patterns: list[str], media_type: str
+) -> None:
+    """``accepts`` (remembered per pattern list and type) agrees with matching the patterns anew."""
+    caps = Capabilities(file=patterns)
+    expected = _accepted.__wrapped__(tuple(patterns), media_type)
+    assert caps.accepts("file", media_type) is expected
+    assert caps.accepts("file", media_type) is expected
+
+
+def test_a_str_subclass_is_matched_by_its_text_not_its_hash() -> None:
+    """A media type whose hash and equality lie is judged by its text, never by a remembered answer."""
+    caps = Capabilities(image=["image/png"])
+    assert caps.accepts("image", "image/png")
+    assert not caps.accepts("image", _Lying("audio/wav"))
 
 
 @pytest.mark.parametrize("pattern", ["png", "image/", "image/png*", "", "*/png", "i mage/png"])

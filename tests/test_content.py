@@ -361,6 +361,30 @@ def test_untrusted_mark_survives_serialization_at_any_depth() -> None:
     assert isinstance(again.input["a"][0]["b"], Untrusted)
 
 
+@given(
+    st.dictionaries(
+        st.text(max_size=8),
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+        max_size=6,
+    )
+)
+def test_a_flat_tool_input_is_kept_as_given(flat: dict[str, Any]) -> None:
+    """A tool input of plain scalars validates to an equal dict of the same values (no marks)."""
+    validated = ToolUsePart.model_validate({"id": "t", "name": "f", "input": flat}).input
+    assert isinstance(validated, dict)
+    assert validated == flat
+    assert [type(v) for v in validated.values()] == [type(v) for v in flat.values()]
+
+
+def test_a_marker_one_level_down_is_restored() -> None:
+    """A marker object as the value of a flat input's key still becomes an Untrusted."""
+    raw = {"a": 1, "b": {UNTRUSTED_MARKER: {"origin": "web", "value": "v"}}}
+    part = ToolUsePart.model_validate({"id": "t", "name": "f", "input": raw})
+    assert isinstance(part.input, dict)
+    assert part.input["a"] == 1
+    assert part.input["b"] == Untrusted("v", "web")
+
+
 def test_canonical_json_is_order_independent() -> None:
     """canonical_json sorts keys and is compact, so equal values give equal strings."""
     assert canonical_json({"b": 1, "a": [1, {"d": 2, "c": 3}]}) == '{"a":[1,{"c":3,"d":2}],"b":1}'

@@ -297,7 +297,18 @@ class ToolUsePart(_OmitNone):
     @field_validator("input", mode="after")
     @classmethod
     def _restore_marks(cls, value: Any) -> Any:
+        # Most inputs are one flat object of plain scalars: nothing in it can be a marker.
+        if (
+            type(value) is dict
+            and UNTRUSTED_MARKER not in value
+            and all(type(item) in _SCALARS for item in value.values())
+        ):
+            return value
         return mark_untrusted_values(value)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""Exact types that are never an ``Untrusted`` or its marker object."""
 
 
 class ToolResultPart(_OmitNone):

@@ -63,6 +63,7 @@ from loom_nb.guard._walk import (
     Seen,
     iter_media,
     part_path,
+    walked_once,
 )
 from loom_nb.limits import (
     MAX_INLINE_BYTES,
@@ -103,4 +104,5 @@ __all__ = [
     "part_path",
     "request_tail",
     "supported_already",
+    "walked_once",
 ]

@@ -56,7 +56,7 @@ from loom_nb.guard._checks import (
 from loom_nb.guard._message_walk import MessageWalk
 from loom_nb.guard._part_checks import check_tools
 from loom_nb.guard._rewrite import Fences
-from loom_nb.guard._walk import EMPTY_JSON_SEEN, Lineages, media_cache_kept
+from loom_nb.guard._walk import EMPTY_JSON_SEEN, Lineages, media_cache_kept, remembering
 from loom_nb.limits import (
     MAX_INLINE_BYTES,
     MAX_INLINE_TOTAL_BYTES,
@@ -119,7 +119,8 @@ def guard_request(
     if walk.unanswered is not None:
         raise walk.unanswered
     fences = fences if fences is not None else Fences()
-    lineages.put(seen.grown(messages, start), _Guarded(walk, dirty, fences))
+    if remembering():
+        lineages.put(seen.grown(messages, start), _Guarded(walk, dirty, fences))
     if not dirty:
         return req
     return req.model_copy(update={"messages": fences.rebuilt(req, messages, dirty, walk)})

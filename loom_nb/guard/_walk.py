@@ -12,6 +12,7 @@ from __future__ import annotations
 import marshal
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from itertools import chain
 from operator import is_
@@ -40,6 +41,8 @@ __all__ = [
     "iter_media",
     "media_cache_kept",
     "part_path",
+    "remembering",
+    "walked_once",
 ]
 
 
@@ -411,6 +414,31 @@ class PrefixFold(Generic[T]):
         return state
 
 
+_ONCE: ContextVar[bool] = ContextVar("loom_nb_walked_once", default=False)
+
+
+@contextmanager
+def walked_once() -> Iterator[None]:
+    """Walk requests without keeping them in the walk caches (the guard's, ``iter_media``'s).
+
+    For a request whose messages were validated from dicts just now, by the caller of this block:
+    no later request can start with those very message objects, so an entry for them would never
+    be found again, would keep the transcript alive and would evict a live conversation's entry;
+    recording it costs a pass over every part list. Nothing is skipped but the recording: every
+    check still runs on every message.
+    """
+    token = _ONCE.set(True)
+    try:
+        yield
+    finally:
+        _ONCE.reset(token)
+
+
+def remembering() -> bool:
+    """Whether a walk should keep what it walked for the next request (not inside ``walked_once``)."""
+    return not _ONCE.get()
+
+
 _MEDIA_CACHE: Lineages[list[MediaLocation]] = Lineages()
 """The media found in each transcript walked lately, so a grown transcript is walked only where
 it grew (issue 15: an agent turn must not cost the whole transcript again)."""
@@ -435,7 +463,8 @@ def iter_media(request: LlmRequest) -> Iterator[MediaLocation]:
         seen, start, found = EMPTY_SEEN, 0, []
     for mi in range(start, len(messages)):
         found.extend(_media_of(mi, messages[mi]))
-    _MEDIA_CACHE.put(seen.grown(messages, start), found)
+    if remembering():
+        _MEDIA_CACHE.put(seen.grown(messages, start), found)
     yield from found
 
 

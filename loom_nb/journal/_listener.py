@@ -1,7 +1,7 @@
 """One LISTEN connection per process and database, shared by every watch (issues 30 and 33).
 
 An append NOTIFYs the channel ``loom_journal`` with its execution id (``loom_nb._pg``,
-``pg001_notify``). A watch waits for that between looks, so a viewer sees a step within
+``pg001_notify``, ``pg004_listened_notify``). A watch waits for that between looks, so a viewer sees a step within
 milliseconds of its commit. LISTEN is session state, so it needs a session of its own: a
 transaction pooler (PgBouncer in its usual mode) hands each transaction to any server session,
 and a notification reaches whichever client, or none. ``Journal(url, listen_url=...)`` (or
@@ -12,6 +12,10 @@ The hub. All the watches of one process on one listen URL share one connection, 
 thread (``_Hub``): it LISTENs, wakes the watches of the execution a notification names, and
 closes when the last watch stops. A class of 300 kernels each watching is 300 listening
 connections, not 300 times the watches.
+
+Appends notify only while a listener is registered in ``loom_listeners`` (``_registered``):
+NOTIFY serializes every notifying commit on the server, which writers should not pay for
+nobody. The hub registers its backend before it LISTENs and drops the row when it stops.
 
 Never stall, never miss. A watch reads the log after the last event it delivered; a
 notification only says when to look. So the watch also looks every ``poll`` seconds whatever
@@ -31,12 +35,13 @@ append's, sets ``mode`` to ``"notify"``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
 import uuid
-from typing import Literal
+from typing import Any, Literal
 
 import psycopg
 
@@ -50,6 +55,7 @@ log = logging.getLogger("loom_nb.journal")
 _SLICE = 0.2  # seconds the hub waits for a notification before it looks at its stop flag
 _PROBE_WAIT = 3.0  # seconds a probe may take to come back before notifications count as lost
 _RETRY = (0.1, 5.0)  # first and longest pause between reconnection attempts
+_SETTLE = 1.0  # seconds a new listener waits at most for the appends in flight when it registered
 
 Mode = Literal["notify", "poll"]
 
@@ -186,6 +192,7 @@ class _Hub:
                     if other is not None and _same_session(conn, other):
                         self._give_up("two connections share one server session")
                         return
+                    self._register(conn)
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     self.backend_pid = conn.info.backend_pid
                     self.connects += 1
@@ -206,6 +213,7 @@ class _Hub:
                 self.mode = "poll"
                 self.backend_pid = None
                 if conn is not None:
+                    _unregister(conn)
                     conn.close()
             if not self._stop.is_set() and not self.deaf:
                 self._stop.wait(pause)
@@ -226,6 +234,21 @@ class _Hub:
                 self._give_up("a notification sent to this process never arrived")
                 return
 
+    def _register(self, conn: psycopg.Connection[object]) -> None:
+        """Enter this connection's backend in ``loom_listeners``, so appends notify (see
+        ``_registered``); a server that refuses it leaves the watches to their looks."""
+        try:
+            _registered(conn)
+        except psycopg.OperationalError:
+            raise  # the connection failed: reconnect
+        except psycopg.Error as exc:  # no right to write it (a read-only role): appends stay silent
+            log.warning(
+                "journal watch: cannot register this listener at %s (%s); appends will not "
+                "notify it, and its watches look every poll interval instead.",
+                self.where,
+                exc,
+            )
+
     def _give_up(self, why: str) -> None:
         """Stop listening for good: notifications cannot reach this process through the URL."""
         self.deaf = True
@@ -236,6 +259,44 @@ class _Hub:
             self.where,
             why,
         )
+
+
+def _registered(conn: psycopg.Connection[Any]) -> None:
+    """Register the backend of ``conn`` as a listener, before it LISTENs.
+
+    An append notifies only while ``loom_listeners`` has a row (``pg004_listened_notify``):
+    NOTIFY serializes every notifying commit on the server, a cost for nobody when nobody
+    listens. Rows of backends that are gone are dropped first. An append that looked at the
+    table before this row was committed did not notify, so this waits (up to ``_SETTLE``
+    seconds) until every transaction in flight at that point has ended: then the hub's look
+    after LISTEN (``_poke_all``) sees those appends, and every later one notifies.
+    """
+    conn.execute("DELETE FROM loom_listeners WHERE pid NOT IN (SELECT pid FROM pg_stat_activity)")
+    conn.execute(
+        "INSERT INTO loom_listeners (pid, since) VALUES (pg_backend_pid(), %s) "
+        "ON CONFLICT (pid) DO UPDATE SET since = EXCLUDED.since",
+        (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),),
+    )
+    row = conn.execute("SELECT pg_current_snapshot()::text").fetchone()
+    snapshot = row[0] if row else None
+    deadline = time.monotonic() + _SETTLE
+    while snapshot is not None and time.monotonic() < deadline:
+        running = conn.execute(
+            "SELECT count(*) FROM pg_snapshot_xip(%s::pg_snapshot) AS x "
+            "WHERE pg_xact_status(x) = 'in progress'",
+            (snapshot,),
+        ).fetchone()
+        if not running or not running[0]:
+            return
+        time.sleep(0.01)
+
+
+def _unregister(conn: psycopg.Connection[object]) -> None:
+    """Drop this backend's row (a row left by a broken connection goes at the next registration)."""
+    if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return
+    with contextlib.suppress(psycopg.Error):
+        conn.execute("DELETE FROM loom_listeners WHERE pid = pg_backend_pid()")
 
 
 def _other(url: str) -> psycopg.Connection[object] | None:

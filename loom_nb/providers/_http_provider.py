@@ -40,7 +40,7 @@ from loom_nb._args import check_type
 from loom_nb.capabilities import Capabilities, assert_request_supported, default_capabilities
 from loom_nb.content import LlmRequest, LlmResponse, parse_request
 from loom_nb.errors import ConfigurationError, ProviderError
-from loom_nb.guard import checked_already, guard_request
+from loom_nb.guard import checked_already, guard_request, walked_once
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import (
@@ -329,7 +329,10 @@ class HttpProvider(ABC):
     ) -> LlmRequest:
         """The checked, guarded request of one call, effective settings and schema on it."""
         checked_type = check_output_type(output_type)
-        return self._prepare(effective_request(request, self._settings, settings, checked_type))
+        if isinstance(request, LlmRequest):
+            return self._prepare(effective_request(request, self._settings, settings, checked_type))
+        with walked_once():  # messages validated from dicts here: no later request holds them
+            return self._prepare(effective_request(request, self._settings, settings, checked_type))
 
     def _assemble(self, request: LlmRequest, *, stream: bool) -> dict[str, Any]:
         managed = self._settings_fields(request)

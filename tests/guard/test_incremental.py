@@ -30,6 +30,8 @@ from loom_nb.journal import Journal
 from loom_nb.providers import ScriptedProvider
 from loom_nb.taint import Untrusted
 
+PNG = base64.b64encode(b"\x89PNG").decode()
+
 
 def turn(i: int) -> list[Message]:
     call = ToolUsePart(id=f"c{i}", name="tick", input={"n": i})
@@ -326,6 +328,54 @@ def test_the_tool_result_probe_keeps_the_guard_incremental() -> None:
     assert _walk._MEDIA_CACHE.entries == before_media
     seen = guard._GUARDED[(MAX_INLINE_BYTES, guard.MAX_INLINE_TOTAL_BYTES)].entries[0][0]
     assert seen.prefix_of([*transcript, *turn(3)])
+
+
+def test_a_request_walked_once_leaves_the_caches_and_is_still_checked() -> None:
+    """Inside ``walked_once`` the guard and iter_media keep no entry, and still refuse what they must."""
+    from loom_nb.guard import _request as guard
+    from loom_nb.guard import _walk, walked_once
+
+    kept = LlmRequest(messages=[Message(role="user", content="kept"), *turn(0)])
+    guard_request(kept)
+    list(iter_media(kept))
+    before_guard = {params: list(k.entries) for params, k in guard._GUARDED.items()}
+    before_media = list(_walk._MEDIA_CACHE.entries)
+    image = ImagePart(media_type="image/png", source=DataSource(data=PNG))
+    once = LlmRequest(messages=[Message(role="user", content=[image]), *turn(1)])
+    with walked_once():
+        assert guard_request(once) is once
+        assert [m.part for m in iter_media(once)] == [image]
+        orphan = ToolResultPart(tool_use_id="nobody", content="x")
+        with pytest.raises(GuardError) as refused:
+            guard_request(LlmRequest(messages=[Message(role="user", content=[orphan])]))
+    assert refused.value.code == "orphan_tool_result"
+    assert before_guard == {params: list(k.entries) for params, k in guard._GUARDED.items()}
+    assert _walk._MEDIA_CACHE.entries == before_media
+    guard_request(once)  # outside the block the walk is kept again
+    assert _walk._MEDIA_CACHE.entries == before_media
+    assert (
+        guard._GUARDED[(MAX_INLINE_BYTES, guard.MAX_INLINE_TOTAL_BYTES)]
+        .entries[0][0]
+        .prefix_of(once.messages)
+    )
+
+
+def test_wire_body_from_dicts_keeps_nothing_in_the_walk_caches() -> None:
+    """A provider validating a dict request walks it once; a request object is walked incrementally."""
+    from loom_nb.guard import _request as guard
+    from loom_nb.guard import _walk
+    from loom_nb.providers.openai import OpenAIProvider
+
+    provider = OpenAIProvider("gpt-4o", api_key="k")
+    raw = {"messages": [{"role": "user", "content": "hi"}]}
+    before_guard = {params: list(k.entries) for params, k in guard._GUARDED.items()}
+    before_media = list(_walk._MEDIA_CACHE.entries)
+    assert provider.wire_body(raw)["messages"] == [{"role": "user", "content": "hi"}]
+    assert before_guard == {params: list(k.entries) for params, k in guard._GUARDED.items()}
+    assert _walk._MEDIA_CACHE.entries == before_media
+    request = LlmRequest.model_validate(raw)
+    provider.wire_body(request)
+    assert _walk._MEDIA_CACHE.entries[0][0].prefix_of(request.messages)
 
 
 def untrusted_turn(i: int) -> list[Message]:

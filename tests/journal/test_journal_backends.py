@@ -10,6 +10,7 @@ import asyncio
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -292,3 +293,57 @@ def test_pool_size_is_checked(pg: JournalBackend) -> None:
 
 def _add_one(x: int) -> int:
     return x + 1
+
+
+def _listeners(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM loom_listeners").fetchone()
+    return row[0] if row else -1
+
+
+def _registered_soon(url: str) -> int:
+    """The listeners registered once the watch's hub has registered (it does so on its thread)."""
+    deadline = time.monotonic() + 10
+    while _listeners(url) == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _listeners(url)
+
+
+def _heard(ear: psycopg.Connection[Any], execution_id: str, seconds: float) -> int:
+    """How many notifications for ``execution_id`` reach ``ear`` within ``seconds`` (the server
+    may carry other journals' notifications on the same channel)."""
+    return sum(n.payload == execution_id for n in ear.notifies(timeout=seconds))
+
+
+async def test_appends_notify_only_while_a_listener_is_registered(pg: JournalBackend) -> None:
+    """An append NOTIFYs while a watch's listener is registered, and not before it or after it
+    stopped (NOTIFY serializes the commits of every writer on the server)."""
+    journal = pg.open("j")
+    run = f"quiet-{uuid.uuid4().hex[:8]}"
+    execution = journal.execution(run)
+    with psycopg.connect(pg.direct_url("j"), autocommit=True) as ear:
+        ear.execute("LISTEN loom_journal")
+        await execution.execute("a", lambda x: x, 1)
+        assert _heard(ear, run, 0.5) == 0
+        with journal.watch(run, lambda event: None, poll=30.0):
+            assert await asyncio.to_thread(_registered_soon, pg.direct_url("j")) == 1
+            await execution.execute("b", lambda x: x, 2)
+            assert _heard(ear, run, 5) == 1  # one per append statement: the step's two events
+        assert _listeners(pg.direct_url("j")) == 0
+        await execution.execute("c", lambda x: x, 3)
+        assert _heard(ear, run, 0.5) == 0
+
+
+def test_a_listener_gone_without_its_goodbye_is_dropped_at_the_next_registration(
+    pg: JournalBackend,
+) -> None:
+    """A row naming a backend that no longer exists goes when the next listener registers."""
+    from loom_nb.journal._listener import _registered
+
+    pg.open("j").close()
+    with psycopg.connect(pg.direct_url("j"), autocommit=True) as conn:
+        conn.execute("INSERT INTO loom_listeners (pid, since) VALUES (-7, 'then')")
+        _registered(conn)
+        rows = conn.execute("SELECT pid FROM loom_listeners ORDER BY pid").fetchall()
+        assert rows == [(conn.info.backend_pid,)]
+        conn.execute("DELETE FROM loom_listeners")
