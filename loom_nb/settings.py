@@ -22,6 +22,7 @@ reports it. A choice a vendor has no field for changes nothing there, and is not
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
@@ -247,3 +248,21 @@ def _settings_error(exc: ValidationError, what: str = "ModelSettings") -> Config
         code="invalid_setting",
         field=where,
     )
+
+
+def default_call_settings(cache: CacheSetting | None, key: str | None) -> ModelSettings | None:
+    """The call settings that ask for ``cache`` (keyed ``key``) and nothing else; None when that
+    means no caching. Frozen, so the same object serves every call asking the same (a Chat asks
+    the same on every turn): made once per ``(cache, key)`` among the most recent ones."""
+    try:
+        return _default_call_settings(cache, key)
+    except TypeError:  # a setting that cannot be a cache key: made for this call
+        return _call_settings_for(cache, key)
+
+
+def _call_settings_for(cache: CacheSetting | None, key: str | None) -> ModelSettings | None:
+    policy = resolve_cache(cache, key)
+    return ModelSettings(cache=policy) if policy is not None else None
+
+
+_default_call_settings = functools.lru_cache(maxsize=64)(_call_settings_for)

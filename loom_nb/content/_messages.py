@@ -298,7 +298,12 @@ def canonical_json(value: Any) -> str:
     """
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""The encoder ``json.dumps`` would build on every call with these options, built once (the
+same output: ``json.dumps`` with options is ``JSONEncoder(**options).encode``)."""
 
 
 def parse_request(data: Any) -> LlmRequest:

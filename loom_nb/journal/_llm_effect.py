@@ -61,7 +61,7 @@ from loom_nb.providers._base import (
     collect_stream,
 )
 from loom_nb.providers._structured import check_output_type, effective_request, validate_output
-from loom_nb.settings import CacheSetting, ModelSettings, resolve_cache
+from loom_nb.settings import CacheSetting, ModelSettings, default_call_settings, resolve_cache
 from loom_nb.spending import Budget
 from loom_nb.store import ContentResolver, ResolveContext, resolve_request_content
 
@@ -149,6 +149,11 @@ class LlmEffect:
         provider that says it maps ``ModelSettings.cache`` (``caches_prompts``).
         """
         settings = req.settings
+        caches = getattr(self.provider, "caches_prompts", False) is True
+        if self.budget is None and (settings is None or settings.cache is None):
+            # No cap and no caching of the request's own: the default caching alone, the same
+            # frozen settings for every call (a Chat makes an effect per turn): made once.
+            return default_call_settings(self._cache if caches else None, self._cache_key)
         changes: dict[str, Any] = {}
         if self.budget is not None:
             cap = self.budget.admit(
@@ -157,7 +162,7 @@ class LlmEffect:
             )
             if cap is not None:
                 changes["max_tokens"] = cap
-        if getattr(self.provider, "caches_prompts", False) is True:
+        if caches:
             asked = settings.cache if settings is not None else None
             policy = resolve_cache(asked if asked is not None else self._cache, self._cache_key)
             if policy is not None and policy != asked:

@@ -23,6 +23,7 @@ from loom_nb import (
     Journal,
     LlmRequest,
     Message,
+    ModelSettings,
     ScriptedProvider,
     TextPart,
     assert_request_supported,
@@ -142,3 +143,26 @@ async def test_a_replayed_turn_does_not_walk_its_request_for_pins() -> None:
     assert live.counts == {"request_pins": 3}
     assert replayed.counts == {"request_pins": 0}
     assert [m.content for m in again.history] == [m.content for m in chat.history]
+
+
+async def test_a_chats_cache_settings_are_made_once_and_still_sent() -> None:
+    """The default prompt caching a Chat asks for is made into call settings on the first turn
+    only (frozen, the same each turn); every request still carries the marks, and a chat that
+    sets its own caching gets its own (here: no marks at all)."""
+    from loom_nb.settings import PromptCache, _call_settings_for
+
+    provider, sent = anthropic(*({"text": f"a{i}", "usage": USAGE} for i in range(4)))
+    chat = Chat(provider, journal=Journal(), id="cache-once")
+    with _Executions(_call_settings_for) as seen:
+        for i in range(4):
+            await chat(f"q{i}")
+    assert seen.counts == {"_call_settings_for": 1}
+    assert len(sent) == 4
+    assert all(b'"cache_control"' in request.content for request in sent[1:])
+    provider, sent = anthropic(*({"text": f"a{i}", "usage": USAGE} for i in range(2)))
+    own = ModelSettings(cache=PromptCache(turns=0))
+    chat = Chat(provider, journal=Journal(), id="cache-own", settings=own)
+    for i in range(2):
+        await chat(f"q{i}")
+    assert len(sent) == 2  # the second request holds an earlier turn (auto would mark it)
+    assert not any(b'"cache_control"' in request.content for request in sent[1:])
