@@ -109,7 +109,8 @@ class Writer:
         The writer lease is taken or renewed in the same transaction, unless this process holds
         it comfortably and wrote the execution's last row itself: then one INSERT statement (one
         commit) is the whole append, and the (execution_id, ordinal) uniqueness still refuses a
-        row another writer got in first. ``release`` gives the lease back in the same commit
+        row another writer got in first; with ``release``, ``pins`` or ``unpin`` the lease is
+        then not read again either, its rows going in the same transaction as the append. ``release`` gives the lease back in the same commit
         (completion, park). While another owner (thread and ``Execution`` object) of this process
         runs a step of the execution, the append is refused (``hold``). ``pins`` are content
         addresses pinned at the first row's position, ``unpin`` a position whose pins go, both
@@ -124,9 +125,8 @@ class Writer:
         with backend.writing(execution_id):
             self._check_running(execution_id, owner)
             now = time.time()
-            if not (release or pins or unpin is not None) and self._holds(
-                execution_id, ordinal, now
-            ):
+            held = self._holds(execution_id, ordinal, now)
+            if held and not (release or pins or unpin is not None):
                 try:
                     backend.conn.execute(statement, values)
                 except backend.IntegrityError as exc:
@@ -137,7 +137,14 @@ class Writer:
                 return
 
             def body() -> float:
-                expires = self._take_lease(execution_id, ordinal, now)
+                # Held comfortably, written last by this process: the lease is not read again
+                # (as for the one-statement append above; the ordinal's uniqueness still refuses
+                # a row another writer got in first).
+                expires = (
+                    self._held[execution_id].expires
+                    if held
+                    else self._take_lease(execution_id, ordinal, now)
+                )
                 try:
                     backend.conn.execute(statement, values)
                 except backend.IntegrityError as exc:
