@@ -11,7 +11,12 @@ concurrency (8), two ways, in the same run:
   map's definition journaled, each item's user message built, its model step journaled in its own
   execution (guard, capabilities, budget, the call, the outcome) and completed, the pacer, the
   progress and the result;
-- served: the same map run again, every item served from the journal (no call).
+- served: the same map run again, every item served from the journal (no call);
+- journaled: the bound a journal puts on any map, the bare gather with each call made the one
+  step of its own execution on the same kind of journal (``journal.execution(id)``,
+  ``execution.execute(step, call)``, ``execution.complete()``: the durable start, outcome and
+  completion that make a finished item never paid twice after a crash), and no guard, plan,
+  pacer, progress or result. ``map/journaled`` is what the map adds on top of that bound.
 
 Printed: milliseconds per item for each, the ratio map/bare with the target (at most 1.3x) and
 the ratio to the target, once with the mock answering at once (the ratio is then loom_nb's own
@@ -89,6 +94,31 @@ async def bare(n: int, latency: float) -> float:
     return time.perf_counter() - start
 
 
+async def journaled(n: int, latency: float, folder: Path, tag: str) -> float:
+    """Seconds for the bare gather with each call journaled as the step of its own execution."""
+    model = provider(latency)
+    gate = asyncio.Semaphore(CONCURRENCY)
+    journal = Journal(str(folder / f"{tag}-steps.sqlite"))
+
+    async def one(index: int, text: str) -> None:
+        async with gate:
+            execution = journal.execution(f"bound/{index}")
+
+            async def call(_input: Any) -> dict[str, Any]:
+                request = LlmRequest(messages=[Message(role="user", content=text)], system=SYSTEM)
+                response = await model.complete(request)
+                return response.model_dump(mode="json")
+
+            await execution.execute("call", call, text)
+            await execution.complete({"ok": True})
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i, text) for i, text in enumerate(inputs(n))))
+    elapsed = time.perf_counter() - start
+    journal.close()
+    return elapsed
+
+
 async def mapped(n: int, latency: float, folder: Path, tag: str) -> tuple[float, float]:
     """Seconds for ``chat.map`` of ``n`` inputs, then for the same map served from the journal."""
     journal = Journal(str(folder / f"{tag}.sqlite"))
@@ -106,16 +136,17 @@ async def mapped(n: int, latency: float, folder: Path, tag: str) -> tuple[float,
     return live, served
 
 
-async def measure(latency: float, folder: Path) -> dict[int, tuple[float, float, float]]:
-    """Per item (seconds), best of ``ROUNDS`` interleaved rounds: bare, map, served."""
-    best: dict[int, list[float]] = {n: [float("inf")] * 3 for n in SIZES}
+async def measure(latency: float, folder: Path) -> dict[int, tuple[float, float, float, float]]:
+    """Per item (seconds), best of ``ROUNDS`` interleaved rounds: bare, map, served, journaled."""
+    best: dict[int, list[float]] = {n: [float("inf")] * 4 for n in SIZES}
     for round_ in range(ROUNDS):
         for n in SIZES:
+            tag = f"{n}-{latency}-{round_}"
             b = await bare(n, latency)
-            m, s = await mapped(n, latency, folder, f"{n}-{latency}-{round_}")
-            row = best[n]
-            best[n] = [min(row[0], b / n), min(row[1], m / n), min(row[2], s / n)]
-    return {n: (v[0], v[1], v[2]) for n, v in best.items()}
+            m, s = await mapped(n, latency, folder, tag)
+            j = await journaled(n, latency, folder, tag)
+            best[n] = [min(old, new / n) for old, new in zip(best[n], (b, m, s, j), strict=True)]
+    return {n: (v[0], v[1], v[2], v[3]) for n, v in best.items()}
 
 
 async def main(check: bool) -> None:
@@ -126,15 +157,21 @@ async def main(check: bool) -> None:
     )
     print(
         f"{'mock latency':>12} {'items':>6} {'bare ms':>8} {'map ms':>8} {'served ms':>9} "
-        f"{'map/bare':>8} {'target':>6} {'/target':>7}"
+        f"{'map/bare':>8} {'target':>6} {'/target':>7} {'journaled ms':>12} {'bound':>6} "
+        f"{'map/journaled':>13}"
     )
     for latency, rows in results.items():
-        for n, (b, m, s) in rows.items():
+        for n, (b, m, s, j) in rows.items():
             ratio = m / b
             print(
                 f"{latency * 1000:>10.0f}ms {n:>6} {b * 1000:>8.3f} {m * 1000:>8.3f} "
-                f"{s * 1000:>9.3f} {ratio:>7.2f}x {TARGET:>5.1f}x {ratio / TARGET:>6.2f}x"
+                f"{s * 1000:>9.3f} {ratio:>7.2f}x {TARGET:>5.1f}x {ratio / TARGET:>6.2f}x "
+                f"{j * 1000:>12.3f} {j / b:>5.2f}x {m / j:>12.2f}x"
             )
+    print(
+        "bound: the bare gather with each call journaled in its own execution / bare "
+        "(no map can beat it on this journal); map/journaled: what the map adds to it"
+    )
     small, large = (results[0.0][n][1] for n in SIZES)
     growth = large / small
     print(f"growth: map's cost per item at {SIZES[1]} items / at {SIZES[0]} items = {growth:.2f}x")

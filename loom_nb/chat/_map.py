@@ -61,6 +61,7 @@ from loom_nb.errors import (
     ExecutionBusyError,
     LoomError,
 )
+from loom_nb.journal._open_many import open_new
 from loom_nb.journal._outcomes import give_back, step_outcomes
 from loom_nb.providers.batches import batch_api
 from loom_nb.spending import Budget, Limits, Meter, Spent
@@ -331,6 +332,13 @@ class MapRun:
     async def _drive(self, todo: list[int]) -> None:
         source = self.source(todo)
         attempts: dict[int, int] = {}
+        # The items' executions are started together (one transaction per chunk, not one each);
+        # each is used once, by the item's first attempt (a retry opens its execution again).
+        opened = open_new(
+            self.chat.journal,
+            [self.plan.item_id(index) for index in todo],
+            principal=principal_of(self.plan),
+        )
         effect = item_effect(
             self.plan, self.chat.provider, store=self.chat._store, budget=self.budget
         )
@@ -359,6 +367,7 @@ class MapRun:
                         journal=self.chat.journal,
                         effect=effect,
                         redo=index in self._redo,
+                        execution=opened.pop(self.plan.item_id(index), None),
                     )
                 )
                 self._tasks.add(call)

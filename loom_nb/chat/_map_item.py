@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from loom_nb.content import LlmResponse
 from loom_nb.errors import LoomError
-from loom_nb.journal import Journal, LlmEffect, create_llm_effect
+from loom_nb.journal import Execution, Journal, LlmEffect, create_llm_effect
 from loom_nb.journal._outcomes import give_back, step_durations
 from loom_nb.providers._structured import validate_output
 from loom_nb.store import ContentStore, Principal, StoreResolver
@@ -77,6 +77,7 @@ async def run_item(
     budget: Budget | None = None,
     effect: LlmEffect | None = None,
     redo: bool = False,
+    execution: Execution | None = None,
 ) -> LlmResponse:
     """Run item ``index`` of ``plan`` as its journaled step (or serve it when it finished).
 
@@ -85,12 +86,14 @@ async def run_item(
     its ``output`` validated when the plan has an output type; raises what the call raised
     (``ProviderError``, ``BudgetExceededError``, ``StructuredOutputError`` ...), journaled.
     ``redo`` asks the model again although the step completed (its answer did not validate).
+    ``execution``: the item's execution, already opened (``open_new`` starts many at once).
     """
     if effect is None:
         if provider is None:
             raise TypeError("run_item needs a provider or an effect")
         effect = item_effect(plan, provider, store=store, budget=budget)
-    execution = journal.execution(plan.item_id(index), principal=Principal(tenant=plan.tenant))
+    if execution is None:
+        execution = journal.execution(plan.item_id(index), principal=Principal(tenant=plan.tenant))
     if redo and execution.status != "completed":
         execution.seek(0, supersede=True)  # the answer on record did not validate: ask again
     try:

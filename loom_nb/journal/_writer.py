@@ -110,7 +110,8 @@ class Writer:
         The writer lease is taken or renewed in the same transaction, unless this process holds
         it comfortably and wrote the execution's last row itself: then one INSERT statement (one
         commit) is the whole append, and the (execution_id, ordinal) uniqueness still refuses a
-        row another writer got in first. ``release`` gives the lease back in the same commit
+        row another writer got in first; with ``release``, ``pins`` or ``unpin`` the lease is
+        then not read again either, its rows going in the same transaction as the append. ``release`` gives the lease back in the same commit
         (completion, park). While another owner (thread and ``Execution`` object) of this process
         runs a step of the execution, the append is refused (``hold``). ``pins`` are content
         addresses pinned at the first row's position, ``unpin`` a position whose pins go, both
@@ -126,9 +127,8 @@ class Writer:
             self._check_running(execution_id, owner)
             now = time.time()
             fence = self._fences.get(execution_id)
-            if not (release or pins or unpin is not None or fence) and self._holds(
-                execution_id, ordinal, now
-            ):
+            held = self._held.get(execution_id) if self._holds(execution_id, ordinal, now) else None
+            if held is not None and not (release or pins or unpin is not None or fence):
                 try:
                     backend.conn.execute(statement, values)
                 except backend.IntegrityError as exc:
@@ -138,18 +138,17 @@ class Writer:
                 self._held[execution_id].next_ordinal = ordinal + len(rows)
                 return
 
-            # A fenced append the lease needs nothing for (held comfortably, last row ours)
-            # checks the fence and writes: the lease statements would change nothing.
-            held = self._held.get(execution_id) if fence is not None else None
-            comfortable = held is not None and self._holds(execution_id, ordinal, now)
-
             def body() -> float:
                 if fence is not None:
                     fence()
-                if comfortable and held is not None:
-                    expires = held.expires
-                else:
-                    expires = self._take_lease(execution_id, ordinal, now)
+                # Held comfortably, written last by this process: the lease is not read again
+                # (as for the one-statement append above; the ordinal's uniqueness still refuses
+                # a row another writer got in first); a fenced append checks its claim first.
+                expires = (
+                    held.expires
+                    if held is not None
+                    else self._take_lease(execution_id, ordinal, now)
+                )
                 try:
                     backend.conn.execute(statement, values)
                 except backend.IntegrityError as exc:
