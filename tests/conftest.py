@@ -26,6 +26,19 @@ settings.register_profile(
 settings.load_profile("loom")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep what must share one process on one pytest-xdist worker (``--dist loadgroup``).
+
+    A notebook's cells run in order in one kernel (nbval), and a browser module's tests share
+    its Chromium (module scope): each goes to one worker whole. Every other test is handed out
+    one at a time, so the slow ones spread over the workers.
+    """
+    for item in items:
+        path = item.path
+        if path.suffix == ".ipynb" or item.get_closest_marker("browser") is not None:
+            item.add_marker(pytest.mark.xdist_group(path.stem))
+
+
 @pytest.fixture(autouse=True)
 def _no_ambient_store_index(monkeypatch: pytest.MonkeyPatch) -> None:
     """The backends below choose each S3 store's index, and each journal where its watches
