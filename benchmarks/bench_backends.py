@@ -40,12 +40,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 import obstore
 import psycopg
+from _report import Row, emit, quick
 
 from loom_nb.journal import Journal
 from loom_nb.store import S3ContentStore
 
 STEPS = 1000
-ROUNDS = 5
+ROUNDS = 3 if quick() else 5
 WRITERS = 4
 PG = os.environ.get("LOOM_TEST_POSTGRES") or "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -332,10 +333,11 @@ def main() -> None:
         print(
             f"journal: bare INSERT {bare:,.0f}/s; live steps {live:,.0f}/s -> {live / bare:.2f}x (target >= 0.5x)"
         )
+        emit([Row("PostgreSQL live steps / bare INSERT", live / bare, 0.5, ">=")])
         scaling: dict[str, tuple[float, float, float, float]] = {}
         for kind in ("bare", "journal"):
-            one = [writers(kind, url, 1, STEPS) for _ in range(3)]
-            four = [writers(kind, url, WRITERS, STEPS) for _ in range(3)]
+            one = [writers(kind, url, 1, STEPS) for _ in range(1 if quick() else 3)]
+            four = [writers(kind, url, WRITERS, STEPS) for _ in range(1 if quick() else 3)]
             rate1 = statistics.median(r for r, _, _ in one)
             rate4 = statistics.median(r for r, _, _ in four)
             client = statistics.median(c for _, c, _ in one)
@@ -358,10 +360,14 @@ def main() -> None:
             f"server in the same run (target >= 2.5x; {os.cpu_count()} cores run the writers, the "
             "server and everything else)"
         )
+        emit([Row(f"PostgreSQL {WRITERS} writers / 1", journal_x, bare_x, ">=", "bound", 0.9)])
         endpoint, server = s3_server()
         try:
             for index, label in ((None, "marker objects"), (url, "PostgreSQL")):
-                for size, count in ((1 << 20, 24), (4 << 20, 12), (16 << 20, 4)):
+                sizes = (
+                    ((4 << 20, 12),) if quick() else ((1 << 20, 24), (4 << 20, 12), (16 << 20, 4))
+                )
+                for size, count in sizes:
                     r = s3_rates(endpoint, size, count, index=index)
                     print(
                         f"s3 {size >> 20:>2} MiB, index in {label}: put bare {r['bare_put']:.0f} "
@@ -371,6 +377,9 @@ def main() -> None:
                         f"{r['store_get'] / r['bare_get']:.2f}x (ceiling {r['get_ceiling']:.2f}x); "
                         "target >= 0.8x each"
                     )
+                    emit([Row(f"S3 {op} / bare, {size >> 20} MiB, index in {label}",
+                              r[f"store_{op}"] / r[f"bare_{op}"], r[f"{op}_ceiling"], ">=", "bound", 0.9)
+                          for op in ("put", "get")])  # fmt: skip
         finally:
             if server is not None:
                 server.terminate()

@@ -43,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _report import Row, emit, quick
+
 from loom_nb import (
     Chat,
     Journal,
@@ -54,7 +56,7 @@ from loom_nb import (
 )
 
 SIZES = (10, 100, 500)
-ROUNDS = 5
+ROUNDS = 3 if quick() else 5
 
 
 def _script(turns: int) -> list[dict[str, object]]:
@@ -258,6 +260,13 @@ async def main() -> int:
         f"{max(m / x for m, x in zip(ratios, least, strict=True)):.1f}x that minimal turn"
     )
     print(f"chat/effect: worst {max(own):.2f}x (Chat's own code over the journaled pipeline)")
+    rows = [
+        Row(f"Chat / bare complete, {n} turns", r, 1.5, "<=")
+        for n, r in zip(SIZES, ratios, strict=True)
+    ]
+    rows += [Row(f"Chat / minimal journaled turn, {n} turns", r / m, 2.0, "<=")
+             for n, r, m in zip(SIZES, ratios, least, strict=True)]  # fmt: skip
+    emit(rows)
     return 0
 
 

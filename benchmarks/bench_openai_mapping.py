@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _report import Row, emit
+
 from loom_nb.capabilities import Capabilities
 from loom_nb.content import LlmRequest
 from loom_nb.guard import guard_request
@@ -261,6 +263,9 @@ def main() -> None:
                 else f"{seconds / mapper:15.2f}x {seconds / full:18.2f}x"
             )
             print(f"{n:>9,} {name:<18} {n / seconds:12,.0f} {ups}")
+        peers = {k: v for k, v in best.items() if not k.startswith("loom_nb")}
+        fastest = min(peers.values()) / mapper if peers else None  # None: no peer installed
+        emit([Row(f"mapper / fastest peer, {n:,} messages", fastest, 2.0, ">=")])
         missing = {"pydantic-ai", "litellm"} - set(best)
         if missing:
             print(
