@@ -94,9 +94,9 @@ async def main(path: str, sent: str, turns: int, kill_at: int, overlap: bool = F
     tool = email_tool(sent)
     refused = sent + ".refused"
     provider = TurnProvider(turns, kill_at, sent + ".killed", refused if overlap else None)
-    journal = Journal(path, lease_ttl=120)
+    journal = Journal(path, lease_ttl=900)
     busy = 0
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 400
     while True:
         execution = journal.execution("race")
         try:

@@ -74,7 +74,7 @@ def race(
     (tmp_path / "sent.txt.go").touch()
     reports = []
     for proc in procs:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=400)
         if proc.returncode == -9:
             reports.append("killed")
             continue
@@ -136,8 +136,9 @@ def test_sigkilled_holder_is_taken_over_at_once(
     assert reports.count("killed") == 1
     assert all(r["status"] == "completed" for r in reports if r != "killed")
     assert Counter(lines) == {f"u{t}@x": 1 for t in range(TURNS)}
-    # The lease lasts 120 s: finishing well before that means the dead pid was seen at once.
-    assert time.monotonic() - start < 60
+    # The lease lasts 900 s: finishing well before that means the dead pid was seen at once (not
+    # at expiry), with room for a loaded machine that takes a minute to start two processes.
+    assert time.monotonic() - start < 300
     assert_whole(path)
 
 
