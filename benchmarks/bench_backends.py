@@ -44,12 +44,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 import obstore
 import psycopg
+from _report import Row, emit, quick
 
 from loom_nb.journal import Journal
 from loom_nb.store import S3ContentStore
 
 STEPS = 1000
-ROUNDS = 5
+ROUNDS = 3 if quick() else 5
 WRITERS = 4
 SCALING_TARGET = 0.9  # the journal's writers' scaling over that of bare INSERT loops
 CHECK_SCALING = 0.75  # --check: the least of that ratio a run may show
@@ -414,10 +415,14 @@ def main() -> None:
             f"the writers, the server and everything else, load average "
             f"{os.getloadavg()[0]:.1f})"
         )
+        emit([Row(f"PostgreSQL {WRITERS} writers / 1", journal_x, bare_x, ">=", "bound", 0.9)])
         endpoint, server = s3_server()
         try:
             for index, label in ((None, "marker objects"), (url, "PostgreSQL")):
-                for size, count in ((1 << 20, 24), (4 << 20, 12), (16 << 20, 4)):
+                sizes = (
+                    ((4 << 20, 12),) if quick() else ((1 << 20, 24), (4 << 20, 12), (16 << 20, 4))
+                )
+                for size, count in sizes:
                     r = s3_rates(endpoint, size, count, index=index)
                     print(
                         f"s3 {size >> 20:>2} MiB, index in {label}: put bare {r['bare_put']:.0f} "
@@ -427,6 +432,9 @@ def main() -> None:
                         f"{r['store_get'] / r['bare_get']:.2f}x (ceiling {r['get_ceiling']:.2f}x); "
                         "target >= 0.8x each"
                     )
+                    emit([Row(f"S3 {op} / bare, {size >> 20} MiB, index in {label}",
+                              r[f"store_{op}"] / r[f"bare_{op}"], r[f"{op}_ceiling"], ">=", "bound", 0.9)
+                          for op in ("put", "get")])  # fmt: skip
         finally:
             if server is not None:
                 server.terminate()

@@ -38,6 +38,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _report import Row, emit  # noqa: E402
 from genai_prices import Usage as PriceUsage  # noqa: E402
 from genai_prices import calc_price  # noqa: E402
 
@@ -186,9 +187,13 @@ async def main() -> None:
         f"{'mode':<26} {'input tok':>9} {'cached':>8} {'written':>9} {'cost $':>11} {'flat $':>11}"
     )
     with tempfile.TemporaryDirectory() as folder:
+        costs = {}
         for mode in ("auto", "off"):
             usage, cost = await run(mode, Path(folder))
+            costs[mode] = cost
             print(row(f'cache="{mode}"', usage, cost))
+    if costs["auto"] and costs["off"]:
+        emit([Row('cost, cache="auto" / "off"', float(costs["auto"] / costs["off"]))])
     recording = ROOT / "tests" / "fixtures" / "provider-traffic-cache" / "anthropic"
     doc = json.loads((recording / "cache-messages-nonstream.json").read_text())
     usage = Usage()

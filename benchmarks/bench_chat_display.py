@@ -27,6 +27,8 @@ from comm.base_comm import BaseComm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _report import Row, emit
+
 from loom_nb import Chat, Journal, ScriptedProvider
 from loom_nb.widgets._display import chat_bundle
 
@@ -105,6 +107,12 @@ async def main() -> int:
     print(
         f"displayed ms/turn {SIZES[-1]} vs {SIZES[0]} turns: {growth:.2f}x; "
         f"comm bytes/turn: {bytes_growth:.2f}x (target: both <= 2x)"
+    )
+    emit(
+        [
+            Row(f"displayed ms/turn, {SIZES[-1]} / {SIZES[0]} turns", growth, 2.0, "<="),
+            Row(f"comm bytes/turn, {SIZES[-1]} / {SIZES[0]} turns", bytes_growth, 2.0, "<="),
+        ]
     )
     return 0 if growth <= 2 and bytes_growth <= 2 else 1
 

@@ -26,12 +26,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _report import Row, emit, quick
+
 from loom_nb.content import ImagePart, LlmRequest, Message, RefSource, TextPart
 from loom_nb.journal import Journal
 from loom_nb.store import LocalContentStore
 
 STEPS = 2000
-ROUNDS = 7
+ROUNDS = 3 if quick() else 7
 SYNCHRONOUS = "NORMAL"
 
 
@@ -187,6 +189,13 @@ def main() -> None:
             f"  largest per-turn difference between the two runs: {worst} bytes "
             f"(the refs' declared sizes have more digits); 1 MiB/1 KiB total ratio "
             f"{sum(big) / sum(small):.3f} for a 1024x media size ratio"
+        )
+        emit(
+            [
+                Row("SQLite live steps / bare inserts", live / bare, 0.5, ">="),
+                Row("SQLite replay / live", replayed / live, 5.0, ">="),
+                Row("journal bytes, 1 MiB / 1 KiB images", sum(big) / sum(small)),
+            ]
         )
 
 

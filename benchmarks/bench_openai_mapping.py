@@ -40,6 +40,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _report import Row, emit
+
 from loom_nb.capabilities import Capabilities
 from loom_nb.content import LlmRequest
 from loom_nb.guard import guard_request

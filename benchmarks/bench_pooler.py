@@ -34,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psycopg
+from _report import Row, emit
 
 from loom_nb.journal import Journal
 from tests import services
@@ -177,6 +178,7 @@ def main() -> None:
             Journal(direct).close()  # migrated once, outside the timings
             print(f"PgBouncer (transaction pooling) vs direct, one database, median of {ROUNDS}")
             d, p = median_of(lambda url: steps_per_second(url, STEPS), direct, pooled)
+            emit([Row("pooled / direct, one writer's live steps/s", p / d)])
             print(
                 f"  one writer, live steps/s:      direct {d:8.0f}  pooler {p:8.0f}  ({p / d:.2f}x)"
             )
@@ -191,6 +193,7 @@ def main() -> None:
             kernels = CLASS_PROCESSES * CLASS_KERNELS
             rate_d, held_d, failed_d = a_class(direct, direct)
             rate_p, held_p, failed_p = a_class(pooled, direct)
+            emit([Row(f"pooled / direct, {kernels} journals' steps/s", rate_p / rate_d)])
             print(
                 f"  class of {kernels} journals ({CLASS_PROCESSES} processes), steps/s: "
                 f"direct {rate_d:6.0f}  pooler {rate_p:6.0f}  ({rate_p / rate_d:.2f}x)"

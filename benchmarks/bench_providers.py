@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _report import Row, emit
+
 from loom_nb.capabilities import Capabilities
 from loom_nb.content import LlmRequest, canonical_json
 from loom_nb.guard import guard_request
@@ -162,6 +164,8 @@ def main() -> None:
             f"{name:<10} {MESSAGES / mapped:14,.0f} {baseline / mapped:11.2f}x "
             f"{MESSAGES / full:16,.0f} {baseline / full:11.2f}x"
         )
+    emit([Row(f"{name} mapper speed / canonical_json", baseline / best[f"{name} mapper"])
+          for name in ("anthropic", "openai", "gemini")])  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _report import Row, emit
+
 from loom_nb.content import (
     DataSource,
     FilePart,
@@ -150,6 +152,13 @@ def main() -> None:
     print(f"saved output with widget state stored too: {(saved + len(payload)) / mb:.2f} MB")
     print(
         f"targets: kernel < 1 s -> {'ok' if view_t < 1 and html_t < 1 else 'MISSED'}; saved < 2 MB -> {'ok' if saved < 2 * mb else 'MISSED'}"
+    )
+    emit(
+        [
+            Row("static HTML render, seconds / 1 s", html_t, 1.0, "<="),
+            Row("TranscriptView creation, seconds / 1 s", view_t, 1.0, "<="),
+            Row("saved output, MB / 2 MB", saved / mb / 2, 1.0, "<="),
+        ]
     )
 
 

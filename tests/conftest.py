@@ -26,6 +26,57 @@ settings.register_profile(
 settings.load_profile("loom")
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by the mark added here
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser tests are ``slow`` too, so ``-m "not slow"`` leaves them out (notebooks/conftest.py
+    does the same for the notebooks' cells)."""
+    for item in items:
+        if item.get_closest_marker("browser") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
+# -- pytest-xdist: what must share one worker ------------------------------------------------------
+
+SHARED_WORKER = (
+    "notebooks/",  # a notebook's cells run in order in one kernel (nbval)
+    "tests/agent/test_mcp",  # module-scoped MCP servers and the leak check after the module
+    "tests/render/test_markdown.py",  # module-scoped fixtures, built once per module
+    "tests/render/test_hostile.py",
+)
+"""Files whose tests run on one worker, in order; every other test is handed out on its own."""
+
+BROWSER = "tests/browser/"
+"""The browser tests all run on one worker: one JupyterLab (session scope) and one Chromium at a
+time, instead of one of each per worker competing for two cores."""
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work of a test under ``--dist loadscope``: the browser folder, its file when
+    it is in ``SHARED_WORKER``, else the test alone (so the slow tests spread over the workers)."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith(BROWSER):
+        return BROWSER
+    return path if path.startswith(SHARED_WORKER) else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadscope`` (the test command's): ``xdist_scope``'s units, the largest first.
+
+    (``xdist_group`` marks with ``--dist loadgroup`` would say the same, but pytest-xdist 3.8 loses
+    them on pytest 9.2's structured node ids: pytest-xdist issue 1386.)
+    """
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedWorkerScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return SharedWorkerScheduling(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _no_ambient_store_index(monkeypatch: pytest.MonkeyPatch) -> None:
     """The backends below choose each S3 store's index, and each journal where its watches

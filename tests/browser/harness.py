@@ -66,7 +66,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_jupyter(base: Path, *, timeout: float = 60.0) -> JupyterServer:
+def start_jupyter(base: Path, *, timeout: float = 120.0) -> JupyterServer:
     """Start JupyterLab with its root at ``base / 'root'`` and wait until ``/api/status`` answers."""
     root = base / "root"
     root.mkdir(parents=True, exist_ok=True)
@@ -140,8 +140,9 @@ def open_notebook(page: Any, server: JupyterServer, name: str, *, timeout_ms: in
     )
 
 
-def run_all_cells(page: Any, *, timeout_ms: int = 60_000) -> None:
-    """Run every cell of the current notebook and wait until the kernel is idle again."""
+def run_all_cells(page: Any, *, timeout_ms: int = 180_000) -> None:
+    """Run every cell of the current notebook and wait until the kernel is idle again (up to 3
+    minutes: the other pytest-xdist workers may keep both cores busy meanwhile)."""
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
     page.wait_for_function(
         """() => {

@@ -1,0 +1,78 @@
+"""Machine-readable results of a benchmark, for ``benchmarks/run_all.py``.
+
+A benchmark builds ``Row``s beside what it prints and hands them to ``emit`` at the end. When
+``LOOM_BENCH_REPORT`` names a file (``run_all.py`` sets it), ``emit`` appends the rows to it as
+JSON lines; otherwise it does nothing, so a benchmark run by hand prints exactly what it did.
+``quick()`` is true under ``run_all.py`` (``LOOM_BENCH_QUICK=1``): a benchmark may then use
+fewer rounds or sizes so the whole table takes minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPORT_ENV = "LOOM_BENCH_REPORT"
+QUICK_ENV = "LOOM_BENCH_QUICK"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured ratio and what it is judged against.
+
+    ``goal`` says which way ``ratio`` must lie from ``bound``: ``">="`` or ``"<="``; ``""`` for a
+    ratio printed for information only (no bound); ``ratio`` is None when it could not be
+    measured here (a missing optional baseline). ``kind`` names what ``bound`` is: a
+    ``"target"`` (what the project asks for) or a ``"bound"`` (what any implementation can reach
+    here, measured in the same run); ``share`` is the part of a bound the ratio must reach (or
+    stay under): ``Row("replay speed-up", 2.9, 3.6, ">=", "bound", 0.8)`` passes at 2.9 >= 0.8 x 3.6.
+    """
+
+    measure: str
+    ratio: float | None
+    bound: float | None = None
+    goal: str = ""
+    kind: str = "target"
+    share: float = 1.0
+
+    def of_bound(self) -> float | None:
+        """``ratio / bound``, or None without a bound."""
+        if self.ratio is None or self.bound is None or self.bound == 0:
+            return None
+        return self.ratio / self.bound
+
+    def passed(self) -> bool | None:
+        """Whether the ratio lies on the goal's side of the bound (None when there is no goal)."""
+        if self.ratio is None or self.bound is None or self.goal not in (">=", "<="):
+            return None
+        limit = self.bound * self.share
+        return self.ratio >= limit if self.goal == ">=" else self.ratio <= limit
+
+
+def quick() -> bool:
+    """Whether to run with short settings (``run_all.py`` asks for them)."""
+    return os.environ.get(QUICK_ENV, "") == "1"
+
+
+def emit(rows: list[Row], benchmark: str | None = None) -> None:
+    """Append ``rows`` as JSON lines to ``$LOOM_BENCH_REPORT`` when it is set."""
+    target = os.environ.get(REPORT_ENV)
+    if not target:
+        return
+    name = benchmark or Path(sys.argv[0]).stem
+    with open(target, "a", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps({"benchmark": name, **asdict(row)}) + "\n")
+
+
+def load(path: Path) -> list[tuple[str, Row]]:
+    """The rows a run wrote to ``path``: (benchmark, row) pairs in order."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            data = json.loads(line)
+            rows.append((data.pop("benchmark"), Row(**data)))
+    return rows

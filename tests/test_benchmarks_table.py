@@ -1,0 +1,78 @@
+"""The README's Performance table is run_all.py's generated block: its format, not its numbers."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def run_all() -> Iterator[ModuleType]:
+    """benchmarks/run_all.py imported as the benchmarks import it (their folder on sys.path)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        yield importlib.import_module("run_all")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def names() -> list[str]:
+    return sorted(p.stem for p in BENCHMARKS.glob("bench_*.py"))
+
+
+def test_the_readme_block_is_well_formed_and_names_every_benchmark(run_all: ModuleType) -> None:
+    """The generated block is there once, with its note and header, and a row per benchmark."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert run_all.readme_block_problems(readme, names()) == []
+
+
+def test_every_benchmark_hands_back_rows() -> None:
+    """Each bench_*.py calls _report.emit, so run_all.py has its rows (none is left out)."""
+    silent = [n for n in names() if "emit(" not in (BENCHMARKS / f"{n}.py").read_text()]
+    assert silent == []
+
+
+def test_the_format_check_catches_a_broken_block(run_all: ModuleType) -> None:
+    """A row with a cell too few, a ratio that is not N.NNx, a missing benchmark, no note."""
+    good = run_all.readme_block(
+        run_all.markdown_table([("bench_a", "m", "1.20x", "<= 1.50x target", "0.80x", "pass")]),
+        run_all.machine_note((0.5, 0.5, 0.5), (1.0, 1.0, 1.0)),
+    )
+    assert run_all.readme_block_problems(good, ["bench_a"]) == []
+    assert run_all.readme_block_problems(good, ["bench_a", "bench_b"]) == ["no row for bench_b"]
+    assert run_all.readme_block_problems(good.replace("| 1.20x |", "| fast |"), ["bench_a"])
+    assert run_all.readme_block_problems(good.replace(" pass |", " ok |"), ["bench_a"])
+    assert run_all.readme_block_problems(good.replace("| m |", "|"), ["bench_a"])
+    assert run_all.readme_block_problems(good.replace("Measured", "Run"), ["bench_a"])
+    assert run_all.readme_block_problems("no block", ["bench_a"])
+
+
+def test_rows_judge_their_ratio_against_the_bound_or_target(run_all: ModuleType) -> None:
+    """A target is met on its goal's side; a bound with a share scales the limit; no goal, no verdict."""
+    row = run_all.Row
+    assert row("t", 1.2, 1.5, "<=").passed() is True
+    assert row("t", 1.6, 1.5, "<=").passed() is False
+    assert row("b", 2.9, 3.6, ">=", "bound", 0.8).passed() is True  # 2.9 >= 2.88
+    assert row("b", 2.8, 3.6, ">=", "bound", 0.8).passed() is False
+    assert row("i", 1.0).passed() is None
+    assert row("i", None, 2.0, ">=").passed() is None
+    assert run_all.cells(
+        run_all.Outcome("bench_x", 1.0, 0, [row("b", 2.9, 3.6, ">=", "bound", 0.8)])
+    )[0] == (
+        "bench_x",
+        "b",
+        "2.90x",
+        ">= 0.8 of 3.60x bound",
+        "0.81x",
+        "pass",
+    )
+    silent = run_all.Outcome("bench_y", 1.0, 0, [], "no machine-readable output")
+    assert run_all.cells(silent)[0][:2] == ("bench_y", "no machine-readable output")
