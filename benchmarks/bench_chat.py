@@ -58,6 +58,7 @@ from pathlib import Path
 
 import httpx
 import yaml
+from _report import Row, emit, quick
 
 from loom_nb import (
     Chat,
@@ -70,9 +71,9 @@ from loom_nb import (
 )
 from loom_nb.providers import AnthropicProvider, OpenAIProvider
 
-SIZES = (10, 100, 500)
-ROUNDS = 5
-HTTP_ROUNDS = 3
+SIZES = (10, 100) if quick() else (10, 100, 500)
+ROUNDS = 2 if quick() else 5
+HTTP_ROUNDS = 1 if quick() else 3
 HTTP_TARGET = 1.5
 MINIMAL_TARGET = 2.0
 TRAFFIC = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "provider-traffic"
@@ -244,6 +245,7 @@ async def http_part() -> list[float]:
         f"{'target':>7} {'ratio/target':>13}"
     )
     ratios: list[float] = []
+    rows: list[Row] = []
     for vendor in ("anthropic", "openai"):
         body = _recorded_answer(vendor)
         for n in SIZES:
@@ -257,11 +259,15 @@ async def http_part() -> list[float]:
                 f"{vendor:>9} {n:>6} {bare / n * 1e3:>17.3f} {chat_time / n * 1e3:>17.3f} "
                 f"{ratios[-1]:>10.2f} {HTTP_TARGET:>6.1f}x {ratios[-1] / HTTP_TARGET:>13.2f}"
             )
+            rows.append(
+                Row(f"{vendor} HTTP chat / bare CPU, {n} turns", ratios[-1], HTTP_TARGET, "<=")
+            )
     worst = max(ratios)
     print(
         f"over recorded HTTP: chat/bare worst {worst:.2f}x, target <= {HTTP_TARGET}x, ratio to "
         f"target {worst / HTTP_TARGET:.2f} ({'met' if worst <= HTTP_TARGET else 'NOT met'})"
     )
+    emit(rows)
     return ratios
 
 
@@ -351,6 +357,16 @@ async def main() -> int:
     )
     print(f"chat/effect: worst {max(own):.2f}x (Chat's own code over the journaled pipeline)")
     versus = [m / x for m, x in zip(ratios, least, strict=True)]
+    rows: list[Row] = []
+    for i, n in enumerate(SIZES):
+        rows += [
+            Row(f"chat / bare, {n} turns", ratios[i], 1.5, "<="),
+            Row(f"chat / bare vs floor bound, {n} turns", ratios[i], bounds[i], "", "bound"),
+            Row(f"chat / effect, {n} turns", own[i]),
+            Row(f"minimal / bare, {n} turns", least[i]),
+            Row(f"chat / minimal, {n} turns", versus[i], MINIMAL_TARGET, "<="),
+        ]
+    emit(rows)
     print(
         f"chat/minimal = {', '.join(f'{v:.2f}x' for v in versus)} at {', '.join(map(str, SIZES))} "
         f"turns, target <= {MINIMAL_TARGET}x, ratio to target {max(versus) / MINIMAL_TARGET:.2f} "

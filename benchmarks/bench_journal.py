@@ -194,6 +194,9 @@ def main() -> None:
             [
                 Row("SQLite live steps / bare inserts", live / bare, 0.5, ">="),
                 Row("SQLite replay / live", replayed / live, 5.0, ">="),
+                Row("SQLite live / bare, median of per-round ratios", live_ratio),
+                Row("SQLite replay / live, median of per-round ratios", replay_ratio),
+                Row("SQLite live async fn / bare inserts", async_live / bare),
                 Row("journal bytes, 1 MiB / 1 KiB images", sum(big) / sum(small)),
             ]
         )

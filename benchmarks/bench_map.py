@@ -39,6 +39,7 @@ from typing import Any
 
 import httpx
 import yaml
+from _report import Row, emit, quick
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -48,7 +49,7 @@ from loom_nb.providers import AnthropicProvider  # noqa: E402
 
 SIZES = (100, 1000)
 CONCURRENCY = 8
-ROUNDS = 3
+ROUNDS = 1 if quick() else 3
 TARGET = 1.3
 LATENCIES = (0.0, 0.020)
 RECORDING = ROOT / "tests/fixtures/provider-traffic/anthropic/tool-roundtrip-nonstream.yaml"
@@ -160,6 +161,7 @@ async def main(check: bool) -> None:
         f"{'map/bare':>8} {'target':>6} {'/target':>7} {'journaled ms':>12} {'bound':>6} "
         f"{'map/journaled':>13}"
     )
+    report: list[Row] = []
     for latency, rows in results.items():
         for n, (b, m, s, j) in rows.items():
             ratio = m / b
@@ -168,6 +170,10 @@ async def main(check: bool) -> None:
                 f"{s * 1000:>9.3f} {ratio:>7.2f}x {TARGET:>5.1f}x {ratio / TARGET:>6.2f}x "
                 f"{j * 1000:>12.3f} {j / b:>5.2f}x {m / j:>12.2f}x"
             )
+            at = f"{n} items, mock latency {latency * 1000:.0f} ms"
+            report.append(Row(f"map / bare, {at}", ratio, TARGET, "<="))
+            report.append(Row(f"journaled / bare (bound), {at}", j / b))
+            report.append(Row(f"map / journaled, {at}", m / j))
     print(
         "bound: the bare gather with each call journaled in its own execution / bare "
         "(no map can beat it on this journal); map/journaled: what the map adds to it"
@@ -175,6 +181,8 @@ async def main(check: bool) -> None:
     small, large = (results[0.0][n][1] for n in SIZES)
     growth = large / small
     print(f"growth: map's cost per item at {SIZES[1]} items / at {SIZES[0]} items = {growth:.2f}x")
+    report.append(Row(f"map per item, {SIZES[1]} / {SIZES[0]} items", growth))
+    emit(report)
     if check:
         assert growth <= 1.5, f"chat.map's cost per item grows with the map's size: {growth:.2f}x"
         print("check passed: per-item cost does not grow with the map's size (<= 1.5x)")

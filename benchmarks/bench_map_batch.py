@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import httpx
+from _report import Row, emit, quick
 
 from loom_nb import AnthropicProvider, Chat, Journal
 from loom_nb.chat import _map_batch
@@ -63,7 +64,8 @@ async def main(n: int, rounds: int = 3) -> None:
     for mode, seconds in best.items():
         print(f"{mode:5} map of {n} items: {seconds:.3f} s, {1000 * seconds / n:.2f} ms per item")
     print(f"batch / live per item: {best['batch'] / best['live']:.2f}x")
+    emit([Row(f"batch / live per item, {n} items", best["batch"] / best["live"])])
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 300))
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 100 if quick() else 300))

@@ -186,10 +186,12 @@ def main() -> None:
             print(
                 f"  bare round trips/s:            direct {d:8.0f}  pooler {p:8.0f}  ({p / d:.2f}x)"
             )
+            emit([Row("pooled / direct, bare round trips/s", p / d)])
             d, p = median_of(lambda url: open_ms(url, OPENS), direct, pooled)
             print(
                 f"  Journal(url) open, ms:         direct {d:8.1f}  pooler {p:8.1f}  ({p / d:.2f}x)"
             )
+            emit([Row("pooled / direct, Journal(url) open ms", p / d)])
             kernels = CLASS_PROCESSES * CLASS_KERNELS
             rate_d, held_d, failed_d = a_class(direct, direct)
             rate_p, held_p, failed_p = a_class(pooled, direct)

@@ -166,6 +166,8 @@ def main() -> None:
         )
     emit([Row(f"{name} mapper speed / canonical_json", baseline / best[f"{name} mapper"])
           for name in ("anthropic", "openai", "gemini")])  # fmt: skip
+    emit([Row(f"{name} wire_body speed / canonical_json", baseline / best[f"{name} wire_body"])
+          for name in ("anthropic", "openai", "gemini")])  # fmt: skip
 
 
 if __name__ == "__main__":

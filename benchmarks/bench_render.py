@@ -155,6 +155,8 @@ def main() -> None:
     )
     emit(
         [
+            Row("static HTML render / text-only render", html_t / base_t),
+            Row("250 markdown replies / text-only render", md_t / base_t),
             Row("static HTML render, seconds / 1 s", html_t, 1.0, "<="),
             Row("TranscriptView creation, seconds / 1 s", view_t, 1.0, "<="),
             Row("saved output, MB / 2 MB", saved / mb / 2, 1.0, "<="),
