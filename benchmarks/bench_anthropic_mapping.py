@@ -22,6 +22,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from _report import emit
 from bench_openai_mapping import (
     PYDANTIC_AI,
     TOOL,
@@ -102,9 +103,11 @@ def contenders(raw: dict[str, Any]) -> tuple[dict[str, Callable[[], object]], li
 
 
 if __name__ == "__main__":
-    main(
-        "Anthropic",
-        contenders,
-        f"pydantic-ai-slim {version('pydantic-ai-slim')} (anthropic {version('anthropic')}), "
-        f"litellm {version('litellm')}",
+    emit(
+        main(
+            "Anthropic",
+            contenders,
+            f"pydantic-ai-slim {version('pydantic-ai-slim')} (anthropic {version('anthropic')}), "
+            f"litellm {version('litellm')}",
+        )
     )

@@ -319,8 +319,11 @@ def measure(
     return results, notes
 
 
-def report(vendor: str, results: dict[int, dict[str, float]], notes: list[str]) -> float:
-    """Print every size's ratios against the targets; return the worst ratio to a target."""
+def report(
+    vendor: str, results: dict[int, dict[str, float]], notes: list[str]
+) -> tuple[float, list[Row]]:
+    """Print every size's ratios against the targets; return the worst ratio to a target and
+    the rows for ``run_all.py``."""
     worst = float("inf")
     rows: list[Row] = []
     for n, best in results.items():
@@ -361,8 +364,7 @@ def report(vendor: str, results: dict[int, dict[str, float]], notes: list[str]) 
             rows.append(Row(f"wire_body / validation + mapper, {n:,} messages", full / floor))
     for note in notes:
         print(f"          ({note})")
-    emit(rows)
-    return worst
+    return worst, rows
 
 
 def check(vendor: str, results: dict[int, dict[str, float]]) -> bool:
@@ -396,8 +398,9 @@ def main(
         contenders
     ),
     peers: str = "",
-) -> None:
-    """Time every contender at each size and print the ratios (``--check``: growth only)."""
+) -> list[Row]:
+    """Time every contender at each size and print the ratios (``--check``: growth only); return
+    the rows for ``run_all.py``."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch at import
     peers = peers or (
         f"pydantic-ai-slim {version('pydantic-ai-slim')}, litellm {version('litellm')}"
@@ -407,9 +410,10 @@ def main(
         results, _ = measure(build, (SIZES[0], SIZES[-1]), 6)
         sys.exit(0 if check(vendor, results) else 1)
     results, notes = measure(build, SIZES[:2] if quick() else SIZES, 5 if quick() else 15)
-    worst = report(vendor, results, notes)
+    worst, rows = report(vendor, results, notes)
     print(f"worst ratio to a target: {worst:.2f} ({'met' if worst >= 1 else 'NOT met'})")
+    return rows
 
 
 if __name__ == "__main__":
-    main()
+    emit(main())
