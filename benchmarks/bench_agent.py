@@ -166,7 +166,11 @@ def replay_against_bound(turns: int, rounds: int) -> float:
         f"{checked:.2f}x, ratio to it {(a / r) / checked:.2f}"
     )
     ROWS.append(Row(f"replay / live, {turns} turns", a / r, bound, ">=", "bound", BOUND_TARGET))
-    ROWS.append(Row(f"replay / live, {turns} turns, vs bound with input checks", a / r, checked))
+    ROWS.append(
+        Row(
+            f"replay / live, {turns} turns, vs bound with input checks", a / r, checked, "", "bound"
+        )
+    )
     return share
 
 

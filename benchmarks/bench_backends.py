@@ -389,7 +389,7 @@ def main() -> None:
             f"(target >= 0.5x: {live / bare / 0.5:.2f} of it)"
         )
         emit([Row("PostgreSQL live steps / bare INSERT", live / bare, 0.5, ">=")])
-        scaling = scalings(url, STEPS, 3)
+        scaling = scalings(url, STEPS, 1 if quick() else 3)
         for kind, label in (("bare", "bare INSERT (the ceiling)"), ("journal", "journal steps")):
             rate1, rate4, client, server = scaling[kind]
             # With every core busy, steps/s cannot pass cores / (CPU per step), however many writers.

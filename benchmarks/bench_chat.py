@@ -71,9 +71,9 @@ from loom_nb import (
 )
 from loom_nb.providers import AnthropicProvider, OpenAIProvider
 
-SIZES = (10, 100) if quick() else (10, 100, 500)
-ROUNDS = 2 if quick() else 5
-HTTP_ROUNDS = 1 if quick() else 3
+SIZES = (10, 100, 500)
+ROUNDS = 3 if quick() else 5
+HTTP_ROUNDS = 3
 HTTP_TARGET = 1.5
 MINIMAL_TARGET = 2.0
 TRAFFIC = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "provider-traffic"
