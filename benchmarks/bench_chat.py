@@ -360,7 +360,9 @@ async def main() -> int:
     rows: list[Row] = []
     for i, n in enumerate(SIZES):
         rows += [
-            Row(f"chat / bare, {n} turns", ratios[i], 1.5, "<="),
+            # The 1.5x target is over recorded HTTP (http_part); over the scripted provider
+            # a bare call does almost nothing, so this ratio is information.
+            Row(f"chat / bare, scripted, {n} turns", ratios[i]),
             Row(f"chat / bare vs floor bound, {n} turns", ratios[i], bounds[i], "", "bound"),
             Row(f"chat / effect, {n} turns", own[i]),
             Row(f"minimal / bare, {n} turns", least[i]),
