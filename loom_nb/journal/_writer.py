@@ -220,14 +220,8 @@ class Writer:
         finally:
             with self._lock:
                 self._fences.pop(execution_id, None)
-            self._drop(execution_id)
-
-    def _drop(self, execution_id: str) -> None:
-        """Give back this writer's lease on ``execution_id`` (best effort: it expires anyway)."""
-        backend = self._backend
-        with contextlib.suppress(backend.Error, JournalError), backend.writing(execution_id):
-            if self._held.pop(execution_id, None) is not None:
-                backend.conn.execute(LEASE_DROP, (execution_id, self.me().token))
+            with contextlib.suppress(self._backend.Error, JournalError):  # it expires anyway
+                self.give_back(execution_id)
 
     def let_go(self, execution_id: str, owner: Owner) -> None:
         """End one claim ``owner`` took with ``hold`` (its step's outcome is journaled or lost)."""
