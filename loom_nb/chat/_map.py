@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from functools import partial
@@ -51,7 +52,6 @@ from loom_nb.chat._map_pace import THROTTLED, Pacer
 from loom_nb.chat._map_plan import MapPlan, journal_plan, make_plan, principal_of
 from loom_nb.chat._map_progress import MapProgress, show_progress
 from loom_nb.chat._map_result import MapResult
-from loom_nb.chat._map_source import ItemSource, LocalItems
 from loom_nb.chat._money import check_limits, pricer, spent_of
 from loom_nb.chat._sync import Pending, run_blocking
 from loom_nb.content import LlmResponse
@@ -330,7 +330,7 @@ class MapRun:
         return todo
 
     async def _drive(self, todo: list[int]) -> None:
-        source = self.source(todo)
+        left_to_run = deque(todo)  # a rate-limited item goes back to the end
         attempts: dict[int, int] = {}
         # The items' executions are started together (one transaction per chunk, not one each);
         # each is used once, by the item's first attempt (a retry opens its execution again).
@@ -355,7 +355,7 @@ class MapRun:
                     continue
                 index = None
                 if not self._stopping and self._halted is None:
-                    index = await source.take()
+                    index = left_to_run.popleft() if left_to_run else None
                 if index is None:
                     self.pacer.release(window, ok=False)
                     return
@@ -371,12 +371,10 @@ class MapRun:
                     )
                 )
                 self._tasks.add(call)
-                ended = True  # answered or failed for good (not put back, not stopped)
                 try:
                     response = await call
                 except asyncio.CancelledError:
                     current = asyncio.current_task()
-                    ended = False
                     if call.cancelled() and current is not None and not current.cancelling():
                         self.pacer.release(window, ok=False)  # stopped: the item runs next time
                         return
@@ -393,8 +391,7 @@ class MapRun:
                     if exc.code in THROTTLED and tries <= MAX_THROTTLED:
                         attempts[index] = tries
                         self.pacer.release(window, throttled=exc, ok=False)
-                        source.again(index)
-                        ended = False
+                        left_to_run.append(index)
                     else:
                         self.pacer.release(window, ok=False)
                         self._failed(index, exc, live=True)
@@ -412,8 +409,6 @@ class MapRun:
                     self._answered(index, response, live=True)
                 finally:
                     self._tasks.discard(call)
-                    if ended:
-                        source.settled(index)
                     self._sync_pacer()
                     self.progress.update()
 
@@ -428,11 +423,6 @@ class MapRun:
             with contextlib.suppress(BaseException):
                 await asyncio.wait(workers)
             raise
-
-    def source(self, todo: list[int]) -> ItemSource:
-        """Where this process's workers take items from (a joined map's items come from the
-        journal's work queue instead, driven by ``_map_join``)."""
-        return LocalItems(todo)
 
     def _requests_left(self) -> int | None:
         """The fewest requests any ``max_requests`` limit has left (None: no such limit)."""
