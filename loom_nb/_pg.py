@@ -281,9 +281,10 @@ class Pool:
 
     def drop_broken(self) -> bool:
         """Give back this thread's connection if it is broken (the scope borrows a new one next);
-        whether there was one."""
+        whether there was one. Never inside a nested scope (a read within a write's
+        transaction): what ran before on the broken connection would not be on the new one."""
         conn: _Connection | None = getattr(self._local, "conn", None)
-        if conn is None or not conn.raw.closed:
+        if conn is None or not conn.raw.closed or getattr(self._local, "depth", 0) > 1:
             return False
         self._give_back()
         return True

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -42,6 +43,11 @@ from loom_nb.journal._listener import subscribe
 __all__ = ["PostgresBackend"]
 
 T = TypeVar("T")
+
+READ_TRIES = 4
+"""How many times a read runs on connections found broken, the first included."""
+READ_PAUSE = 0.05
+"""Seconds before the second try; doubled before each later one (0.35 s in all)."""
 
 
 class PostgresBackend(JournalBackend):
@@ -105,12 +111,20 @@ class PostgresBackend(JournalBackend):
 
     def read(self, query: Callable[[], T]) -> T:
         """Run a read; on a connection found broken (a restarted server, a terminated backend),
-        once more on a new one: a read changes nothing, so trying again is safe."""
-        try:
-            return super().read(query)
-        except JournalError as exc:
-            if exc.code != "journal_connection_lost" or not self.conn.drop_broken():
-                raise
+        again on a new one: a read changes nothing, so trying again is safe.
+
+        Up to ``READ_TRIES`` times, a little later each time: a server that ended every session
+        leaves a pooler (PgBouncer) holding several dead ones until it notices, and it may hand
+        out one after another. A read inside a write's transaction is never moved to a new
+        connection (``Pool.drop_broken`` refuses there): the transaction is lost with the first.
+        """
+        for attempt in range(READ_TRIES - 1):
+            try:
+                return super().read(query)
+            except JournalError as exc:
+                if exc.code != "journal_connection_lost" or not self.conn.drop_broken():
+                    raise
+            time.sleep(READ_PAUSE * 2**attempt)
         return super().read(query)
 
     def failure(self, exc: BaseException, *, doing: Literal["read", "write"]) -> JournalError:

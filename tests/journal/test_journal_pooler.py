@@ -303,6 +303,49 @@ def test_a_read_on_a_connection_the_server_ended_is_tried_once_more(
     assert len(journal.executions()) == 1
 
 
+def _end_sessions(pg: JournalBackend, name: str) -> None:
+    """End every server session on the test's database but the one asking."""
+    with psycopg.connect(pg.direct_url(name), autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND datname = current_database()"
+        )
+
+
+def test_a_read_finding_broken_connections_again_and_again_tries_up_to_four(
+    pg: JournalBackend,
+) -> None:
+    """Each of a read's first three tries finds its connection's server session ended (a
+    restarted server behind a pooler hands out its dead sessions one by one): the fourth
+    answers; a read whose every try fails says the connection was lost, after four."""
+    journal = pg.open("j", pool_size=1)
+    backend = journal._backend
+    asyncio.run(journal.execution("r").execute("a", _double, 1))
+    tries: list[int] = []
+
+    def read_after_ending(times: int) -> Any:
+        def query() -> Any:
+            tries.append(1)
+            if len(tries) <= times:
+                _end_sessions(pg, "j")
+            return backend.conn.execute("SELECT count(*) FROM events").fetchall()
+
+        with backend.reading():
+            return backend.read(query)
+
+    assert read_after_ending(3)[0][0] >= 1
+    if pg.name == "postgres":  # behind PgBouncer a try may get a fresh session at once
+        assert len(tries) == 4
+    assert 1 <= len(tries) <= 4
+    if pg.name == "postgres":
+        tries.clear()
+        with pytest.raises(JournalError) as info:
+            read_after_ending(10)
+        assert info.value.code == "journal_connection_lost"
+        assert len(tries) == 4
+    journal.close()
+
+
 def test_journals_opening_a_new_database_at_once_migrate_it_once(pg: JournalBackend) -> None:
     """Eight journals opened at the same moment on an empty database (through the pooler too):
     every one opens, and each migration is recorded once (a transaction-scoped lock orders them)."""
