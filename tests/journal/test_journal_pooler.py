@@ -303,13 +303,19 @@ def test_a_read_on_a_connection_the_server_ended_is_tried_once_more(
     assert len(journal.executions()) == 1
 
 
-def _end_sessions(pg: JournalBackend, name: str) -> None:
-    """End every server session on the test's database but the one asking."""
+def _end_sessions(pg: JournalBackend, name: str, backend: Any) -> None:
+    """End the server session behind the journal's connection: directly, the one its borrowed
+    connection is on (the database is shared with other tests); behind PgBouncer, every session
+    on the test's own database but the one asking."""
     with psycopg.connect(pg.direct_url(name), autocommit=True) as conn:
-        conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE pid <> pg_backend_pid() AND datname = current_database()"
-        )
+        if pg.name == "postgres":
+            pid = backend.conn.execute("SELECT pg_backend_pid()").fetchall()[0][0]
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        else:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid() AND datname = current_database()"
+            )
 
 
 def test_a_read_finding_broken_connections_again_and_again_tries_up_to_four(
@@ -327,7 +333,7 @@ def test_a_read_finding_broken_connections_again_and_again_tries_up_to_four(
         def query() -> Any:
             tries.append(1)
             if len(tries) <= times:
-                _end_sessions(pg, "j")
+                _end_sessions(pg, "j", backend)
             return backend.conn.execute("SELECT count(*) FROM events").fetchall()
 
         with backend.reading():
