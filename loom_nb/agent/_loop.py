@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from loom_nb._interrupt import wake_on_signals
 from loom_nb._strict import StrictModel
 from loom_nb.agent._approval import Approver, ask, digest_of, normalize_decision, refusal_of
 from loom_nb.agent._compaction import Compaction, is_tainted, summary_message
@@ -190,6 +191,7 @@ async def agent_loop(
             f"max_turns must be an int >= 1, got {max_turns!r}.", code="invalid_argument"
         )
     _check_arguments(execution, tools, messages, compaction, system)
+    wake_on_signals()  # a kernel's interrupt ends a hung tool or model call at once
     menu, table = menu_of([t for t in tools if not isinstance(t, Toolset)])
     transcript = _messages(messages)
     effect = create_llm_effect(

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import IO, TYPE_CHECKING, Any
 
+from loom_nb._interrupt import wake_on_signals
 from loom_nb.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ class MCPSession:
 
     async def start(self) -> Any:
         """Start the server and return the connected client; ``ConfigurationError`` if it fails."""
+        wake_on_signals()  # a kernel's interrupt ends a hung call at once (loom_nb._interrupt)
         try:
             from mcp import Client
         except ImportError as exc:  # pragma: no cover - the extra is part of dev

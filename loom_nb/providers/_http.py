@@ -64,6 +64,7 @@ from typing import Any
 
 import httpx
 
+from loom_nb._interrupt import wake_on_signals
 from loom_nb.content import LlmResponse
 from loom_nb.errors import ConfigurationError, ProviderError
 from loom_nb.providers._base import LlmStreamChunk, chunks_of
@@ -444,6 +445,7 @@ async def send_json(
     (``request_timeout``, retried; None: no total deadline); a body over ``max_response_bytes``
     is ``response_too_large`` (not retried; an error body is cut there instead).
     """
+    wake_on_signals()  # a kernel's interrupt ends the wait at once (loom_nb._interrupt)
     policy = policy or RetryPolicy()
     who = speaker(provider, url)[0]
     retry = 0
@@ -521,6 +523,7 @@ async def stream_json(
     A 2xx ``application/json`` answer is the whole response (a server that does not stream):
     ``parse_whole(body, status)`` reads it and its chunks are yielded; it is never retried.
     """
+    wake_on_signals()  # a kernel's interrupt ends the wait at once (loom_nb._interrupt)
     policy = policy or RetryPolicy()
     who = speaker(provider, url)[0]
     retry = 0
