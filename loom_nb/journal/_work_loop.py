@@ -10,8 +10,9 @@ items. What can happen to an item besides:
 - its claim was lost (the worker stalled past its lease and another claimed the item): the
   fence refused the step's outcome, and the item is left to its new holder;
 - its execution is held by another live writer (``ExecutionBusyError``, the previous holder
-  still finishing after its lease ran out): the item is given back untried, claimable again
-  after half a lease.
+  still finishing after its lease ran out), or this process still runs it under an earlier
+  claim (the fence refuses a second: ``execution_fenced``): the item is given back untried,
+  claimable again after half a lease.
 
 The loop ends when the queue is finished (nothing pending or claimed by anyone), or, with
 ``wait=False``, as soon as it finds nothing to claim; or when ``stop`` is set (the items in
@@ -47,7 +48,8 @@ class WorkReport:
     lost: list[str] = field(default_factory=list)
     """Items whose claim another worker took over while it ran them."""
     released: list[str] = field(default_factory=list)
-    """Items given back because another live writer held their execution."""
+    """Items given back untried: another live writer held their execution, or this process
+    still ran them under an earlier claim."""
 
 
 def worker_id() -> str:
@@ -134,6 +136,16 @@ async def _one(
             if exc.code == "claim_lost":
                 report.lost.append(item)
                 return
+            queue.release(claim, delay=lease / 2)
+            report.released.append(item)
+            return
+        except JournalError as exc:
+            if exc.code != "execution_fenced":
+                queue.fail(claim, f"{type(exc).__name__}: {exc}")
+                report.failed.append(item)
+                return
+            # This process still runs the item under an earlier claim (a stall past the lease
+            # let it claim the item again): no failure of the item; given back untried.
             queue.release(claim, delay=lease / 2)
             report.released.append(item)
             return

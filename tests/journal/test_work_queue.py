@@ -254,6 +254,37 @@ def test_a_lost_claim_is_refused_before_the_step_runs(journal_backend: JournalBa
     asyncio.run(main())
 
 
+def test_an_item_this_process_still_runs_is_given_back_not_failed(
+    journal_backend: JournalBackend,
+) -> None:
+    """A worker that stalled past its lease may claim an item it still runs: the fence refuses
+    the second run (``execution_fenced``) and the item goes back untried, never failed."""
+    from loom_nb.journal._work_loop import WorkReport, _one
+
+    journal = journal_backend.open("work")
+    queue = journal.work_queue("q")
+    queue.add(["x"])
+    first = queue.claim("w", lease=0.1)[0]
+
+    async def main() -> WorkReport:
+        report = WorkReport(worker="w")
+        with queue.fenced(first, "q/x"):  # the earlier run, still going
+            await asyncio.sleep(0.2)  # the first claim expires
+            second = queue.claim("w", lease=30)
+            assert [c.item for c in second] == ["x"]
+            await _one(
+                queue, second[0], lambda item: pytest.fail("ran"), lambda i: f"q/{i}", report, 0.2
+            )
+        return report
+
+    report = asyncio.run(main())
+    assert report.released == ["x"]
+    assert report.failed == []
+    (item,) = queue.items()
+    assert item.state == "pending"
+    assert item.error is None
+
+
 def test_work_items_runs_everything_and_records_failures(journal_backend: JournalBackend) -> None:
     """One worker's loop runs every item once, a raising item failed with its error, the rest done."""
     journal = journal_backend.open("work")
