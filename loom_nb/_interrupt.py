@@ -11,9 +11,11 @@ until what it awaits ends by itself (measured with ipykernel 7.4: interrupting
 CPython's remedy is ``signal.set_wakeup_fd``: the C-level handler also writes the signal's
 number to a socket, which the loop watches here, so the poll returns at once and the kernel's
 handler runs (the same cell then answers in about 0.2 s). ``wake_on_signals`` installs it once
-per event loop, only in an IPython kernel's main thread, and never over a wakeup socket someone
-else set (asyncio's own ``add_signal_handler`` sets one: signals already wake that loop). It
-changes no signal's handler.
+per event loop, only in an IPython kernel's main thread (a kernel application started, not a
+process that merely imported ipykernel), and never over a wakeup socket someone else set
+(asyncio's own ``add_signal_handler`` sets one: signals already wake that loop). It changes no
+signal's handler. The socket pair is made once per process and never closed: a closed one's fd
+number could be reused by another file, which the signal handler would then write into.
 """
 
 from __future__ import annotations
@@ -27,9 +29,17 @@ import weakref
 
 __all__ = ["wake_on_signals"]
 
-_woken: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[socket.socket, ...]] = (
-    weakref.WeakKeyDictionary()
-)
+_sockets: tuple[socket.socket, socket.socket] | None = None
+"""The process's wakeup socket pair (reader, writer): made once, never closed, so the fd the
+signal handler writes to is never reused by another file while it is set."""
+_watched: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+"""The loops that read the pair (one in a kernel: its main loop)."""
+
+
+def in_kernel() -> bool:
+    """Whether this process is an IPython kernel (its application started, not only imported)."""
+    app = sys.modules.get("ipykernel.kernelapp")
+    return app is not None and bool(app.IPKernelApp.initialized())
 
 
 def wake_on_signals() -> bool:
@@ -38,30 +48,32 @@ def wake_on_signals() -> bool:
 
     Returns whether signals wake the loop now through the socket installed here.
     """
-    if "ipykernel" not in sys.modules or threading.current_thread() is not threading.main_thread():
+    global _sockets
+    if threading.current_thread() is not threading.main_thread() or not in_kernel():
         return False
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return False
-    if loop in _woken:
-        return bool(_woken[loop])
-    reader, writer = socket.socketpair()
-    reader.setblocking(False)
-    writer.setblocking(False)
+    if _sockets is None:
+        reader, writer = socket.socketpair()
+        reader.setblocking(False)
+        writer.setblocking(False)
+        _sockets = (reader, writer)
+    reader, writer = _sockets
     try:
         previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-    except (ValueError, OSError):  # not the main interpreter, or the fd refused
-        previous = None
-    if previous != -1:
-        if previous is not None:
-            signal.set_wakeup_fd(previous)  # someone else's: their loop is woken already
-        reader.close()
-        writer.close()
-        _woken[loop] = ()
+    except (ValueError, OSError):  # not the main interpreter
         return False
-    loop.add_reader(reader.fileno(), _drain, reader)
-    _woken[loop] = (reader, writer)  # kept open for the loop's life
+    if previous not in (-1, writer.fileno()):
+        try:
+            signal.set_wakeup_fd(previous)  # someone else's: their loop is woken already
+            return False
+        except (ValueError, OSError):  # theirs is gone (closed): ours stays
+            pass
+    if loop not in _watched:
+        loop.add_reader(reader.fileno(), _drain, reader)
+        _watched.add(loop)
     return True
 
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
-import sys
 import threading
 import time
-import types
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -21,20 +20,23 @@ from loom_nb._interrupt import wake_on_signals
 @pytest.fixture
 def kernel_like(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A process that looks like an IPython kernel, with no wakeup socket set; restored after."""
-    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    monkeypatch.setattr(_interrupt, "in_kernel", lambda: True)
+    monkeypatch.setattr(_interrupt, "_sockets", None)
+    monkeypatch.setattr(_interrupt, "_watched", weakref.WeakSet())
     previous = signal.set_wakeup_fd(-1)
     try:
         yield
     finally:
         signal.set_wakeup_fd(previous)
-        for loop in list(_interrupt._woken):
-            for sock in _interrupt._woken.pop(loop):
-                sock.close()
+        for sock in _interrupt._sockets or ():
+            sock.close()
 
 
 def test_outside_a_kernel_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A script (no ipykernel loaded) keeps its signal setup as it is."""
-    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    """A script, or a process that imported ipykernel without starting a kernel (this test
+    process may have), keeps its signal setup as it is."""
+
+    assert not _interrupt.in_kernel()
 
     async def main() -> bool:
         return wake_on_signals()
@@ -118,3 +120,23 @@ def test_only_the_main_thread_with_a_running_loop_installs_it() -> None:
     thread.join()
     assert answers == [False]
     assert signal.set_wakeup_fd(-1) == -1
+
+
+@pytest.mark.usefixtures("kernel_like")
+def test_the_wakeup_socket_outlives_every_loop() -> None:
+    """A second loop reads the same socket pair; the first loop's end closes nothing, so the fd
+    the signal handler writes to never becomes another file's."""
+    import gc
+
+    async def main() -> bool:
+        return wake_on_signals()
+
+    assert asyncio.run(main()) is True
+    assert _interrupt._sockets is not None
+    reader, writer = _interrupt._sockets
+    gc.collect()
+    assert asyncio.run(main()) is True
+    assert _interrupt._sockets == (reader, writer)
+    assert writer.fileno() != -1
+    assert reader.fileno() != -1
+    assert signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False) == writer.fileno()
