@@ -12,6 +12,10 @@ whose one function jsonschema takes (``from X import f``) imports the real packa
 call and calls the real function: the checkers jsonschema registers are the same ones, with the
 same results, and the grammar is built the first time something checks an ``iri`` (by anyone in
 the process, loom_nb or not). Any other name asked of a stand-in loads the real package at once.
+``isoduration`` (whose parser imports ``arrow`` and ``dateutil``) is also read at import for the
+exception its ``duration`` check raises; its stand-in has a class of that name, a ``ValueError``
+like the real one, and its deferred function raises that class from the real package's exception,
+so the check catches it and answers as before.
 The stand-ins are in ``sys.modules`` only while ``jsonschema`` imports; afterwards an ``import``
 of those packages gets the real ones. When ``jsonschema`` is already imported, or a package is
 already loaded or not installed, nothing is done for it.
@@ -26,15 +30,21 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DEFERRED", "import_jsonschema"]
+__all__ = ["DEFERRED", "ERRORS", "import_jsonschema"]
 
 DEFERRED: dict[str, str] = {
     "rfc3987_syntax": "is_valid_syntax",
     "rfc3986_validator": "validate_rfc3986",
     "rfc3339_validator": "validate_rfc3339",
+    "isoduration": "parse_duration",
+    "webcolors": "name_to_hex",
+    "uri_template": "validate",
 }
-"""Package -> the one function ``jsonschema._format`` imports from it, for the packages whose
-import costs more than the rest of ``jsonschema``'s (the grammar builders and their regexes)."""
+"""Package -> the function ``jsonschema._format`` calls from it first, for the packages whose
+import costs more than the rest of ``jsonschema``'s (grammar builders, their regexes, ``arrow``)."""
+
+ERRORS: dict[str, str] = {"isoduration": "DurationParsingException"}
+"""Package -> the exception class (a ``ValueError``) ``jsonschema._format`` reads from it at import."""
 
 
 def import_jsonschema() -> types.ModuleType:
@@ -64,10 +74,21 @@ def _real(name: str, stand_in: types.ModuleType) -> types.ModuleType:
 
 def _stand_in(name: str, function: str) -> types.ModuleType:
     module = types.ModuleType(name, f"Stands in for {name} until {function} is first called.")
+    error_name = ERRORS.get(name)
+    error = None
+    if error_name is not None:
+        error = type(error_name, (ValueError,), {"__module__": name})
+        module.__dict__[error_name] = error
 
     def deferred(*args: Any, **kwargs: Any) -> Any:
-        real: Callable[..., Any] = getattr(_real(name, module), function)
-        return real(*args, **kwargs)
+        package = _real(name, module)
+        real: Callable[..., Any] = getattr(package, function)
+        if error is None:
+            return real(*args, **kwargs)
+        try:
+            return real(*args, **kwargs)
+        except getattr(package, str(error_name)) as exc:  # the class jsonschema catches
+            raise error(*exc.args) from exc
 
     deferred.__name__ = deferred.__qualname__ = function
     deferred.__module__ = name
