@@ -136,20 +136,21 @@ class _First(pydantic.BaseModel):
     x: int
 _First(x=1)
 step("pydantic's model machinery (a first, one-field model)")
-import loom_nb.content
+from loom_nb.content import Message
 step("loom_nb.content (the part models)")
-import loom_nb.guard, loom_nb.capabilities
+from loom_nb.guard import guard_request
+from loom_nb.capabilities import Capabilities
 step("loom_nb.guard, loom_nb.capabilities")
-import loom_nb.store
-step("loom_nb.store")
-import loom_nb.providers.anthropic
-step("loom_nb.providers, anthropic")
-import loom_nb.journal
-step("loom_nb.journal")
-import loom_nb.agent
-step("loom_nb.agent (with jsonschema)")
-import loom_nb.chat
-step("loom_nb.chat")
+from loom_nb.store import LocalContentStore
+step("loom_nb.store (the local store)")
+from loom_nb.providers import AnthropicProvider
+step("loom_nb.providers (Anthropic)")
+from loom_nb.journal import Journal
+step("loom_nb.journal (the SQLite journal)")
+from loom_nb.agent import ToolDefinition
+step("loom_nb.agent (tools and the loop, with jsonschema)")
+from loom_nb.chat import Chat
+step("loom_nb.chat (Chat)")
 """
 
 BREAKDOWN = (
@@ -189,9 +190,13 @@ def _run(kind: str, env: dict[str, str]) -> tuple[float, float, str]:
     return elapsed, cpu, done.stdout
 
 
-def _print_breakdown(samples: list[str]) -> None:
-    """The median CPU milliseconds of each step of a first turn, with the running total."""
-    runs = [json.loads(out) for out in samples]
+def _print_breakdown(samples: list[tuple[float, str]]) -> None:
+    """The median CPU milliseconds of each step of a first turn, with the running total; the
+    process's CPU time past the last step is the interpreter's exit (its final collections)."""
+    runs = []
+    for cpu, out in samples:
+        steps = json.loads(out)
+        runs.append([*steps, ["python exits", cpu - sum(ms for _, ms in steps)]])
     print(f"where a first turn's CPU goes (one process, steps in order, medians of {len(runs)}):")
     total = 0.0
     for index, (name, _) in enumerate(runs[0]):
@@ -218,7 +223,7 @@ def _measure(rounds: int, bytecode: str) -> int:
     envs["breakdown"] = envs["turn"]
     walls: dict[str, list[float]] = {kind: [] for kind in SCRIPTS}
     cpus: dict[str, list[float]] = {kind: [] for kind in SCRIPTS}
-    steps: list[str] = []
+    steps: list[tuple[float, str]] = []
     for kind in envs:  # one warm-up each: it compiles the bytecode and warms the page cache
         _run(kind, envs[kind])
     for _ in range(rounds):
@@ -226,7 +231,8 @@ def _measure(rounds: int, bytecode: str) -> int:
             wall, cpu, _out = _run(kind, envs[kind])
             walls[kind].append(wall)
             cpus[kind].append(cpu)
-        steps.append(_run("breakdown", envs["breakdown"])[2])
+        _wall, cpu, out = _run("breakdown", envs["breakdown"])
+        steps.append((cpu, out))
     for kind in SCRIPTS:
         print(
             f"{kind:>9}: wall {statistics.median(walls[kind]) * 1e3:8.1f} ms, CPU "

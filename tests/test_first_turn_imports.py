@@ -74,6 +74,7 @@ NOT_IN_A_FIRST_TURN = [
     "loom_nb.providers.conformance",
     "loom_nb.providers.fallback",
     "loom_nb.agent._mcp",
+    "httpx2",  # genai-prices' client for its price updates, which loom_nb never starts
 ]
 
 
@@ -87,6 +88,26 @@ def test_a_first_chat_turn_loads_no_renderer_other_vendor_batch_or_mcp(tmp_path)
     assert "loom_nb.providers.anthropic" in loaded
     assert "loom_nb.agent._tools" in loaded
     assert sorted(set(NOT_IN_A_FIRST_TURN) & loaded) == []
+
+
+def test_genai_prices_gets_its_http_client_on_first_use() -> None:
+    """A price looked up leaves ``httpx2`` unloaded; genai-prices' update code, when used, gets
+    the real client (the stand-in hands over the real module's names)."""
+    code = (
+        "import sys\n"
+        "from loom_nb.chat._cost import _lookup\n"
+        "from loom_nb.content import Usage\n"
+        "price = _lookup(Usage(input_tokens=1000, output_tokens=10), 'claude-sonnet-4-5', "
+        "'anthropic', None)\n"
+        "assert price is not None and price > 0, price\n"
+        "assert 'httpx2' not in sys.modules\n"
+        "import genai_prices.update_prices as updates\n"
+        "timeout = updates.UpdatePrices().request_timeout\n"
+        "import httpx2\n"
+        "assert isinstance(timeout, httpx2.Timeout), timeout\n"
+        "assert updates.httpx2.get is httpx2.get and sys.modules['httpx2'] is httpx2\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.parametrize("package", LAZY_PACKAGES)

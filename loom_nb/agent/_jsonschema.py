@@ -18,17 +18,14 @@ like the real one, and its deferred function raises that class from the real pac
 so the check catches it and answers as before.
 The stand-ins are in ``sys.modules`` only while ``jsonschema`` imports; afterwards an ``import``
 of those packages gets the real ones. When ``jsonschema`` is already imported, or a package is
-already loaded or not installed, nothing is done for it.
+already loaded or not installed, nothing is done for it (``loom_nb._deferred``).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
 import types
-from collections.abc import Callable
-from typing import Any
+
+from loom_nb._deferred import Deferred, import_deferring
 
 __all__ = ["DEFERRED", "ERRORS", "import_jsonschema"]
 
@@ -49,55 +46,7 @@ ERRORS: dict[str, str] = {"isoduration": "DurationParsingException"}
 
 def import_jsonschema() -> types.ModuleType:
     """The ``jsonschema`` module, its costly format packages deferred to their first use."""
-    loaded = sys.modules.get("jsonschema")
-    if loaded is not None:
-        return loaded
-    stand_ins: dict[str, types.ModuleType] = {}
-    for name, function in DEFERRED.items():
-        if name in sys.modules or importlib.util.find_spec(name) is None:
-            continue
-        stand_ins[name] = sys.modules[name] = _stand_in(name, function)
-    try:
-        return importlib.import_module("jsonschema")
-    finally:
-        for name, module in stand_ins.items():
-            if sys.modules.get(name) is module:
-                del sys.modules[name]
-
-
-def _real(name: str, stand_in: types.ModuleType) -> types.ModuleType:
-    """The real package ``name`` (imported now if need be, never the stand-in)."""
-    if sys.modules.get(name) is stand_in:
-        del sys.modules[name]
-    return importlib.import_module(name)
-
-
-def _stand_in(name: str, function: str) -> types.ModuleType:
-    module = types.ModuleType(name, f"Stands in for {name} until {function} is first called.")
-    error_name = ERRORS.get(name)
-    error = None
-    if error_name is not None:
-        error = type(error_name, (ValueError,), {"__module__": name})
-        module.__dict__[error_name] = error
-
-    def deferred(*args: Any, **kwargs: Any) -> Any:
-        package = _real(name, module)
-        real: Callable[..., Any] = getattr(package, function)
-        if error is None:
-            return real(*args, **kwargs)
-        try:
-            return real(*args, **kwargs)
-        except getattr(package, str(error_name)) as exc:  # the class jsonschema catches
-            raise error(*exc.args) from exc
-
-    deferred.__name__ = deferred.__qualname__ = function
-    deferred.__module__ = name
-    module.__dict__[function] = deferred
-
-    def __getattr__(attribute: str) -> Any:
-        if attribute.startswith("__"):  # what the import system probes (__path__ ...): not there
-            raise AttributeError(attribute)
-        return getattr(_real(name, module), attribute)
-
-    module.__dict__["__getattr__"] = __getattr__
-    return module
+    return import_deferring(
+        "jsonschema",
+        {name: Deferred(function, ERRORS.get(name)) for name, function in DEFERRED.items()},
+    )
