@@ -148,9 +148,9 @@ step("loom_nb.providers (Anthropic)")
 from loom_nb.journal import Journal
 step("loom_nb.journal (the SQLite journal)")
 from loom_nb.agent import ToolDefinition
-step("loom_nb.agent (tools and the loop, with jsonschema)")
+step("loom_nb.agent: ToolDefinition (with jsonschema)")
 from loom_nb.chat import Chat
-step("loom_nb.chat (Chat)")
+step("loom_nb.chat: Chat (with the agent loop, the journaled effect)")
 """
 
 BREAKDOWN = (
