@@ -8,7 +8,8 @@ that a load spike hits every kind alike:
 - import: ``import loom_nb`` and nothing else (the baseline of the ratio);
 - floor: ``import loom_nb`` plus the third-party packages a turn cannot run without (pydantic,
   which the content model is made of; httpx, which every HTTP provider sends with; sqlite3, the
-  journal's database), imported and nothing else: no loom_nb code below the package facade runs;
+  journal's database; asyncio, the loop the turn runs on), imported and nothing else: no loom_nb
+  code below the package facade runs;
 - turn: ``import loom_nb``, then a ``Chat`` with every feature on (a file journal, a content
   store, a function tool whose input is validated against its JSON Schema, prompt caching, cost)
   on an ``AnthropicProvider`` whose ``httpx.MockTransport`` serves a recorded Anthropic answer,
@@ -17,12 +18,19 @@ that a load spike hits every kind alike:
   tool, so the tool's input is validated against its schema and the tool runs, then a second
   recorded answer ends the run (two model calls).
 
+Every child reads compiled bytecode, as from an installed wheel (pip compiles it on install): the
+children share a private bytecode cache (``PYTHONPYCACHEPREFIX``, a temporary folder, written by
+the warm-up runs) whatever ``PYTHONDONTWRITEBYTECODE`` says, so no figure is the compiler's time
+on loom_nb's source (without the cache that was most of a first turn in a source checkout).
+
 Printed: milliseconds per kind, wall time and the child's CPU time (user + system, which a
 loaded machine inflates far less than wall time: on a shared 2-core machine, judge by it), the
 ratio turn / import (target at most 4x), the ratio to that target, and the floor bound
 floor / import: no first turn of any implementation on top of these packages beats it on this
-machine, so when it is over 4x the target is below what the dependencies cost to import. Run: ``python benchmarks/bench_first_turn.py`` (about half a
-minute; ``--rounds N`` to change the count).
+machine, so when it is over 4x the target is below what the dependencies cost to import. Then
+where a first turn's CPU time goes: one child process times each step in order (``BREAKDOWN``),
+medians of the rounds. Run: ``python benchmarks/bench_first_turn.py`` (about half a minute;
+``--rounds N`` to change the count).
 """
 
 from __future__ import annotations
@@ -88,7 +96,7 @@ chat = Chat(
 SCRIPTS = {
     "python": "pass",
     "import": "import loom_nb",
-    "floor": "import loom_nb, pydantic, httpx, sqlite3",
+    "floor": "import loom_nb, pydantic, httpx, sqlite3, asyncio",
     "turn": _CHAT
     + """
 reply = asyncio.run(chat("What's the weather in Paris?"))
@@ -109,13 +117,65 @@ def _bodies(first_calls_tool: bool) -> str:
     return json.dumps(answers if first_calls_tool else answers[1:])
 
 
-def _run(kind: str, env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one fresh process running ``kind``."""
+_BREAKDOWN_HEAD = """
+import time
+_steps = [["python starts", time.process_time()]]
+_last = time.process_time()
+
+def step(name):
+    global _last
+    now = time.process_time()
+    _steps.append([name, now - _last])
+    _last = now
+
+import loom_nb
+step("import loom_nb")
+import asyncio, json, os, sys, sqlite3, httpx, pydantic
+step("floor packages: pydantic, httpx, sqlite3, asyncio")
+class _First(pydantic.BaseModel):
+    x: int
+_First(x=1)
+step("pydantic's model machinery (a first, one-field model)")
+from loom_nb.content import Message
+step("loom_nb.content (the part models)")
+from loom_nb.guard import guard_request
+from loom_nb.capabilities import Capabilities
+step("loom_nb.guard, loom_nb.capabilities")
+from loom_nb.store import LocalContentStore
+step("loom_nb.store (the local store)")
+from loom_nb.providers import AnthropicProvider
+step("loom_nb.providers (Anthropic)")
+from loom_nb.journal import Journal
+step("loom_nb.journal (the SQLite journal)")
+from loom_nb.agent import ToolDefinition
+step("loom_nb.agent: ToolDefinition (with jsonschema)")
+from loom_nb.chat import Chat
+step("loom_nb.chat: Chat (with the agent loop, the journaled effect)")
+"""
+
+BREAKDOWN = (
+    _BREAKDOWN_HEAD
+    + _CHAT
+    + """
+step("the Chat: tool schema checked, journal file opened, store")
+reply = asyncio.run(chat("What's the weather in Paris?"))
+step("the turn: one recorded HTTP answer, journaled")
+assert reply.content and chat.cost is not None, (reply, chat.cost)
+step("its cost (genai-prices imported, its price table loaded)")
+print(json.dumps(_steps))
+"""
+)
+"""One fresh process that times (CPU) each step of a first turn in order and prints them."""
+
+
+def _run(kind: str, env: dict[str, str]) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds, stdout) of one fresh process running ``kind``."""
+    script = BREAKDOWN if kind == "breakdown" else SCRIPTS[kind]
     with tempfile.TemporaryDirectory() as here:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-c", SCRIPTS[kind]],
+            [sys.executable, "-c", script],
             env={**env, "BENCH_DIR": here},
             cwd=here,
             capture_output=True,
@@ -127,24 +187,52 @@ def _run(kind: str, env: dict[str, str]) -> tuple[float, float]:
     if done.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{done.stderr}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return elapsed, cpu
+    return elapsed, cpu, done.stdout
+
+
+def _print_breakdown(samples: list[tuple[float, str]]) -> None:
+    """The median CPU milliseconds of each step of a first turn, with the running total; the
+    process's CPU time past the last step is the interpreter's exit (its final collections)."""
+    runs = []
+    for cpu, out in samples:
+        steps = json.loads(out)
+        runs.append([*steps, ["python exits", cpu - sum(ms for _, ms in steps)]])
+    print(f"where a first turn's CPU goes (one process, steps in order, medians of {len(runs)}):")
+    total = 0.0
+    for index, (name, _) in enumerate(runs[0]):
+        ms = statistics.median(run[index][1] for run in runs) * 1e3
+        total += ms
+        print(f"  {ms:7.1f} ms  {total:7.1f} ms  {name}")
 
 
 def main() -> int:
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else ROUNDS
-    base_env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(ROOT)}
+    with tempfile.TemporaryDirectory() as bytecode:
+        return _measure(rounds, bytecode)
+
+
+def _measure(rounds: int, bytecode: str) -> int:
+    base_env = {
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+        "PYTHONPATH": os.environ.get("PYTHONPATH") or str(ROOT),
+        "PYTHONPYCACHEPREFIX": bytecode,  # compiled once by the warm-up runs, read by the rest
+    }
     envs = dict.fromkeys(SCRIPTS, base_env)
     envs["turn"] = {**base_env, "BENCH_BODIES": _bodies(first_calls_tool=False)}
     envs["tool run"] = {**base_env, "BENCH_BODIES": _bodies(first_calls_tool=True)}
+    envs["breakdown"] = envs["turn"]
     walls: dict[str, list[float]] = {kind: [] for kind in SCRIPTS}
     cpus: dict[str, list[float]] = {kind: [] for kind in SCRIPTS}
-    for kind in SCRIPTS:  # one warm-up each: the first spawn pays for a cold page cache
+    steps: list[tuple[float, str]] = []
+    for kind in envs:  # one warm-up each: it compiles the bytecode and warms the page cache
         _run(kind, envs[kind])
     for _ in range(rounds):
         for kind in SCRIPTS:
-            wall, cpu = _run(kind, envs[kind])
+            wall, cpu, _out = _run(kind, envs[kind])
             walls[kind].append(wall)
             cpus[kind].append(cpu)
+        _wall, cpu, out = _run("breakdown", envs["breakdown"])
+        steps.append((cpu, out))
     for kind in SCRIPTS:
         print(
             f"{kind:>9}: wall {statistics.median(walls[kind]) * 1e3:8.1f} ms, CPU "
@@ -170,6 +258,7 @@ def main() -> int:
                 f"{label}: the {TARGET:.0f}x target is below the floor bound ({bound:.2f}x): "
                 "importing the dependencies alone takes longer than that on this machine"
             )
+    _print_breakdown(steps)
     emit(rows)
     return 0
 

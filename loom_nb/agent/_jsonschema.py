@@ -12,71 +12,41 @@ whose one function jsonschema takes (``from X import f``) imports the real packa
 call and calls the real function: the checkers jsonschema registers are the same ones, with the
 same results, and the grammar is built the first time something checks an ``iri`` (by anyone in
 the process, loom_nb or not). Any other name asked of a stand-in loads the real package at once.
+``isoduration`` (whose parser imports ``arrow`` and ``dateutil``) is also read at import for the
+exception its ``duration`` check raises; its stand-in has a class of that name, a ``ValueError``
+like the real one, and its deferred function raises that class from the real package's exception,
+so the check catches it and answers as before.
 The stand-ins are in ``sys.modules`` only while ``jsonschema`` imports; afterwards an ``import``
 of those packages gets the real ones. When ``jsonschema`` is already imported, or a package is
-already loaded or not installed, nothing is done for it.
+already loaded or not installed, nothing is done for it (``loom_nb._deferred``).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
 import types
-from collections.abc import Callable
-from typing import Any
 
-__all__ = ["DEFERRED", "import_jsonschema"]
+from loom_nb._deferred import Deferred, import_deferring
+
+__all__ = ["DEFERRED", "ERRORS", "import_jsonschema"]
 
 DEFERRED: dict[str, str] = {
     "rfc3987_syntax": "is_valid_syntax",
     "rfc3986_validator": "validate_rfc3986",
     "rfc3339_validator": "validate_rfc3339",
+    "isoduration": "parse_duration",
+    "webcolors": "name_to_hex",
+    "uri_template": "validate",
 }
-"""Package -> the one function ``jsonschema._format`` imports from it, for the packages whose
-import costs more than the rest of ``jsonschema``'s (the grammar builders and their regexes)."""
+"""Package -> the function ``jsonschema._format`` calls from it first, for the packages whose
+import costs more than the rest of ``jsonschema``'s (grammar builders, their regexes, ``arrow``)."""
+
+ERRORS: dict[str, str] = {"isoduration": "DurationParsingException"}
+"""Package -> the exception class (a ``ValueError``) ``jsonschema._format`` reads from it at import."""
 
 
 def import_jsonschema() -> types.ModuleType:
     """The ``jsonschema`` module, its costly format packages deferred to their first use."""
-    loaded = sys.modules.get("jsonschema")
-    if loaded is not None:
-        return loaded
-    stand_ins: dict[str, types.ModuleType] = {}
-    for name, function in DEFERRED.items():
-        if name in sys.modules or importlib.util.find_spec(name) is None:
-            continue
-        stand_ins[name] = sys.modules[name] = _stand_in(name, function)
-    try:
-        return importlib.import_module("jsonschema")
-    finally:
-        for name, module in stand_ins.items():
-            if sys.modules.get(name) is module:
-                del sys.modules[name]
-
-
-def _real(name: str, stand_in: types.ModuleType) -> types.ModuleType:
-    """The real package ``name`` (imported now if need be, never the stand-in)."""
-    if sys.modules.get(name) is stand_in:
-        del sys.modules[name]
-    return importlib.import_module(name)
-
-
-def _stand_in(name: str, function: str) -> types.ModuleType:
-    module = types.ModuleType(name, f"Stands in for {name} until {function} is first called.")
-
-    def deferred(*args: Any, **kwargs: Any) -> Any:
-        real: Callable[..., Any] = getattr(_real(name, module), function)
-        return real(*args, **kwargs)
-
-    deferred.__name__ = deferred.__qualname__ = function
-    deferred.__module__ = name
-    module.__dict__[function] = deferred
-
-    def __getattr__(attribute: str) -> Any:
-        if attribute.startswith("__"):  # what the import system probes (__path__ ...): not there
-            raise AttributeError(attribute)
-        return getattr(_real(name, module), attribute)
-
-    module.__dict__["__getattr__"] = __getattr__
-    return module
+    return import_deferring(
+        "jsonschema",
+        {name: Deferred(function, ERRORS.get(name)) for name, function in DEFERRED.items()},
+    )

@@ -23,7 +23,8 @@ price). Recording the mark on the response, not on the call, keeps a resumed or 
 priced the same.
 
 ``genai-prices`` is imported on first use (it loads its price snapshot then), and never
-fetches prices over the network: ``update_prices`` is not started.
+fetches prices over the network: ``update_prices`` is not started, so the HTTP client that
+genai-prices imports for it (``httpx2``) stands in until something uses it (``loom_nb._deferred``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from loom_nb._deferred import Deferred, import_deferring
 from loom_nb.content import LlmResponse, Usage
 from loom_nb.spending import format_cost
 
@@ -200,8 +202,7 @@ def _lookup(
     batch: bool = False,
 ) -> Decimal | None:
     try:
-        from genai_prices import Usage as PriceUsage
-        from genai_prices import calc_price
+        prices = import_deferring("genai_prices", {"httpx2": Deferred()})
     except ImportError:  # the package is a dependency; a broken install costs "unknown"
         return None
     split: dict[str, int] = {}
@@ -215,15 +216,15 @@ def _lookup(
         {"provider_id": vendor} if vendor is not None else {"provider_api_url": url}
     )
     try:
-        counted = PriceUsage(
+        counted = prices.Usage(
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, **split
         )
-        total = getattr(calc_price(counted, model, **where), "total_price", None)
+        total = getattr(prices.calc_price(counted, model, **where), "total_price", None)
         if not isinstance(total, Decimal) or not batch:
             return total if isinstance(total, Decimal) else None
         context = {"processing": "batch"}
         discounted = getattr(
-            calc_price(counted, model, **where, price_context=context), "total_price", None
+            prices.calc_price(counted, model, **where, price_context=context), "total_price", None
         )
     except (LookupError, ValueError):
         return None

@@ -31,19 +31,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from loom_nb.chat._export_media import MediaOut, folder_for
 from loom_nb.chat._records import ChatTurn
 from loom_nb.chat._views import tool_names
 from loom_nb.content import Message, RefSource, to_parts
 from loom_nb.errors import ConfigurationError
-from loom_nb.render._api import to_html
 from loom_nb.render._source import Transcript
-from loom_nb.render._to_markdown import transcript_markdown
+
+# The Markdown and HTML writers (the render layer's renderer, its media and Pillow) are imported by
+# the methods that write, not with the Chat: a turn needs none of them.
 
 if TYPE_CHECKING:
     from decimal import Decimal
 
     from loom_nb.agent import ToolDefinition, Toolset
+    from loom_nb.chat._export_media import MediaOut
     from loom_nb.chat._views import TurnStats
     from loom_nb.content import Usage
     from loom_nb.store import ContentStore, Principal
@@ -87,6 +88,8 @@ class ChatExport:
         Media are described (kind, type, size, address), or with ``inline=True`` images are
         embedded as ``data:`` URIs; ``chat.export("x.md")`` writes them as files beside the page.
         """
+        from loom_nb.chat._export_media import MediaOut
+
         _check_inline(inline)
         return "".join(
             self._markdown(MediaOut(self._reader, self._principal.tenant, inline=inline))
@@ -128,6 +131,8 @@ class ChatExport:
                 "first, or choose a path in an existing folder.",
                 code="export_unwritable",
             )
+        from loom_nb.chat._export_media import MediaOut, folder_for
+
         try:
             if suffix == ".md":
                 folder = None if inline else folder_for(target)
@@ -156,9 +161,13 @@ class ChatExport:
         )
 
     def _markdown(self, media: MediaOut) -> Iterator[str]:
+        from loom_nb.render._to_markdown import transcript_markdown
+
         return transcript_markdown(self._transcript(), header=self.header(), media=media)
 
     def _write_html(self, target: Path) -> None:
+        from loom_nb.render._api import to_html
+
         with _replacing(target) as temp:
             temp.close()
             to_html(

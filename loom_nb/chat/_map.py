@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from loom_nb.chat._cost import identity_of, price_for
-from loom_nb.chat._map_batch import run_batch_map
 from loom_nb.chat._map_item import item_effect, item_latencies, recorded_error, run_item, served
 from loom_nb.chat._map_join import join_map, joins
 from loom_nb.chat._map_pace import THROTTLED, Pacer
@@ -74,9 +73,18 @@ __all__ = ["MAP_MODES", "ChatMaps", "MapRun", "run_map"]
 MAX_THROTTLED = 8
 """How many times one item is sent again after a rate limit before it counts as failed."""
 
+
+async def _batch_map(run: MapRun) -> MapResult:
+    # Imported here: the batch machinery (and the vendors' batch wire formats) loads with the
+    # first batch map, not with every Chat.
+    from loom_nb.chat._map_batch import run_batch_map
+
+    return await run_batch_map(run)
+
+
 MAP_MODES: dict[str, Callable[..., Awaitable[MapResult]] | None] = {
     "live": None,
-    "batch": run_batch_map,
+    "batch": _batch_map,
 }
 """Ways to run a map: ``live`` is this module's; ``batch`` drives the items through a vendor batch
 API (a coroutine function taking the ``MapRun``, ``_map_batch``)."""

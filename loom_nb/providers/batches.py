@@ -2,17 +2,18 @@
 
 The shared shape is ``_batch.BatchApi``; the vendors' wire formats are ``anthropic_batch`` and
 ``openai_batch``. This module only picks one, so the vendor modules never import each other.
+It imports them when asked, not with ``chat.map``: a process that never sends a batch (the first
+turn of a Chat among them) loads neither the batch wire formats nor the other vendors' providers.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from loom_nb.errors import ConfigurationError
-from loom_nb.providers._batch import BatchApi
-from loom_nb.providers.anthropic import AnthropicProvider
-from loom_nb.providers.anthropic_batch import AnthropicBatchApi
-from loom_nb.providers.openai import OpenAIProvider
-from loom_nb.providers.openai_batch import OpenAIBatchApi
-from loom_nb.providers.openai_responses import OpenAIResponsesProvider
+
+if TYPE_CHECKING:
+    from loom_nb.providers._batch import BatchApi
 
 __all__ = ["batch_api"]
 
@@ -25,6 +26,12 @@ def batch_api(provider: object) -> BatchApi:
     Any other provider is a ``ConfigurationError`` (code ``batch_unsupported``), raised before
     any I/O.
     """
+    from loom_nb.providers.anthropic import AnthropicProvider
+    from loom_nb.providers.anthropic_batch import AnthropicBatchApi
+    from loom_nb.providers.openai import OpenAIProvider
+    from loom_nb.providers.openai_batch import OpenAIBatchApi
+    from loom_nb.providers.openai_responses import OpenAIResponsesProvider
+
     if isinstance(provider, AnthropicProvider):
         return AnthropicBatchApi(provider)
     if isinstance(provider, OpenAIProvider):

@@ -19,19 +19,36 @@ SAMPLES = {
     "date-time": ["2020-01-01T00:00:00Z", "x", "2020-01-01t00:00:00+01:00"],
     "time": ["10:00:00Z", "25:00:00Z"],
     "hostname": ["example.com", "-bad-"],
+    "duration": ["P1D", "PT1H30M", "P", "1D", "PT", "P1Y2M3DT4H5M6S", "P1.5D", 5],
+    "uri-template": ["http://x/{a}", "http://x/{a", "{+path}/x"],
 }
+DRAFT3_SAMPLES = {"color": ["red", "#fff", "#FFFFFF", "not-a-color", "#ggg", 3]}
+"""Formats only draft 3 checks (CSS colours, webcolors), through its own format checker."""
 
 _REPORT = """
 import json, sys
 fc = jsonschema.Draft202012Validator.FORMAT_CHECKER
 checks = {{f: [fc.conforms(v, f) for v in vs] for f, vs in {samples!r}.items()}}
+fc3 = jsonschema.Draft3Validator.FORMAT_CHECKER
+checks.update({{f: [fc3.conforms(v, f) for v in vs] for f, vs in {draft3!r}.items()}})
+errors = {{}}
+for value in ("P", "1D", "x"):
+    try:
+        fc.check(value, "duration")
+    except jsonschema.FormatError as exc:
+        cause = exc.cause.__cause__ or exc.cause  # a stand-in's error is raised from the real one
+        errors[value] = [type(cause).__name__, isinstance(exc.cause, ValueError), str(exc.cause)]
 loaded = sorted(name for name in {deferred!r} if name in sys.modules)
-print(json.dumps({{"loaded": loaded, "checkers": sorted(fc.checkers), "checks": checks}}))
+print(json.dumps({{
+    "loaded": loaded, "checkers": sorted(fc.checkers), "checks": checks, "errors": errors,
+}}))
 """
 
 
 def _run(prelude: str) -> dict[str, object]:
-    code = prelude + _REPORT.format(deferred=sorted(DEFERRED), samples=SAMPLES)
+    code = prelude + _REPORT.format(
+        deferred=sorted(DEFERRED), samples=SAMPLES, draft3=DRAFT3_SAMPLES
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
@@ -42,12 +59,15 @@ def test_agent_import_leaves_format_grammars_unbuilt_and_checks_unchanged() -> N
     ours = _run(
         "import sys\nimport loom_nb.agent\n"
         f"assert not [n for n in {sorted(DEFERRED)!r} if n in sys.modules], sorted(sys.modules)\n"
-        "assert 'lark' not in sys.modules\n"
+        "assert 'lark' not in sys.modules and 'arrow' not in sys.modules\n"
         "import jsonschema\n"
     )
     plain = _run("import jsonschema\n")
     assert ours["checkers"] == plain["checkers"]
     assert ours["checks"] == plain["checks"]
+    # A failed duration check's cause is a ValueError with the real one's message (and from it).
+    assert ours["errors"] == plain["errors"]
+    assert "duration" not in plain["checkers"] or len(plain["errors"]) == 3
     installed = [n for n in sorted(DEFERRED) if importlib.util.find_spec(n) is not None]
     # The checks that use a deferred package loaded it, for real, on their first call.
     assert ours["loaded"] == plain["loaded"] == installed
