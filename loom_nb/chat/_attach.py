@@ -75,8 +75,8 @@ def _with_store(
 
 def unanswered_calls(history: Sequence[Message]) -> list[Part]:
     """Error results for the last assistant turn's tool calls: a plain chat turn runs no tools."""
-    if not history or history[-1].role != "assistant":
-        return []
+    if not history or history[-1].role != "assistant" or isinstance(history[-1].content, str):
+        return []  # no assistant turn last, or one of plain text: no call to answer
     return [
         ToolResultPart(
             tool_use_id=part.id if isinstance(part.id, str) else str(part.id.value),
