@@ -104,6 +104,8 @@ def user_message(
             code="invalid_prompt",
         )
     parts: list[Part] = unanswered_calls(history)
+    if not parts and not attachments and type(text) is str and text:
+        return Message(role="user", content=text)  # plain text: no part to build first
     if isinstance(text, Untrusted) or text:
         parts.append(TextPart(text=text))
     parts.extend(attachment_part(a, n, store, tenant) for n, a in enumerate(attachments))

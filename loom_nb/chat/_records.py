@@ -82,8 +82,9 @@ class ChatTurn:
         construction (counters, a literal, the validated ``LlmResponse`` and its ``Usage``);
         those two come from the chat's journal and are checked as in ``__init__``.
         """
-        _check_turn_field("provider", fields["provider"])
-        _check_turn_field("model", fields["model"])
+        for name in ("provider", "model"):
+            if not (fields[name] is None or isinstance(fields[name], str)):
+                _check_turn_field(name, fields[name])  # raises, naming the field
         turn = object.__new__(cls)
         values = turn.__dict__
         values.update(_DEFAULTS)
