@@ -75,8 +75,8 @@ def _with_store(
 
 def unanswered_calls(history: Sequence[Message]) -> list[Part]:
     """Error results for the last assistant turn's tool calls: a plain chat turn runs no tools."""
-    if not history or history[-1].role != "assistant":
-        return []
+    if not history or history[-1].role != "assistant" or isinstance(history[-1].content, str):
+        return []  # no assistant turn last, or one of plain text: no call to answer
     return [
         ToolResultPart(
             tool_use_id=part.id if isinstance(part.id, str) else str(part.id.value),
@@ -104,6 +104,8 @@ def user_message(
             code="invalid_prompt",
         )
     parts: list[Part] = unanswered_calls(history)
+    if not parts and not attachments and type(text) is str and text:
+        return Message(role="user", content=text)  # plain text: no part to build first
     if isinstance(text, Untrusted) or text:
         parts.append(TextPart(text=text))
     parts.extend(attachment_part(a, n, store, tenant) for n, a in enumerate(attachments))

@@ -170,6 +170,7 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns, ChatMaps):
         self._shared = 0  # how much of a fork's replay prefix its copied log holds
         self._execution: Execution | None = None
         self._identity: dict[str, Any] | None = None  # the provider the log answers with now
+        self._agreed: tuple[object, dict[str, Any], tuple[object, object]] | None = None
         self._recorded_runs: set[str] = set()  # runs a resume found: replayed leniently
         self._runs = 0
         self._forks = 0
@@ -425,7 +426,8 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns, ChatMaps):
         )
         status: TurnStatus = "completed"
         self._enter(stoppable=True)
-        self._refresh_views([*self._history, message])
+        if self._views:  # the turn in flight, shown as sent
+            self._refresh_views([*self._history, message])
         landed = False
         try:
             response = await effect(execution, step_id, request)
@@ -462,7 +464,7 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns, ChatMaps):
             self._history.extend([message, assistant_message_of(response)])
         cost = Priced(identity, response) if status == "completed" else None
         self._turns.append(
-            ChatTurn(
+            ChatTurn._answered(
                 index=len(self._turns),
                 kind="chat",
                 start=start,

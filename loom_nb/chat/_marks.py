@@ -47,6 +47,7 @@ class ChatMarks:
         _positions: list[Position | UndoMark | Mark]
         _execution: Execution | None
         _identity: dict[str, Any] | None
+        _agreed: tuple[object, dict[str, Any], tuple[object, object]] | None
         _seed: list[Message] | None
         _runs: int
 
@@ -87,18 +88,35 @@ class ChatMarks:
     async def _provider_step(self, execution: Execution) -> dict[str, Any]:
         """Before a turn: serve the log's provider mark here, or journal one if the provider
         changed; return the provider identity the turn is answered with."""
-        step_id = f"#chat:{len(self._positions)}:provider"
         recorded = execution.next_recorded
         if recorded is not None:  # replaying: the log says which provider answered
+            step_id = f"#chat:{len(self._positions)}:provider"
             if recorded == step_id:
                 self._identity = await execution.execute(step_id, _same, {})
                 self._positions.append(Mark(step_id, "provider", self._identity))
             return self._in_force()
-        current = identity_of(self._provider)
+        provider = self._provider
+        # The identity in force was found equal to this provider's on an earlier turn, and
+        # neither changed since (the same provider object, model and URL, the same identity in
+        # force): nothing to compare again. A fallback's members are compared every turn.
+        seen = (getattr(provider, "model", None), getattr(provider, "base_url", None))
+        agreed = self._agreed
+        if (
+            agreed is not None
+            and agreed[0] is provider
+            and agreed[1] is self._identity
+            and agreed[2] == seen
+        ):
+            return agreed[1]
+        current = identity_of(provider)
         if self._in_force() != current:
+            step_id = f"#chat:{len(self._positions)}:provider"
             self._identity = await execution.execute(step_id, lambda _i: current, {})
             self._positions.append(Mark(step_id, "provider", self._identity))
-        return self._in_force()
+        identity = self._in_force()
+        if "members" not in current:
+            self._agreed = (provider, identity, seen)
+        return identity
 
     async def _run_step(
         self, execution: Execution, message: Message, max_turns: int

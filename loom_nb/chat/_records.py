@@ -74,6 +74,29 @@ class ChatTurn:
     model: str | None = None
     """The model that answered: as the vendor reported it, else the provider's model."""
 
+    @classmethod
+    def _answered(cls, **fields: Any) -> ChatTurn:
+        """A plain turn ``Chat`` built from values it made itself, its cost ``Priced``.
+
+        Every field but ``provider`` and ``model`` is an object of the checked type by
+        construction (counters, a literal, the validated ``LlmResponse`` and its ``Usage``);
+        those two come from the chat's journal and are checked as in ``__init__``.
+        """
+        for name in ("provider", "model"):
+            if not (fields[name] is None or isinstance(fields[name], str)):
+                _check_turn_field(name, fields[name])  # raises, naming the field
+        turn = object.__new__(cls)
+        values = turn.__dict__
+        values.update(_DEFAULTS)
+        values.update(fields)
+        priced = values.pop("cost")
+        if isinstance(priced, Priced):
+            values["_priced"] = priced  # the price, looked up when read
+        else:
+            _check_turn_field("cost", priced)
+            values["cost"] = priced
+        return turn
+
     if TYPE_CHECKING:
 
         def __init__(

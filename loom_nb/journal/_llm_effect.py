@@ -14,7 +14,9 @@ Live, the step runs, in this order: ``guard_request`` (structure, provenance, fe
 ``assert_request_supported`` against the provider's declared capabilities (before any I/O) →
 ``resolve_request_content`` (refs become bytes immediately before the call, attributed to this
 execution, step and principal) → ``provider.complete``, or ``provider.stream`` drained by
-``collect_stream``. Replayed, none of that happens: the recorded response is served, so a replay
+``collect_stream``. A request with no media part at all (one ``iter_media`` walk says so) has
+nothing for the capability check to refuse and nothing to resolve: both are skipped (the
+context's tenant is still checked). Replayed, none of that happens: the recorded response is served, so a replay
 needs neither the blobs nor the resolver nor an API key.
 
 Streaming callbacks (``on_text``, ``on_reasoning``, ``on_tool_delta``, ``on_tool_reset``) are transient: they see
@@ -49,7 +51,7 @@ from pydantic import BaseModel
 from loom_nb.capabilities import assert_request_supported
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ConfigurationError, ContentAccessDeniedError
-from loom_nb.guard import guard_request, handing_over
+from loom_nb.guard import guard_request, handing_over, iter_media
 from loom_nb.journal._execution import Execution
 from loom_nb.journal._requests import ModelStepInput
 from loom_nb.limits import MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES
@@ -63,7 +65,7 @@ from loom_nb.providers._base import (
 from loom_nb.providers._structured import check_output_type, effective_request, validate_output
 from loom_nb.settings import CacheSetting, ModelSettings, default_call_settings, resolve_cache
 from loom_nb.spending import Budget
-from loom_nb.store import ContentResolver, ResolveContext, resolve_request_content
+from loom_nb.store import ContentResolver, Principal, ResolveContext, resolve_request_content
 
 __all__ = ["LlmEffect", "create_llm_effect"]
 
@@ -183,15 +185,22 @@ class LlmEffect:
     ) -> LlmResponse:
         guarded = guard_request(request)
         capabilities = self.provider.capabilities
-        assert_request_supported(
-            guarded,
-            capabilities,
-            provider=_name_of(self.provider),
-            model=_model_of(self.provider),
-        )
-        resolved = await resolve_request_content(
-            guarded, self._resolver, self._resolve_context(execution, step_id)
-        )
+        if next(iter_media(guarded), None) is None and _resolver_ok(self._resolver):
+            # No media part anywhere (one walk, kept for the checks below when there is one):
+            # nothing for the capability check to refuse and no ref to resolve. The context's
+            # tenant is still checked against the execution's, as resolving would.
+            self._principal_of(execution)
+            resolved = guarded
+        else:
+            assert_request_supported(
+                guarded,
+                capabilities,
+                provider=_name_of(self.provider),
+                model=_model_of(self.provider),
+            )
+            resolved = await resolve_request_content(
+                guarded, self._resolver, self._resolve_context(execution, step_id)
+            )
         # The schema travels on the request; output_type is passed only when set, so a provider
         # written before structured output existed still takes the call.
         extra: dict[str, Any] = (
@@ -220,6 +229,19 @@ class LlmEffect:
     def _resolve_context(self, execution: Execution, step_id: str) -> ResolveContext:
         """The context for this call: the caller's settings, this execution, step and principal."""
         base = self._context
+        principal = self._principal_of(execution)
+        if base is None:
+            return ResolveContext(
+                execution_id=execution.execution_id, step_id=step_id, principal=principal
+            )
+        return dataclasses.replace(
+            base, execution_id=execution.execution_id, step_id=step_id, principal=principal
+        )
+
+    def _principal_of(self, execution: Execution) -> Principal | None:
+        """Who media is read for: the context's principal, else the execution's; a context of
+        another tenant than the execution's is refused (``principal_mismatch``)."""
+        base = self._context
         asked = base.principal if base is not None else None
         recorded = execution.principal
         if asked is not None and recorded is not None and asked.tenant != recorded.tenant:
@@ -233,14 +255,7 @@ class LlmEffect:
                 code="principal_mismatch",
                 execution_id=execution.execution_id,
             )
-        principal = asked or recorded
-        if base is None:
-            return ResolveContext(
-                execution_id=execution.execution_id, step_id=step_id, principal=principal
-            )
-        return dataclasses.replace(
-            base, execution_id=execution.execution_id, step_id=step_id, principal=principal
-        )
+        return asked or recorded
 
 
 def create_llm_effect(
@@ -285,6 +300,11 @@ def create_llm_effect(
         cache=cache,
         cache_key=cache_key,
     )
+
+
+def _resolver_ok(resolver: object) -> bool:
+    """Whether ``resolver`` is None or has a ``resolve`` (else resolution refuses it)."""
+    return resolver is None or callable(getattr(resolver, "resolve", None))
 
 
 def _name_of(provider: object) -> str:

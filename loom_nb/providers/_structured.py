@@ -259,6 +259,14 @@ def effective_request(
 ) -> LlmRequest:
     """The request a provider sends: settings merged field by field (call > request > defaults)
     and ``output_schema`` set from ``output_type`` when one is given."""
+    if (
+        defaults is None
+        and settings is None
+        and output_type is None
+        and type(request) is LlmRequest
+        and request.settings is None
+    ):
+        return request  # nothing to merge or set (a plain turn): the request as it is
     parsed = parse_request(request)
     merged = merge_settings(defaults, parsed.settings, settings)
     schema = output_schema_of(output_type) if output_type is not None else parsed.output_schema

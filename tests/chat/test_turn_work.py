@@ -8,6 +8,7 @@ that does the work, so a change that brings the repetition back fails here whate
 from __future__ import annotations
 
 import copy
+import io
 import pickle
 import sys
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from PIL import Image
 
 import loom_nb.chat._cost as cost_module
 from loom_nb import (
@@ -102,19 +104,25 @@ class _Executions:
 
 @pytest.mark.parametrize("kind", ["scripted", "http"])
 async def test_a_turn_guards_and_checks_its_request_once(kind: str) -> None:
-    """Each turn runs ``guard_request`` and ``assert_request_supported`` once: the provider takes
+    """Each turn runs ``guard_request`` once, and ``assert_request_supported`` once when the
+    request holds media (a text-only request has nothing it could refuse): the provider takes
     the request the journaled call just checked without running either again."""
     if kind == "scripted":
-        provider: Any = ScriptedProvider([{"text": f"a{i}"} for i in range(4)])
+        provider: Any = ScriptedProvider([{"text": f"a{i}"} for i in range(5)])
     else:
-        provider, _ = anthropic(*({"text": f"a{i}", "usage": USAGE} for i in range(4)))
+        provider, _ = anthropic(*({"text": f"a{i}", "usage": USAGE} for i in range(5)))
     chat = Chat(provider, journal=Journal(), id=f"once-{kind}")
     await chat("warm up")
     with _Executions(guard_request, assert_request_supported) as seen:
         for i in range(3):
             await chat(f"q{i}")
-    assert seen.counts == {"guard_request": 3, "assert_request_supported": 3}
-    assert len(chat.history) == 8
+    assert seen.counts == {"guard_request": 3, "assert_request_supported": 0}
+    png = io.BytesIO()
+    Image.new("RGB", (2, 2)).save(png, format="PNG")
+    with _Executions(guard_request, assert_request_supported) as seen:
+        await chat("and this?", png.getvalue())
+    assert seen.counts == {"guard_request": 1, "assert_request_supported": 1}
+    assert len(chat.history) == 10
 
 
 async def test_a_provider_called_directly_still_guards() -> None:

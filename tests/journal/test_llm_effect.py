@@ -21,6 +21,7 @@ from loom_nb.content import (
     ToolUsePart,
     text_of,
 )
+from loom_nb.demo import chart_png
 from loom_nb.errors import GuardError, UnresolvedContentError, UnsupportedModalityError
 from loom_nb.journal import Journal, create_llm_effect
 from loom_nb.providers import ScriptedProvider
@@ -350,11 +351,17 @@ async def test_the_provider_does_not_guard_again_what_the_effect_just_guarded(
     monkeypatch.setattr(guard_module, "MessageWalk", counting_walk)
     monkeypatch.setattr(capabilities_module, "iter_media", counting_iter)
     journal = Journal()
-    effect = create_llm_effect(ScriptedProvider([{"text": "a"}, {"text": "b"}, {"text": "c"}]))
+    effect = create_llm_effect(ScriptedProvider([{"text": t} for t in "abcd"]))
     execution = journal.execution("once")
     await effect(execution, "plain", LlmRequest(messages=[Message(role="user", content="hi")]))
+    assert (len(walks), len(checks)) == (1, 0)  # text only: no media for the capability check
+    image = ImagePart.from_bytes(chart_png("x"))
+    walks.clear()
+    await effect(execution, "media", LlmRequest(messages=[Message(role="user", content=[image])]))
     assert (len(walks), len(checks)) == (1, 1)
-    fenced = Message(role="user", content=[TextPart(text=Untrusted("web page", origin="web"))])
+    fenced = Message(
+        role="user", content=[TextPart(text=Untrusted("web page", origin="web")), image]
+    )
     walks.clear()
     checks.clear()
     await effect(execution, "fenced", LlmRequest(messages=[fenced]))
