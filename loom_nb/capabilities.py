@@ -25,9 +25,16 @@ from pydantic import ConfigDict, Field, field_validator
 from loom_nb._strict import StrictModel
 from loom_nb.content import LlmRequest, parse_request
 from loom_nb.errors import UnsupportedModalityError
-from loom_nb.guard import iter_media, media_essence, supported_already
+from loom_nb.guard import guard_with_media, iter_media, media_essence, supported_already
+from loom_nb.limits import MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES
 
-__all__ = ["Capabilities", "Modality", "assert_request_supported", "default_capabilities"]
+__all__ = [
+    "Capabilities",
+    "Modality",
+    "assert_request_supported",
+    "default_capabilities",
+    "guard_supported",
+]
 
 Modality = Literal["image", "audio", "file"]
 """The media modalities a provider can declare."""
@@ -233,6 +240,40 @@ def assert_request_supported(
             provider=provider,
             model=model,
         )
+
+
+def guard_supported(
+    request: LlmRequest | dict[str, Any],
+    capabilities: Capabilities | None,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    max_inline_bytes: int = MAX_INLINE_BYTES,
+    max_inline_total_bytes: int = MAX_INLINE_TOTAL_BYTES,
+) -> LlmRequest:
+    """``assert_request_supported`` and then ``guard_request`` (what a provider runs on what it is
+    given), with the messages walked once: the guard's walk notes every media part's modality
+    and type, and the capability check reads those few pairs instead of walking the messages
+    again. The same checks, and the same first error: when the guard refuses the request, the
+    capability check runs on it before that refusal is raised (it came first), and when a pair
+    is refused, the full check runs to name the part (its path, its tool result).
+    """
+    req = parse_request(request)
+    try:
+        guarded, kinds = guard_with_media(
+            req, max_inline_bytes=max_inline_bytes, max_inline_total_bytes=max_inline_total_bytes
+        )
+    except Exception as exc:  # any refusal: the capability check's own error came first
+        refused: Exception | None = exc
+    else:
+        refused = None
+    if refused is not None:
+        assert_request_supported(req, capabilities, provider=provider, model=model)
+        raise refused
+    caps = capabilities if capabilities is not None else Capabilities()
+    if kinds is None or not all(caps.accepts(modality, media) for modality, media in kinds):  # type: ignore[arg-type]
+        assert_request_supported(req, capabilities, provider=provider, model=model)
+    return guarded
 
 
 def _who(provider: str | None, model: str | None) -> str:

@@ -351,3 +351,45 @@ def test_assert_checks_before_io_and_accepts_dicts() -> None:
     assert_request_supported(data, Capabilities(image=["image/png"]))
     with pytest.raises(UnsupportedModalityError):
         assert_request_supported(data, Capabilities(image=["image/jpeg"]))
+
+
+def test_guard_supported_keeps_the_capability_error_first() -> None:
+    """One walk for both checks, and the capability refusal still comes before the guard's."""
+    from loom_nb.capabilities import guard_supported
+    from loom_nb.errors import GuardError, UnsupportedModalityError
+
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    image = {"type": "image", "media_type": "image/png", "source": {"kind": "data", "data": png}}
+    orphan = {"type": "tool_result", "tool_use_id": "nobody", "content": "x"}
+    both = {"messages": [{"role": "user", "content": [image, orphan]}]}
+    with pytest.raises(UnsupportedModalityError) as unsupported:
+        guard_supported(both, Capabilities())
+    assert unsupported.value.details["path"] == "messages[0].content[0]"
+    with pytest.raises(GuardError) as refused:
+        guard_supported(both, Capabilities(image=["image/*"]))
+    assert refused.value.code == "orphan_tool_result"
+    only_image = {"messages": [{"role": "user", "content": [image]}]}
+    assert guard_supported(only_image, Capabilities(image=["image/png"])).messages[0].content
+    with pytest.raises(UnsupportedModalityError):
+        guard_supported(only_image, Capabilities(image=["image/jpeg"]))
+
+
+def test_guard_supported_checks_a_lying_media_type_part_by_part() -> None:
+    """A str subclass equal to everything cannot hide a part behind an accepted pair."""
+    from loom_nb.capabilities import guard_supported
+    from loom_nb.content import DataSource, ImagePart, LlmRequest, Message
+    from loom_nb.errors import UnsupportedModalityError
+
+    class Liar(str):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = str.__hash__
+
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    ok = ImagePart(media_type="image/png", source=DataSource(data=png))
+    odd = ImagePart.model_construct(media_type=Liar("image/gif"), source=DataSource(data=png))
+    request = LlmRequest(messages=[Message(role="user", content=[ok, odd])])
+    with pytest.raises(UnsupportedModalityError) as refused:
+        guard_supported(request, Capabilities(image=["image/png"]))
+    assert refused.value.details["path"] == "messages[0].content[1]"

@@ -52,6 +52,7 @@ from loom_nb.guard._request import (
     check_tool_input,
     checked_already,
     guard_request,
+    guard_with_media,
     guarded_already,
     supported_already,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "fence_text",
     "fence_untrusted_media",
     "guard_request",
+    "guard_with_media",
     "guarded_already",
     "handing_over",
     "inline_size",

@@ -61,6 +61,7 @@ class MessageWalk:
         "matched",
         "max_inline",
         "max_total",
+        "media_kinds",
         "unanswered",
     )
 
@@ -76,6 +77,9 @@ class MessageWalk:
         self.max_inline = max_inline
         self.max_total = max_total
         self.fencing: set[int] = set()  # messages with text to fence (each needs its nonce)
+        # (modality, media_type) of every media part walked; None once one was not of the exact
+        # built-in classes (a subclass could compare equal to another pair and hide it)
+        self.media_kinds: set[tuple[str, str]] | None = set()
 
     def check_system(self, system: object) -> None:
         if system is None or isinstance(system, str):
@@ -228,6 +232,15 @@ class MessageWalk:
                 f"media type {part.media_type!r} is not a well-formed 'type/subtype'",
                 "Give the exact type of the bytes, e.g. 'image/png' or 'application/pdf'.",
             )
+        kinds = self.media_kinds
+        if kinds is not None:
+            cls: object = type(part)
+            kind: object = part.type
+            media_type: object = part.media_type
+            if cls in _MEDIA and type(kind) is str and type(media_type) is str:
+                kinds.add((kind, media_type))
+            else:
+                self.media_kinds = None
         expected = _MODALITY.get(type(part))
         if expected is not None and not essence.startswith(expected + "/"):
             raise refuse(

@@ -67,6 +67,7 @@ __all__ = [
     "check_tool_input",
     "checked_already",
     "guard_request",
+    "guard_with_media",
     "guarded_already",
     "supported_already",
 ]
@@ -94,9 +95,37 @@ def guard_request(
     ``GuardError`` (``OversizedInlinePartError`` for the inline caps) naming the place and the
     remedy, or ``ContentValidationError`` for a dict that does not fit the content model.
     """
+    return _guard(request, max_inline_bytes, max_inline_total_bytes)[0]
+
+
+def guard_with_media(
+    request: LlmRequest | dict[str, Any],
+    *,
+    max_inline_bytes: int = MAX_INLINE_BYTES,
+    max_inline_total_bytes: int = MAX_INLINE_TOTAL_BYTES,
+) -> tuple[LlmRequest, frozenset[tuple[str, str]] | None]:
+    """``guard_request``, and the media the walk met on the way: every ``(modality, media_type)``
+    pair of the request's media parts (tool-result items included), so a capability check need
+    not walk the messages again (``capabilities.guard_supported``).
+
+    The pairs are None when they cannot stand for the parts: the guard returned at once for a
+    request handed over (no walk), or a part, its ``type`` or its ``media_type`` was not of the
+    exact built-in class (a subclass could compare equal to another pair and hide it); walk the
+    media then (``iter_media``).
+    """
+    guarded, walk = _guard(request, max_inline_bytes, max_inline_total_bytes)
+    if walk is None or walk.media_kinds is None:
+        return guarded, None
+    return guarded, frozenset(walk.media_kinds)
+
+
+def _guard(
+    request: LlmRequest | dict[str, Any], max_inline_bytes: int, max_inline_total_bytes: int
+) -> tuple[LlmRequest, MessageWalk | None]:
+    """The guarded request and the walk that passed it (None: no walk, it was handed over)."""
     if guarded_already(request, max_inline_bytes, max_inline_total_bytes):
         assert isinstance(request, LlmRequest)
-        return request  # the journaled call guarded this very request unchanged (_checked)
+        return request, None  # the journaled call guarded this very request unchanged (_checked)
     req = parse_request(request)
     walk = MessageWalk(max_inline_bytes, max_inline_total_bytes)
     walk.check_system(req.system)
@@ -122,8 +151,8 @@ def guard_request(
     if remembering():
         lineages.put(seen.grown(messages, start), _Guarded(walk, dirty, fences))
     if not dirty:
-        return req
-    return req.model_copy(update={"messages": fences.rebuilt(req, messages, dirty, walk)})
+        return req, walk
+    return req.model_copy(update={"messages": fences.rebuilt(req, messages, dirty, walk)}), walk
 
 
 class _Guarded:

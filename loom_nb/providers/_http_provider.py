@@ -37,10 +37,10 @@ import httpx
 from pydantic import BaseModel
 
 from loom_nb._args import check_type
-from loom_nb.capabilities import Capabilities, assert_request_supported, default_capabilities
+from loom_nb.capabilities import Capabilities, default_capabilities, guard_supported
 from loom_nb.content import LlmRequest, LlmResponse, parse_request
 from loom_nb.errors import ConfigurationError, ProviderError
-from loom_nb.guard import checked_already, guard_request, walked_once
+from loom_nb.guard import checked_already, walked_once
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import (
@@ -344,13 +344,16 @@ class HttpProvider(ABC):
         parsed = parse_request(request)
         if checked_already(parsed, self._capabilities, MAX_RESOLVED_BYTES, MAX_RESOLVED_BYTES):
             return parsed  # the journaled call guarded and checked this very request (_checked)
-        assert_request_supported(
-            parsed, self._capabilities, provider=self._VENDOR, model=self.model
-        )
-        # Structure and provenance, not the inline caps: those bound the journaled request,
-        # while the provider sees media already resolved from the store (up to the resolve budget).
-        return guard_request(
-            parsed, max_inline_bytes=MAX_RESOLVED_BYTES, max_inline_total_bytes=MAX_RESOLVED_BYTES
+        # The capability check, then structure and provenance (one walk for both), not the
+        # inline caps: those bound the journaled request, while the provider sees media already
+        # resolved from the store (up to the resolve budget).
+        return guard_supported(
+            parsed,
+            self._capabilities,
+            provider=self._VENDOR,
+            model=self.model,
+            max_inline_bytes=MAX_RESOLVED_BYTES,
+            max_inline_total_bytes=MAX_RESOLVED_BYTES,
         )
 
     async def complete(

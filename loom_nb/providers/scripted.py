@@ -19,7 +19,7 @@ from typing import Any, TypeAlias
 from pydantic import BaseModel, ValidationError
 
 from loom_nb._args import check_type
-from loom_nb.capabilities import Capabilities, assert_request_supported
+from loom_nb.capabilities import Capabilities, guard_supported
 from loom_nb.content import (
     LlmRequest,
     LlmResponse,
@@ -27,7 +27,7 @@ from loom_nb.content import (
     content_error,
 )
 from loom_nb.errors import ConfigurationError, ContentValidationError, ProviderError
-from loom_nb.guard import checked_already, guard_request, iter_media
+from loom_nb.guard import checked_already, iter_media
 from loom_nb.limits import MAX_RESOLVED_BYTES
 from loom_nb.providers._base import LlmStreamChunk, ToolDelta
 from loom_nb.providers._structured import check_output_type, effective_request, validate_output
@@ -171,11 +171,13 @@ class ScriptedProvider:
         if checked_already(parsed, self._capabilities, MAX_RESOLVED_BYTES, MAX_RESOLVED_BYTES):
             guarded = parsed  # the journaled call checked this very request, refs resolved
         else:
-            assert_request_supported(parsed, self._capabilities, provider="scripted")
-            # As on a shipped provider: structure and provenance, with the resolve budget as the
-            # cap (the inline caps bound the journaled request, before refs are resolved).
-            guarded = guard_request(
+            # As on a shipped provider: the capability check, structure and provenance, with the
+            # resolve budget as the cap (the inline caps bound the journaled request, before refs
+            # are resolved).
+            guarded = guard_supported(
                 parsed,
+                self._capabilities,
+                provider="scripted",
                 max_inline_bytes=MAX_RESOLVED_BYTES,
                 max_inline_total_bytes=MAX_RESOLVED_BYTES,
             )

@@ -24,7 +24,13 @@ from loom_nb.content import (
     canonical_json,
 )
 from loom_nb.errors import GuardError, UnsupportedModalityError
-from loom_nb.guard import MAX_INLINE_BYTES, fence_nonce, guard_request, iter_media
+from loom_nb.guard import (
+    MAX_INLINE_BYTES,
+    MAX_RESOLVED_BYTES,
+    fence_nonce,
+    guard_request,
+    iter_media,
+)
 from loom_nb.guard._walk import PrefixFold
 from loom_nb.journal import Journal
 from loom_nb.providers import ScriptedProvider
@@ -375,7 +381,9 @@ def test_wire_body_from_dicts_keeps_nothing_in_the_walk_caches() -> None:
     assert _walk._MEDIA_CACHE.entries == before_media
     request = LlmRequest.model_validate(raw)
     provider.wire_body(request)
-    assert _walk._MEDIA_CACHE.entries[0][0].prefix_of(request.messages)
+    # One walk serves the guard and the capability check: the guard's entry holds the request.
+    walked = guard._GUARDED[(MAX_RESOLVED_BYTES, MAX_RESOLVED_BYTES)].entries[0][0]
+    assert walked.prefix_of(request.messages)
 
 
 def untrusted_turn(i: int) -> list[Message]:
