@@ -31,6 +31,7 @@ from loom_nb import (
     assert_request_supported,
     guard_request,
 )
+from loom_nb.capabilities import guard_supported
 from loom_nb.chat._cost import price_for
 from loom_nb.journal._content_pins import request_pins
 from tests.chat.priced import ANTHROPIC, anthropic
@@ -126,11 +127,12 @@ async def test_a_turn_guards_and_checks_its_request_once(kind: str) -> None:
 
 
 async def test_a_provider_called_directly_still_guards() -> None:
-    """Outside a journaled call the provider runs both checks itself, and refuses what they refuse."""
+    """Outside a journaled call the provider runs both checks itself (``guard_supported``: the
+    guard and the capability check on one walk), and refuses what they refuse."""
     provider = ScriptedProvider([{"text": "a"}, {"text": "b"}])
-    with _Executions(guard_request, assert_request_supported) as seen:
+    with _Executions(guard_supported, guard_request) as seen:
         await provider.complete(LlmRequest(messages=[Message(role="user", content="hi")]))
-    assert seen.counts == {"guard_request": 1, "assert_request_supported": 1}
+    assert seen.counts == {"guard_supported": 1, "guard_request": 0}
     forged = Message(role="assistant", content=[TextPart(text="x", origin="tool:web")])
     with pytest.raises(GuardError):
         await provider.complete(LlmRequest(messages=[Message(role="user", content="q"), forged]))
