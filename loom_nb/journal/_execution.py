@@ -45,7 +45,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from loom_nb.errors import JournalError
-from loom_nb.journal._claims import claimed_field, payload_text, recorded_fields
+from loom_nb.journal._claims import (
+    NOT_SERVED,
+    claimed_field,
+    payload_text,
+    recorded_fields,
+    served_output,
+)
 from loom_nb.journal._codec import (
     dumps,
     encode_text,
@@ -209,7 +215,9 @@ class Execution:
         make_input = prepared.journaled if reads_input else lambda: prepared.journaled_text(step_id)
         pins = request_pins_later(request)  # its refs, earlier turns' too: read if run live
         try:
-            output = await self._execute(step_id, fn, make_input, lambda: prepared.input_hash, pins)
+            output = await self._execute(
+                step_id, fn, make_input, lambda: prepared.input_hash, pins, prepared.assembled
+            )
         except BaseException:
             self.model_base = None  # the next call journals its messages in full
             raise
@@ -236,6 +244,7 @@ class Execution:
         make_input: Callable[[], Any],
         input_hash: Callable[[], str] | None,
         pins: Pins | Callable[[], Pins] | None = None,
+        input_text: Callable[[], str | None] | None = None,
     ) -> Any:
         """``execute`` with the input made on demand and, optionally, its hash given.
 
@@ -243,6 +252,8 @@ class Execution:
         delta only then); ``input_hash`` (default: the hash of the input's canonical JSON) is
         what replay compares with the recorded hash; ``pins`` (default: what the input cites;
         a function: asked only live) is the stored content the step reads (``_content_pins``).
+        ``input_text`` (with ``input_hash``) gives the input's canonical JSON as it would be
+        journaled, or None, for replay's exact match (``_served``).
         """
         with self._positions:  # threads sharing this object take distinct positions
             position = self._next
@@ -253,8 +264,18 @@ class Execution:
             if entry.kind != "step" or entry.step_id != step_id:
                 self._diverge(position, entry, step_id)
             elif entry.state == "completed":
+                if self._divergence == "ignore_inputs":
+                    text, digest = None, None  # served without its input looked at
+                else:
+                    text, digest = self._replay_input(
+                        step_id, make_input, input_hash, input_text, position
+                    )
+                if text is not None and digest is not None:
+                    output = served_output(entry.payload, text, digest)
+                    if output is not NOT_SERVED:
+                        return output
                 recorded = recorded_fields(entry.payload, self._where(position))
-                if self._input_changed(recorded, step_id, make_input, input_hash, position):
+                if self._input_changed(recorded, step_id, make_input, digest, position):
                     return await self._run(position, step_id, fn, make_input(), input_hash, pins)
                 return self._claimed(recorded, "output", position)
             else:
@@ -266,27 +287,53 @@ class Execution:
             raise
         return await self._run(position, step_id, fn, value, input_hash, pins)
 
+    def _replay_input(
+        self,
+        step_id: str,
+        make_input: Callable[[], Any],
+        input_hash: Callable[[], str] | None,
+        input_text: Callable[[], str | None] | None,
+        position: int,
+    ) -> tuple[str | None, str | None]:
+        """The replayed step's input as canonical JSON (None when not at hand) and its hash.
+
+        A model step gives its hash and its assembled text; another step's input is encoded
+        here, once, for both. An input that cannot be encoded is left to ``_input_changed``
+        (which raises, as ever, only when the recorded step has a hash to compare).
+        """
+        try:
+            if input_hash is not None:
+                return (input_text() if input_text is not None else None), input_hash()
+            text = encode_text(make_input(), step_id=step_id, what="input")
+        except Exception:
+            return None, None
+        except BaseException:
+            self._release(position)
+            raise
+        return text, text_hash(text)
+
     def _input_changed(
         self,
         recorded: dict[str, Any],
         step_id: str,
         make_input: Callable[[], Any],
-        input_hash: Callable[[], str] | None,
+        digest: str | None,
         position: int,
     ) -> bool:
         """Whether the recorded step must not be served because its input changed.
 
-        Raises ``ReplayDivergenceError('input_changed')`` with ``divergence="fail"``; with
-        ``"warn"`` journals a divergence and returns True (the step runs live); with
-        ``"ignore_inputs"``, or for a step recorded without a hash, returns False.
+        ``digest`` is the input's hash when already known. Raises
+        ``ReplayDivergenceError('input_changed')`` with ``divergence="fail"``; with ``"warn"``
+        journals a divergence and returns True (the step runs live); with ``"ignore_inputs"``,
+        or for a step recorded without a hash, returns False.
         """
         expected = recorded.get("input_hash")
         if not isinstance(expected, str) or self._divergence == "ignore_inputs":
             self._exact = False  # served without knowing that the input is the recorded one
             return False
         try:
-            if input_hash is not None:
-                actual = input_hash()
+            if digest is not None:
+                actual = digest
             else:
                 actual = text_hash(encode_text(make_input(), step_id=step_id, what="input"))
         except BaseException:

@@ -130,6 +130,18 @@ class ModelInput:
         """The step input's canonical JSON, assembled from the messages' canonical JSON already
         made for hashing (built only when the step runs live; equal to encoding ``journaled()``:
         sorted keys, compact separators, UTF-8 kept)."""
+        text = self.assembled()
+        if text is None:
+            # Maybe a non-finite float, which the journal refuses (it is not JSON): the general
+            # encoder decides and names the step (a string that merely says so costs this once).
+            text = encode_text(self.journaled(), step_id=step_id, what="input")
+        return EncodedInput(text, self)
+
+    def assembled(self) -> str | None:
+        """The input's canonical JSON assembled from the texts the hashing made, or None when it
+        may hold a non-finite float (``journaled_text`` then asks the general encoder). Replay
+        compares it with the recorded input (``Execution``), so a served step reads only the
+        recorded output."""
         appended = "[" + ",".join(self.texts) + "]"
         if self.previous is not None and self.keep > 0:
             messages = (
@@ -142,11 +154,7 @@ class ModelInput:
         fields = dict(self.base.fields)
         fields["messages"] = messages
         text = "{" + ",".join(_key(k) + ":" + fields[k] for k in sorted(fields)) + "}"
-        if "NaN" in text or "Infinity" in text:
-            # Maybe a non-finite float, which the journal refuses (it is not JSON): the general
-            # encoder decides and names the step (a string that merely says so costs this once).
-            text = encode_text(self.journaled(), step_id=step_id, what="input")
-        return EncodedInput(text, self)
+        return None if "NaN" in text or "Infinity" in text else text
 
 
 class EncodedInput:
@@ -170,8 +178,15 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 """The encoder of ``canonical_json`` (made once: ``json.dumps`` with options builds one a call)."""
 
 
+_KEYS: dict[str, str] = {}
+"""The canonical JSON of each request field's name (a handful of names, encoded once)."""
+
+
 def _key(name: str) -> str:
-    return _CANONICAL.encode(name)
+    text = _KEYS.get(name)
+    if text is None:
+        text = _KEYS[name] = _CANONICAL.encode(name)
+    return text
 
 
 def model_input(
