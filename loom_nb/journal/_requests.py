@@ -28,14 +28,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import marshal
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any
 
-from loom_nb.content import LlmRequest, Message, canonical_json
+from loom_nb.content import LlmRequest, Message, ToolSpec, canonical_json
 from loom_nb.errors import JournalError
 from loom_nb.guard import EMPTY_JSON_SEEN, Seen
 from loom_nb.journal._codec import encode_text
 from loom_nb.journal._timeline import Event
+from loom_nb.settings import ModelSettings
 
 __all__ = [
     "DELTA_MARKER",
@@ -83,6 +86,9 @@ class ModelBase:
     """The canonical JSON of ``{"capabilities": declared, "request": rest}`` (hashed last)."""
     fields: dict[str, str] = field(default_factory=dict)
     """The canonical JSON of each field of ``rest`` (what the journaled input is made of)."""
+    rest_key: _RestKey | None = None
+    """What ``rest`` was dumped from (``_rest_key``), so the next request with the very same
+    tools, system and settings, their schemas unchanged, reuses it instead of dumping again."""
 
 
 class ModelStepInput(dict[str, Any]):
@@ -224,10 +230,23 @@ def model_input(
         hashes.append(digest)
         chain.append(_sha((chain[-1] if chain else _EMPTY_CHAIN) + digest))
     # The rest of the request (tools, system, settings, schema) as JSON values: one dump that
-    # leaves the messages out (the same values a dump of the request with no messages gives).
-    rest = request.model_dump(mode="json", exclude={"messages"})
+    # leaves the messages out (the same values a dump of the request with no messages gives),
+    # or the previous request's when it was made of the very same, unchanged, objects.
+    rest_key = _rest_key(request)
+    if (
+        previous is not None
+        and previous.rest is not None
+        and _same_rest(previous.rest_key, rest_key)
+    ):
+        rest = previous.rest
+    else:
+        rest = request.model_dump(mode="json", exclude={"messages"})
     declared = capabilities.model_dump(mode="json") if hasattr(capabilities, "model_dump") else None
-    if previous is not None and previous.rest == rest and previous.declared == declared:
+    if (
+        previous is not None
+        and (previous.rest is rest or previous.rest == rest)
+        and previous.declared == declared
+    ):
         tail, fields = previous.tail, previous.fields  # the same tools, system and settings
     else:
         tail = _CANONICAL.encode({"capabilities": declared, "request": rest})
@@ -242,8 +261,45 @@ def model_input(
         declared=declared,
         tail=tail,
         fields=fields,
+        rest_key=rest_key,
     )
     return ModelInput(input_hash, base, previous, rest, texts, keep)
+
+
+_RestKey = tuple[tuple[Any, ...], Any, Any, bytes]
+
+
+def _rest_key(request: LlmRequest) -> _RestKey | None:
+    """The objects the request's fields other than messages are made of, with the ``marshal``
+    bytes of the JSON Schemas in them (the only mutable values), or None when a field is of a
+    kind that could change unseen (a subclass, an untrusted system prompt, a schema that is not
+    plain JSON). Compared by identity and bytes only (``_same_rest``), never by a value's
+    ``__eq__``, as the guard's walk caches do."""
+    tools, system, settings = request.tools, request.system, request.settings
+    if not (system is None or type(system) is str):
+        return None
+    if not (settings is None or type(settings) is ModelSettings):  # frozen, immutable fields
+        return None
+    if not all(type(tool) is ToolSpec for tool in tools):  # frozen but for the schema
+        return None
+    try:
+        schemas = marshal.dumps([[t.input_schema for t in tools], request.output_schema], 2)
+    except ValueError:  # not exact built-in types: never taken for unchanged
+        return None
+    return tuple(tools), system, settings, schemas
+
+
+def _same_rest(old: _RestKey | None, new: _RestKey | None) -> bool:
+    """Whether two rest keys name the very same objects with the same schema bytes."""
+    if old is None or new is None:
+        return False
+    return (
+        len(old[0]) == len(new[0])
+        and all(map(is_, old[0], new[0]))
+        and old[1] is new[1]
+        and old[2] is new[2]
+        and old[3] == new[3]
+    )
 
 
 def expand_messages(value: Any, earlier: dict[int, list[Any]], *, where: str) -> list[Any] | None:
