@@ -30,7 +30,6 @@ import hashlib
 import json
 import marshal
 from dataclasses import dataclass, field
-from operator import is_
 from typing import Any
 
 from loom_nb.content import LlmRequest, Message, ToolSpec, canonical_json
@@ -87,8 +86,8 @@ class ModelBase:
     fields: dict[str, str] = field(default_factory=dict)
     """The canonical JSON of each field of ``rest`` (what the journaled input is made of)."""
     rest_key: _RestKey | None = None
-    """What ``rest`` was dumped from (``_rest_key``), so the next request with the very same
-    tools, system and settings, their schemas unchanged, reuses it instead of dumping again."""
+    """What ``rest`` was dumped from (``_rest_key``), so the next request with the same tools,
+    system and settings reuses it instead of dumping them again."""
 
 
 class ModelStepInput(dict[str, Any]):
@@ -266,40 +265,32 @@ def model_input(
     return ModelInput(input_hash, base, previous, rest, texts, keep)
 
 
-_RestKey = tuple[tuple[Any, ...], Any, Any, bytes]
+_RestKey = tuple[Any, bytes]
 
 
 def _rest_key(request: LlmRequest) -> _RestKey | None:
-    """The objects the request's fields other than messages are made of, with the ``marshal``
-    bytes of the JSON Schemas in them (the only mutable values), or None when a field is of a
-    kind that could change unseen (a subclass, an untrusted system prompt, a schema that is not
-    plain JSON). Compared by identity and bytes only (``_same_rest``), never by a value's
-    ``__eq__``, as the guard's walk caches do."""
-    tools, system, settings = request.tools, request.system, request.settings
-    if not (system is None or type(system) is str):
+    """The request's fields other than messages as ``marshal`` bytes (the tools' names,
+    descriptions and schemas, the system prompt, the output schema) with its settings object
+    (frozen, of immutable fields), or None when a field is of a kind whose bytes say nothing (a
+    subclass, an untrusted system prompt, a value that is not plain JSON). Compared by bytes and
+    identity only (``_same_rest``), never by a value's ``__eq__``, as the guard's walk caches
+    are; a menu rebuilt each turn from equal tools still matches."""
+    tools, settings = request.tools, request.settings
+    if not (settings is None or type(settings) is ModelSettings):
         return None
-    if not (settings is None or type(settings) is ModelSettings):  # frozen, immutable fields
+    if not all(type(tool) is ToolSpec for tool in tools):  # frozen; only the schema is mutable
         return None
-    if not all(type(tool) is ToolSpec for tool in tools):  # frozen but for the schema
+    menu = [(t.name, t.description, t.input_schema) for t in tools]
+    try:  # exact built-in types only: a str subclass or an Untrusted prompt raises
+        data = marshal.dumps([menu, request.system, request.output_schema], 2)
+    except ValueError:
         return None
-    try:
-        schemas = marshal.dumps([[t.input_schema for t in tools], request.output_schema], 2)
-    except ValueError:  # not exact built-in types: never taken for unchanged
-        return None
-    return tuple(tools), system, settings, schemas
+    return settings, data
 
 
 def _same_rest(old: _RestKey | None, new: _RestKey | None) -> bool:
-    """Whether two rest keys name the very same objects with the same schema bytes."""
-    if old is None or new is None:
-        return False
-    return (
-        len(old[0]) == len(new[0])
-        and all(map(is_, old[0], new[0]))
-        and old[1] is new[1]
-        and old[2] is new[2]
-        and old[3] == new[3]
-    )
+    """Whether two rest keys are the same settings object and the same bytes."""
+    return old is not None and new is not None and old[0] is new[0] and old[1] == new[1]
 
 
 def expand_messages(value: Any, earlier: dict[int, list[Any]], *, where: str) -> list[Any] | None:

@@ -16,6 +16,7 @@ from loom_nb.journal._claims import NOT_SERVED, served_output
 from loom_nb.journal._codec import text_hash
 from loom_nb.journal._requests import model_input
 from loom_nb.providers import ScriptedProvider
+from loom_nb.taint import Untrusted
 
 HASH = "sha256:" + "ab" * 32
 
@@ -133,28 +134,31 @@ async def test_a_replayed_model_step_never_parses_its_recorded_input(
     assert info.value.code == "input_changed"
 
 
-def test_the_rest_of_a_request_is_reused_only_while_its_objects_are_unchanged() -> None:
-    """The tools, system and settings dump is taken from the previous model step only while they
-    are the very same objects with the same schema bytes: a schema changed in place, another
-    system prompt or another tool object is dumped again, and every hash equals the one made
-    from scratch."""
+def test_the_rest_of_a_request_is_reused_only_while_its_bytes_are_the_same() -> None:
+    """The tools, system and settings dump is taken from the previous model step only while their
+    bytes are the same (an equal menu rebuilt counts): a schema changed in place or another
+    system prompt is dumped again, and every hash equals the one made from scratch."""
     tool = ToolSpec(name="t", description="d", input_schema={"type": "object"})
     messages = [Message(role="user", content="hi")]
     caps = ScriptedProvider([]).capabilities
     previous = None
     requests = [
-        LlmRequest(messages=messages, tools=[tool]),
-        LlmRequest(messages=messages, tools=[tool]),  # the same objects: reused
-        LlmRequest(messages=messages, tools=[tool], system="be brief"),
-        LlmRequest(messages=messages, tools=[tool.model_copy()], system="be brief"),
+        lambda: LlmRequest(messages=messages, tools=[tool]),
+        lambda: LlmRequest(messages=messages, tools=[tool]),  # the same objects: reused
+        lambda: LlmRequest(messages=messages, tools=[tool], system="be brief"),
+        lambda: LlmRequest(
+            messages=messages, tools=[tool.model_copy(deep=True)], system="be brief"
+        ),
+        lambda: LlmRequest(messages=messages, tools=[tool], system=Untrusted("be brief")),
     ]
-    for position, request in enumerate(requests):
+    for position, make in enumerate(requests):
         if position == 2:
             tool.input_schema["properties"] = {"n": {"type": "integer"}}  # changed in place
+        request = make()
         prepared = model_input(request, previous, position, caps)
         assert prepared.input_hash == model_input(request, None, 0, caps).input_hash
         assert prepared.rest == request.model_dump(mode="json", exclude={"messages"})
-        if position == 1:
+        if position in (1, 3):  # the same objects, then an equal copy of the tool
             assert previous is not None
             assert prepared.rest is previous.rest
         elif previous is not None:
