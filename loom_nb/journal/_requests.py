@@ -83,8 +83,11 @@ class ModelBase:
     """The provider's declared capabilities as JSON values."""
     tail: str = ""
     """The canonical JSON of ``{"capabilities": declared, "request": rest}`` (hashed last)."""
-    fields: dict[str, str] = field(default_factory=dict)
-    """The canonical JSON of each field of ``rest`` (what the journaled input is made of)."""
+    around: tuple[str, str] = ("{", "}")
+    """The journaled input's canonical JSON before and after its messages' value (the fields of
+    ``rest``, in sorted key order around ``"messages"``), made once per ``rest``."""
+    plain: bool = True
+    """Whether ``around`` holds no ``NaN`` / ``Infinity`` (see ``ModelInput.assembled``)."""
     rest_key: _RestKey | None = None
     """What ``rest`` was dumped from (``_rest_key``), so the next request with the same tools,
     system and settings reuses it instead of dumping them again."""
@@ -156,10 +159,10 @@ class ModelInput:
             )  # fmt: skip
         else:
             messages = appended
-        fields = dict(self.base.fields)
-        fields["messages"] = messages
-        text = "{" + ",".join(_key(k) + ":" + fields[k] for k in sorted(fields)) + "}"
-        return None if "NaN" in text or "Infinity" in text else text
+        if not self.base.plain or "NaN" in messages or "Infinity" in messages:
+            return None
+        before, after = self.base.around
+        return before + messages + after
 
 
 class EncodedInput:
@@ -200,7 +203,9 @@ def model_input(
     """Hash ``request`` against ``previous`` (the execution's last model request) and plan its delta."""
     if previous is not None and previous.position >= position:
         previous = None  # rewound: the remembered request is not before this step
-    messages: list[Message] = list(request.messages)
+    messages: list[Message] = request.messages  # only read here (the walk keeps its own list)
+    if type(messages) is not list:
+        messages = list(messages)
     keep = 0
     hashes: list[str] = []
     chain: list[str] = []
@@ -246,10 +251,11 @@ def model_input(
         and (previous.rest is rest or previous.rest == rest)
         and previous.declared == declared
     ):
-        tail, fields = previous.tail, previous.fields  # the same tools, system and settings
+        tail, around, plain = previous.tail, previous.around, previous.plain  # the same fields
     else:
         tail = _CANONICAL.encode({"capabilities": declared, "request": rest})
-        fields = {key: _CANONICAL.encode(value) for key, value in rest.items()}
+        around = _around({key: _CANONICAL.encode(value) for key, value in rest.items()})
+        plain = not any("NaN" in text or "Infinity" in text for text in around)
     input_hash = _sha((chain[-1] if chain else _EMPTY_CHAIN) + tail)
     base = ModelBase(
         position=position,
@@ -259,10 +265,21 @@ def model_input(
         rest=rest,
         declared=declared,
         tail=tail,
-        fields=fields,
+        around=around,
+        plain=plain,
         rest_key=rest_key,
     )
     return ModelInput(input_hash, base, previous, rest, texts, keep)
+
+
+def _around(fields: dict[str, str]) -> tuple[str, str]:
+    """The input's canonical JSON before and after the messages' value, from the canonical
+    JSON of each other field (sorted keys, compact separators)."""
+    keys = sorted([*fields, "messages"])
+    at = keys.index("messages")
+    before = "".join(_key(k) + ":" + fields[k] + "," for k in keys[:at])
+    after = "".join("," + _key(k) + ":" + fields[k] for k in keys[at + 1 :])
+    return "{" + before + _key("messages") + ":", after + "}"
 
 
 _RestKey = tuple[Any, bytes]
