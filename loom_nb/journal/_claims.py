@@ -26,10 +26,8 @@ from loom_nb.store._protocol import ContentStore
 __all__ = [
     "CLAIM_MARKER",
     "DEFAULT_CLAIM_THRESHOLD",
-    "NOT_SERVED",
     "claim",
     "payload_text",
-    "served_output",
     "unclaim",
 ]
 
@@ -120,42 +118,6 @@ def recorded_fields(payload: str | None, where: str) -> dict[str, Any]:
     except (RecursionError, ValueError):
         value = decode(payload or "{}", where=where)  # raises with context
     return value if isinstance(value, dict) else {}
-
-
-NOT_SERVED: Any = object()
-"""What ``served_output`` returns when the payload is not the exact match it looks for."""
-
-_DECODER = json.JSONDecoder()
-
-
-def served_output(payload: str | None, input_text: str, input_hash: str) -> Any:
-    """The recorded output of a completed step whose input is exactly ``input_text`` (canonical
-    JSON) with hash ``input_hash``, reading only the output; ``NOT_SERVED`` otherwise.
-
-    A step is journaled as ``{"input":<input>,"input_hash":"<hash>","output":<output>}``
-    (``payload_text``: sorted keys, compact). When the payload starts with exactly the input
-    and hash the replay has, the recorded hash is the one replay would compare (the input is a
-    whole JSON value, so what follows it is the payload's own next key), and only the output
-    is decoded: a model step's recorded input (its messages and tools) is never parsed. Anything
-    else (a claim-checked field, another input or hash, an older layout, a payload that does not
-    parse) is ``NOT_SERVED``, and the caller reads the fields as before (``recorded_fields``),
-    with the same checks and errors.
-    """
-    if payload is None or not payload.startswith('{"input":'):
-        return NOT_SERVED
-    if '"' in input_hash or "\\" in input_hash:  # not a hash this journal writes
-        return NOT_SERVED
-    at = 9 + len(input_text)
-    tail = ',"input_hash":"' + input_hash + '","output":'
-    if not (payload.startswith(input_text, 9) and payload.startswith(tail, at)):
-        return NOT_SERVED
-    try:
-        output, end = _DECODER.raw_decode(payload, at + len(tail))
-    except (RecursionError, ValueError):
-        return NOT_SERVED
-    if end != len(payload) - 1 or payload[end] != "}":
-        return NOT_SERVED
-    return output
 
 
 def claimed_field(

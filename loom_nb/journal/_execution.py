@@ -45,18 +45,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from loom_nb.errors import JournalError
-from loom_nb.journal._claims import (
-    NOT_SERVED,
-    claimed_field,
-    payload_text,
-    recorded_fields,
-    served_output,
-)
+from loom_nb.journal._claims import claimed_field, payload_text, recorded_fields
 from loom_nb.journal._codec import (
+    check_step,
     dumps,
     encode_text,
     encode_value,
-    is_storable_id,
     storable_text,
     text_hash,
 )
@@ -70,6 +64,7 @@ from loom_nb.journal._divergence import (
 )
 from loom_nb.journal._fork import fork_rows
 from loom_nb.journal._requests import EncodedInput, ModelBase, ModelStepInput, model_input
+from loom_nb.journal._served import NOT_SERVED, serve_exact
 from loom_nb.journal._suspend import StartOnSuspend
 from loom_nb.journal._timeline import Entry, ExecutionStatus, Timeline
 
@@ -188,7 +183,7 @@ class Execution:
         (before ``fn`` runs), ``StepOutputError`` when the input or output is not JSON, and
         whatever ``fn`` raised (after journaling ``step_failed``).
         """
-        self._check_step(step_id, fn)
+        check_step(step_id, fn)
         if isinstance(input, ModelStepInput):  # a model call handed through a wrapper
             return await self._model_step(
                 step_id, fn, input.request, input.capabilities, reads_input=True
@@ -210,7 +205,7 @@ class Execution:
         ``execute``); the effect's own function reads nothing, so the input is journaled
         straight from the canonical JSON the hashing made and ``fn`` gets None.
         """
-        self._check_step(step_id, fn)
+        check_step(step_id, fn)
         prepared = model_input(request, self.model_base, self._next, capabilities)
         make_input = prepared.journaled if reads_input else lambda: prepared.journaled_text(step_id)
         pins = request_pins_later(request)  # its refs, earlier turns' too: read if run live
@@ -223,19 +218,6 @@ class Execution:
             raise
         self.model_base = prepared.base if self._exact else None
         return output
-
-    def _check_step(self, step_id: object, fn: object) -> None:
-        if not is_storable_id(step_id):
-            raise JournalError(
-                f"a step id is a non-empty string of valid Unicode, not {step_id!r}.",
-                code="invalid_step_id",
-            )
-        if not callable(fn):
-            raise JournalError(
-                f"step {step_id!r}: fn must be a function (sync or async) taking the input, not "
-                f"{type(fn).__name__}.",
-                code="invalid_step_fn",
-            )
 
     async def _execute(
         self,
@@ -252,8 +234,8 @@ class Execution:
         delta only then); ``input_hash`` (default: the hash of the input's canonical JSON) is
         what replay compares with the recorded hash; ``pins`` (default: what the input cites;
         a function: asked only live) is the stored content the step reads (``_content_pins``).
-        ``input_text`` (with ``input_hash``) gives the input's canonical JSON as it would be
-        journaled, or None, for replay's exact match (``_served``).
+        ``input_text`` (with ``input_hash``): the input's canonical JSON as journaled, or None,
+        for replay's exact match (``_served``).
         """
         with self._positions:  # threads sharing this object take distinct positions
             position = self._next
@@ -264,14 +246,15 @@ class Execution:
             if entry.kind != "step" or entry.step_id != step_id:
                 self._diverge(position, entry, step_id)
             elif entry.state == "completed":
-                if self._divergence == "ignore_inputs":
-                    text, digest = None, None  # served without its input looked at
-                else:
-                    text, digest = self._replay_input(
-                        step_id, make_input, input_hash, input_text, position
-                    )
-                if text is not None and digest is not None:
-                    output = served_output(entry.payload, text, digest)
+                digest = None
+                if self._divergence != "ignore_inputs":  # else served, its input not looked at
+                    try:
+                        output, digest = serve_exact(
+                            entry.payload, step_id, make_input, input_hash, input_text
+                        )
+                    except BaseException:
+                        self._release(position)
+                        raise
                     if output is not NOT_SERVED:
                         return output
                 recorded = recorded_fields(entry.payload, self._where(position))
@@ -287,31 +270,6 @@ class Execution:
             raise
         return await self._run(position, step_id, fn, value, input_hash, pins)
 
-    def _replay_input(
-        self,
-        step_id: str,
-        make_input: Callable[[], Any],
-        input_hash: Callable[[], str] | None,
-        input_text: Callable[[], str | None] | None,
-        position: int,
-    ) -> tuple[str | None, str | None]:
-        """The replayed step's input as canonical JSON (None when not at hand) and its hash.
-
-        A model step gives its hash and its assembled text; another step's input is encoded
-        here, once, for both. An input that cannot be encoded is left to ``_input_changed``
-        (which raises, as ever, only when the recorded step has a hash to compare).
-        """
-        try:
-            if input_hash is not None:
-                return (input_text() if input_text is not None else None), input_hash()
-            text = encode_text(make_input(), step_id=step_id, what="input")
-        except Exception:
-            return None, None
-        except BaseException:
-            self._release(position)
-            raise
-        return text, text_hash(text)
-
     def _input_changed(
         self,
         recorded: dict[str, Any],
@@ -322,10 +280,10 @@ class Execution:
     ) -> bool:
         """Whether the recorded step must not be served because its input changed.
 
-        ``digest`` is the input's hash when already known. Raises
-        ``ReplayDivergenceError('input_changed')`` with ``divergence="fail"``; with ``"warn"``
-        journals a divergence and returns True (the step runs live); with ``"ignore_inputs"``,
-        or for a step recorded without a hash, returns False.
+        Raises ``ReplayDivergenceError('input_changed')`` with ``divergence="fail"``; with
+        ``"warn"`` journals a divergence and returns True (the step runs live); with
+        ``"ignore_inputs"``, or for a step recorded without a hash, returns False. ``digest``:
+        the input's hash when already known.
         """
         expected = recorded.get("input_hash")
         if not isinstance(expected, str) or self._divergence == "ignore_inputs":

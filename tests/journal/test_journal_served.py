@@ -12,9 +12,9 @@ import loom_nb.journal._execution as execution_module
 from loom_nb.content import LlmRequest, Message, ToolSpec
 from loom_nb.errors import ReplayDivergenceError
 from loom_nb.journal import Journal, create_llm_effect
-from loom_nb.journal._claims import NOT_SERVED, served_output
 from loom_nb.journal._codec import text_hash
 from loom_nb.journal._requests import model_input
+from loom_nb.journal._served import NOT_SERVED, served_output
 from loom_nb.providers import ScriptedProvider
 from loom_nb.taint import Untrusted
 
