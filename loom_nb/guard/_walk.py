@@ -207,11 +207,17 @@ class _Lists:
 
     def seal(self) -> None:
         """Take the bytes of all of ``values``, after values were added (the caller has just
-        found the earlier ones unchanged)."""
-        if None in self.marks:
+        found the earlier ones unchanged, so each one's bytes in ``marks`` are still its own).
+
+        They are put together from ``marks`` rather than marshalled again: format 2 writes a
+        list as ``[``, its length (4 bytes, little-endian) and each item as it would be alone
+        (no back-references), so a growing transcript costs a copy, not a walk of its values.
+        """
+        marks = self.marks
+        if None in marks:
             self.mark = None
         else:
-            self.mark = _dumps(self.values)
+            self.mark = b"[" + len(marks).to_bytes(4, "little") + b"".join(marks)  # type: ignore[arg-type]
 
     def unchanged(self) -> bool:
         """Whether every list still holds the very parts it held and every value the same bytes.

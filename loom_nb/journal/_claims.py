@@ -23,7 +23,13 @@ from loom_nb.errors import JournalError, LoomError
 from loom_nb.journal._codec import decode
 from loom_nb.store._protocol import ContentStore
 
-__all__ = ["CLAIM_MARKER", "DEFAULT_CLAIM_THRESHOLD", "claim", "payload_text", "unclaim"]
+__all__ = [
+    "CLAIM_MARKER",
+    "DEFAULT_CLAIM_THRESHOLD",
+    "claim",
+    "payload_text",
+    "unclaim",
+]
 
 CLAIM_MARKER = "__loomContent"
 """Key of the object a claim-checked payload is journaled as."""

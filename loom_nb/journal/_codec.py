@@ -24,6 +24,7 @@ from loom_nb.errors import JournalError, StepOutputError
 
 __all__ = [
     "check_execution_id",
+    "check_step",
     "decode",
     "dumps",
     "encode_text",
@@ -81,6 +82,21 @@ def check_execution_id(execution_id: object) -> None:
         raise JournalError(
             f"an execution id is a non-empty string of valid Unicode, not {execution_id!r}.",
             code="invalid_execution_id",
+        )
+
+
+def check_step(step_id: object, fn: object) -> None:
+    """Refuse (``invalid_step_id`` / ``invalid_step_fn``) what cannot be a step's id or function."""
+    if not is_storable_id(step_id):
+        raise JournalError(
+            f"a step id is a non-empty string of valid Unicode, not {step_id!r}.",
+            code="invalid_step_id",
+        )
+    if not callable(fn):
+        raise JournalError(
+            f"step {step_id!r}: fn must be a function (sync or async) taking the input, not "
+            f"{type(fn).__name__}.",
+            code="invalid_step_fn",
         )
 
 

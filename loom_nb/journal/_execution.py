@@ -47,10 +47,10 @@ from typing import TYPE_CHECKING, Any
 from loom_nb.errors import JournalError
 from loom_nb.journal._claims import claimed_field, payload_text, recorded_fields
 from loom_nb.journal._codec import (
+    check_step,
     dumps,
     encode_text,
     encode_value,
-    is_storable_id,
     storable_text,
     text_hash,
 )
@@ -64,6 +64,7 @@ from loom_nb.journal._divergence import (
 )
 from loom_nb.journal._fork import fork_rows
 from loom_nb.journal._requests import EncodedInput, ModelBase, ModelStepInput, model_input
+from loom_nb.journal._served import NOT_SERVED, serve_exact
 from loom_nb.journal._suspend import StartOnSuspend
 from loom_nb.journal._timeline import Entry, ExecutionStatus, Timeline
 
@@ -182,7 +183,7 @@ class Execution:
         (before ``fn`` runs), ``StepOutputError`` when the input or output is not JSON, and
         whatever ``fn`` raised (after journaling ``step_failed``).
         """
-        self._check_step(step_id, fn)
+        check_step(step_id, fn)
         if isinstance(input, ModelStepInput):  # a model call handed through a wrapper
             return await self._model_step(
                 step_id, fn, input.request, input.capabilities, reads_input=True
@@ -204,30 +205,19 @@ class Execution:
         ``execute``); the effect's own function reads nothing, so the input is journaled
         straight from the canonical JSON the hashing made and ``fn`` gets None.
         """
-        self._check_step(step_id, fn)
+        check_step(step_id, fn)
         prepared = model_input(request, self.model_base, self._next, capabilities)
         make_input = prepared.journaled if reads_input else lambda: prepared.journaled_text(step_id)
         pins = request_pins_later(request)  # its refs, earlier turns' too: read if run live
         try:
-            output = await self._execute(step_id, fn, make_input, lambda: prepared.input_hash, pins)
+            output = await self._execute(
+                step_id, fn, make_input, lambda: prepared.input_hash, pins, prepared.assembled
+            )
         except BaseException:
             self.model_base = None  # the next call journals its messages in full
             raise
         self.model_base = prepared.base if self._exact else None
         return output
-
-    def _check_step(self, step_id: object, fn: object) -> None:
-        if not is_storable_id(step_id):
-            raise JournalError(
-                f"a step id is a non-empty string of valid Unicode, not {step_id!r}.",
-                code="invalid_step_id",
-            )
-        if not callable(fn):
-            raise JournalError(
-                f"step {step_id!r}: fn must be a function (sync or async) taking the input, not "
-                f"{type(fn).__name__}.",
-                code="invalid_step_fn",
-            )
 
     async def _execute(
         self,
@@ -236,6 +226,7 @@ class Execution:
         make_input: Callable[[], Any],
         input_hash: Callable[[], str] | None,
         pins: Pins | Callable[[], Pins] | None = None,
+        input_text: Callable[[], str | None] | None = None,
     ) -> Any:
         """``execute`` with the input made on demand and, optionally, its hash given.
 
@@ -243,6 +234,8 @@ class Execution:
         delta only then); ``input_hash`` (default: the hash of the input's canonical JSON) is
         what replay compares with the recorded hash; ``pins`` (default: what the input cites;
         a function: asked only live) is the stored content the step reads (``_content_pins``).
+        ``input_text`` (with ``input_hash``): the input's canonical JSON as journaled, or None,
+        for replay's exact match (``_served``).
         """
         with self._positions:  # threads sharing this object take distinct positions
             position = self._next
@@ -253,8 +246,19 @@ class Execution:
             if entry.kind != "step" or entry.step_id != step_id:
                 self._diverge(position, entry, step_id)
             elif entry.state == "completed":
+                digest = None
+                if self._divergence != "ignore_inputs":  # else served, its input not looked at
+                    try:
+                        output, digest = serve_exact(
+                            entry.payload, step_id, make_input, input_hash, input_text
+                        )
+                    except BaseException:
+                        self._release(position)
+                        raise
+                    if output is not NOT_SERVED:
+                        return output
                 recorded = recorded_fields(entry.payload, self._where(position))
-                if self._input_changed(recorded, step_id, make_input, input_hash, position):
+                if self._input_changed(recorded, step_id, make_input, digest, position):
                     return await self._run(position, step_id, fn, make_input(), input_hash, pins)
                 return self._claimed(recorded, "output", position)
             else:
@@ -271,22 +275,23 @@ class Execution:
         recorded: dict[str, Any],
         step_id: str,
         make_input: Callable[[], Any],
-        input_hash: Callable[[], str] | None,
+        digest: str | None,
         position: int,
     ) -> bool:
         """Whether the recorded step must not be served because its input changed.
 
         Raises ``ReplayDivergenceError('input_changed')`` with ``divergence="fail"``; with
         ``"warn"`` journals a divergence and returns True (the step runs live); with
-        ``"ignore_inputs"``, or for a step recorded without a hash, returns False.
+        ``"ignore_inputs"``, or for a step recorded without a hash, returns False. ``digest``:
+        the input's hash when already known.
         """
         expected = recorded.get("input_hash")
         if not isinstance(expected, str) or self._divergence == "ignore_inputs":
             self._exact = False  # served without knowing that the input is the recorded one
             return False
         try:
-            if input_hash is not None:
-                actual = input_hash()
+            if digest is not None:
+                actual = digest
             else:
                 actual = text_hash(encode_text(make_input(), step_id=step_id, what="input"))
         except BaseException:

@@ -28,14 +28,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import marshal
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_nb.content import LlmRequest, Message, canonical_json
+from loom_nb.content import LlmRequest, Message, ToolSpec, canonical_json
 from loom_nb.errors import JournalError
 from loom_nb.guard import EMPTY_JSON_SEEN, Seen
 from loom_nb.journal._codec import encode_text
 from loom_nb.journal._timeline import Event
+from loom_nb.settings import ModelSettings
 
 __all__ = [
     "DELTA_MARKER",
@@ -81,8 +83,14 @@ class ModelBase:
     """The provider's declared capabilities as JSON values."""
     tail: str = ""
     """The canonical JSON of ``{"capabilities": declared, "request": rest}`` (hashed last)."""
-    fields: dict[str, str] = field(default_factory=dict)
-    """The canonical JSON of each field of ``rest`` (what the journaled input is made of)."""
+    around: tuple[str, str] = ("{", "}")
+    """The journaled input's canonical JSON before and after its messages' value (the fields of
+    ``rest``, in sorted key order around ``"messages"``), made once per ``rest``."""
+    plain: bool = True
+    """Whether ``around`` holds no ``NaN`` / ``Infinity`` (see ``ModelInput.assembled``)."""
+    rest_key: _RestKey | None = None
+    """What ``rest`` was dumped from (``_rest_key``), so the next request with the same tools,
+    system and settings reuses it instead of dumping them again."""
 
 
 class ModelStepInput(dict[str, Any]):
@@ -130,6 +138,18 @@ class ModelInput:
         """The step input's canonical JSON, assembled from the messages' canonical JSON already
         made for hashing (built only when the step runs live; equal to encoding ``journaled()``:
         sorted keys, compact separators, UTF-8 kept)."""
+        text = self.assembled()
+        if text is None:
+            # Maybe a non-finite float, which the journal refuses (it is not JSON): the general
+            # encoder decides and names the step (a string that merely says so costs this once).
+            text = encode_text(self.journaled(), step_id=step_id, what="input")
+        return EncodedInput(text, self)
+
+    def assembled(self) -> str | None:
+        """The input's canonical JSON assembled from the texts the hashing made, or None when it
+        may hold a non-finite float (``journaled_text`` then asks the general encoder). Replay
+        compares it with the recorded input (``Execution``), so a served step reads only the
+        recorded output."""
         appended = "[" + ",".join(self.texts) + "]"
         if self.previous is not None and self.keep > 0:
             messages = (
@@ -139,14 +159,10 @@ class ModelInput:
             )  # fmt: skip
         else:
             messages = appended
-        fields = dict(self.base.fields)
-        fields["messages"] = messages
-        text = "{" + ",".join(_key(k) + ":" + fields[k] for k in sorted(fields)) + "}"
-        if "NaN" in text or "Infinity" in text:
-            # Maybe a non-finite float, which the journal refuses (it is not JSON): the general
-            # encoder decides and names the step (a string that merely says so costs this once).
-            text = encode_text(self.journaled(), step_id=step_id, what="input")
-        return EncodedInput(text, self)
+        if not self.base.plain or "NaN" in messages or "Infinity" in messages:
+            return None
+        before, after = self.base.around
+        return before + messages + after
 
 
 class EncodedInput:
@@ -170,8 +186,15 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 """The encoder of ``canonical_json`` (made once: ``json.dumps`` with options builds one a call)."""
 
 
+_KEYS: dict[str, str] = {}
+"""The canonical JSON of each request field's name (a handful of names, encoded once)."""
+
+
 def _key(name: str) -> str:
-    return _CANONICAL.encode(name)
+    text = _KEYS.get(name)
+    if text is None:
+        text = _KEYS[name] = _CANONICAL.encode(name)
+    return text
 
 
 def model_input(
@@ -180,7 +203,9 @@ def model_input(
     """Hash ``request`` against ``previous`` (the execution's last model request) and plan its delta."""
     if previous is not None and previous.position >= position:
         previous = None  # rewound: the remembered request is not before this step
-    messages: list[Message] = list(request.messages)
+    messages: list[Message] = request.messages  # only read here (the walk keeps its own list)
+    if type(messages) is not list:
+        messages = list(messages)
     keep = 0
     hashes: list[str] = []
     chain: list[str] = []
@@ -209,14 +234,28 @@ def model_input(
         hashes.append(digest)
         chain.append(_sha((chain[-1] if chain else _EMPTY_CHAIN) + digest))
     # The rest of the request (tools, system, settings, schema) as JSON values: one dump that
-    # leaves the messages out (the same values a dump of the request with no messages gives).
-    rest = request.model_dump(mode="json", exclude={"messages"})
+    # leaves the messages out (the same values a dump of the request with no messages gives),
+    # or the previous request's when it was made of the very same, unchanged, objects.
+    rest_key = _rest_key(request)
+    if (
+        previous is not None
+        and previous.rest is not None
+        and _same_rest(previous.rest_key, rest_key)
+    ):
+        rest = previous.rest
+    else:
+        rest = request.model_dump(mode="json", exclude={"messages"})
     declared = capabilities.model_dump(mode="json") if hasattr(capabilities, "model_dump") else None
-    if previous is not None and previous.rest == rest and previous.declared == declared:
-        tail, fields = previous.tail, previous.fields  # the same tools, system and settings
+    if (
+        previous is not None
+        and (previous.rest is rest or previous.rest == rest)
+        and previous.declared == declared
+    ):
+        tail, around, plain = previous.tail, previous.around, previous.plain  # the same fields
     else:
         tail = _CANONICAL.encode({"capabilities": declared, "request": rest})
-        fields = {key: _CANONICAL.encode(value) for key, value in rest.items()}
+        around = _around({key: _CANONICAL.encode(value) for key, value in rest.items()})
+        plain = not any("NaN" in text or "Infinity" in text for text in around)
     input_hash = _sha((chain[-1] if chain else _EMPTY_CHAIN) + tail)
     base = ModelBase(
         position=position,
@@ -226,9 +265,49 @@ def model_input(
         rest=rest,
         declared=declared,
         tail=tail,
-        fields=fields,
+        around=around,
+        plain=plain,
+        rest_key=rest_key,
     )
     return ModelInput(input_hash, base, previous, rest, texts, keep)
+
+
+def _around(fields: dict[str, str]) -> tuple[str, str]:
+    """The input's canonical JSON before and after the messages' value, from the canonical
+    JSON of each other field (sorted keys, compact separators)."""
+    keys = sorted([*fields, "messages"])
+    at = keys.index("messages")
+    before = "".join(_key(k) + ":" + fields[k] + "," for k in keys[:at])
+    after = "".join("," + _key(k) + ":" + fields[k] for k in keys[at + 1 :])
+    return "{" + before + _key("messages") + ":", after + "}"
+
+
+_RestKey = tuple[Any, bytes]
+
+
+def _rest_key(request: LlmRequest) -> _RestKey | None:
+    """The request's fields other than messages as ``marshal`` bytes (the tools' names,
+    descriptions and schemas, the system prompt, the output schema) with its settings object
+    (frozen, of immutable fields), or None when a field is of a kind whose bytes say nothing (a
+    subclass, an untrusted system prompt, a value that is not plain JSON). Compared by bytes and
+    identity only (``_same_rest``), never by a value's ``__eq__``, as the guard's walk caches
+    are; a menu rebuilt each turn from equal tools still matches."""
+    tools, settings = request.tools, request.settings
+    if not (settings is None or type(settings) is ModelSettings):
+        return None
+    if not all(type(tool) is ToolSpec for tool in tools):  # frozen; only the schema is mutable
+        return None
+    menu = [(t.name, t.description, t.input_schema) for t in tools]
+    try:  # exact built-in types only: a str subclass or an Untrusted prompt raises
+        data = marshal.dumps([menu, request.system, request.output_schema], 2)
+    except ValueError:
+        return None
+    return settings, data
+
+
+def _same_rest(old: _RestKey | None, new: _RestKey | None) -> bool:
+    """Whether two rest keys are the same settings object and the same bytes."""
+    return old is not None and new is not None and old[0] is new[0] and old[1] == new[1]
 
 
 def expand_messages(value: Any, earlier: dict[int, list[Any]], *, where: str) -> list[Any] | None:

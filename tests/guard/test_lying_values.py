@@ -10,9 +10,12 @@ interleaved conversations each stay incremental.
 
 from __future__ import annotations
 
+import marshal
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loom_nb.capabilities import Capabilities, assert_request_supported
 from loom_nb.content import (
@@ -34,7 +37,7 @@ from loom_nb.guard import (
     handing_over,
 )
 from loom_nb.guard._message_walk import MessageWalk
-from loom_nb.guard._walk import PrefixFold
+from loom_nb.guard._walk import EMPTY_JSON_SEEN, PrefixFold
 from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted
 
@@ -263,3 +266,40 @@ def test_a_fold_keeps_one_state_per_transcript() -> None:
         assert fold(a) == [i + 1]
         assert fold(b) == [i + 1]
     assert sorted(steps) == sorted([f"a{i}" for i in range(4)] + [f"b{i}" for i in range(4)])
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(
+    st.lists(
+        st.lists(st.dictionaries(st.text(max_size=4), _JSON, max_size=3), max_size=3), max_size=4
+    )
+)
+def test_the_sealed_mark_is_the_marshal_of_every_tracked_value(
+    turns: list[list[dict[str, Any]]],
+) -> None:
+    """A walk's snapshot of the tool inputs it tracks, put together from each value's bytes as the
+    transcript grows, is exactly ``marshal.dumps(values, 2)``: a value changed in place later is
+    seen, and an unchanged transcript still matches."""
+    seen = EMPTY_JSON_SEEN
+    messages: list[Message] = []
+    for turn, inputs in enumerate(turns):
+        parts = [ToolUsePart(id=f"c{turn}_{i}", name="t", input=v) for i, v in enumerate(inputs)]
+        messages = [*messages, Message(role="assistant", content=parts or "x")]
+        seen = seen.grown(messages, len(seen))
+        assert seen.state.mark == marshal.dumps(seen.state.values, 2)
+        assert seen.unchanged()
+    for message in messages:
+        if isinstance(message.content, list) and message.content:
+            part = message.content[0]
+            assert isinstance(part, ToolUsePart)
+            part.input["__changed__"] = 1
+            assert not seen.unchanged()
+            break
