@@ -67,7 +67,7 @@ _ADD = (
 _SIZE = "SELECT COUNT(*), MAX(seq) FROM work_items WHERE queue = ?"
 _PICK = (
     "SELECT item FROM work_items WHERE queue = ? AND state IN ('pending', 'claimed') "
-    "AND lease_until <= ? ORDER BY seq LIMIT ?"
+    "AND lease_until <= ?{besides} ORDER BY seq LIMIT ?"
 )
 _CLAIM = (
     "WITH picked AS ({pick}) UPDATE work_items SET state = 'claimed', worker = ?, token = ?, "
@@ -80,7 +80,7 @@ _EXHAUST = (
 )
 _EXHAUSTED = (
     "SELECT item FROM work_items WHERE queue = ? AND state = 'claimed' AND lease_until <= ? "
-    "AND attempts >= ?"
+    "AND attempts >= ?{besides}"
 )
 _EXTEND = (
     "UPDATE work_items SET lease_until = ?, updated = ? "
@@ -231,12 +231,17 @@ class WorkQueue:
         limit: int = 1,
         lease: float = 30.0,
         max_attempts: int | None = None,
+        running: Iterable[str] = (),
     ) -> list[Claim]:
         """Claim up to ``limit`` claimable items (oldest first) for ``lease`` seconds.
 
         An empty list when none is claimable now (all done, failed, or held under live leases).
         With ``max_attempts``, an item whose expired claim was its last allowed attempt is
-        failed (error ``lease expired N times``) instead of claimed again.
+        failed (error ``lease expired N times``) instead of claimed again. ``running``: items
+        the caller is still running under earlier claims, never claimed (nor failed) by it
+        again even when those claims expired (it stalled past its lease): a second claim could
+        not fence the execution the first still fences, and would only end the item as failed.
+        Its heartbeat renews such a claim, unless another worker took the item over meanwhile.
         """
         _check_positive("limit", limit, integer=True)
         _check_positive("lease", lease)
@@ -244,21 +249,23 @@ class WorkQueue:
             _check_positive("max_attempts", max_attempts, integer=True)
         token = uuid.uuid4().hex
         skip = self._backend.SKIP_LOCKED
+        mine = sorted(set(running))
+        besides = f" AND item NOT IN ({', '.join('?' * len(mine))})" if mine else ""
 
         def body(conn: Any) -> list[Claim]:
             now = time.time()
             if max_attempts is not None:
-                pick = _EXHAUSTED + skip
+                pick = _EXHAUSTED.format(besides=besides) + skip
                 error = f"lease expired {max_attempts} times: its workers died or stalled on it"
                 conn.execute(
                     _EXHAUST.format(pick=pick),
-                    (self.name, now, max_attempts, error, now, self.name),
+                    (self.name, now, max_attempts, *mine, error, now, self.name),
                 ).fetchall()
             self._reap(conn, now)
             until = now + lease
             rows = conn.execute(
-                _CLAIM.format(pick=_PICK + skip),
-                (self.name, now, limit, worker, token, until, now, self.name),
+                _CLAIM.format(pick=_PICK.format(besides=besides) + skip),
+                (self.name, now, *mine, limit, worker, token, until, now, self.name),
             ).fetchall()
             rows.sort(key=lambda row: row[2])
             return [Claim(self.name, row[0], worker, token, int(row[1]), until) for row in rows]

@@ -8,7 +8,9 @@ the items in flight every third of a lease, so only a worker that died or stalle
 items. What can happen to an item besides:
 
 - its claim was lost (the worker stalled past its lease and another claimed the item): the
-  fence refused the step's outcome, and the item is left to its new holder;
+  fence refused the step's outcome, and the item is left to its new holder; the stalled
+  worker itself never claims an item it is still running (``claim(..., running=...)``): its
+  heartbeat renews that claim instead;
 - its execution is held by another live writer (``ExecutionBusyError``, the previous holder
   still finishing after its lease ran out), or this process still runs it under an earlier
   claim (the fence refuses a second: ``execution_fenced``): the item is given back untried,
@@ -86,7 +88,11 @@ async def work_items(
             claims = []
             if free and not stopping:
                 claims = queue.claim(
-                    report.worker, limit=free, lease=lease, max_attempts=max_attempts
+                    report.worker,
+                    limit=free,
+                    lease=lease,
+                    max_attempts=max_attempts,
+                    running=[claim.item for claim in flying.values()],
                 )
             for claim in claims:
                 task = asyncio.ensure_future(_one(queue, claim, run, execution_of, report, lease))

@@ -1,7 +1,9 @@
 """A provider for the map tests: answers ``echo <text>``, counts calls and calls in flight.
 
 It can fail chosen inputs, refuse calls for their rate (a 429 storm, with a Retry-After), append
-each call's input to a file (what a SIGKILLed process leaves behind) and answer structured output.
+each call's input to a file (what a SIGKILLed process leaves behind), answer structured output,
+and hang every call after the first ``hang_after`` until it is cancelled (calls that are surely
+in flight when a test stops the map, however slowly a loaded machine runs the rest).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from loom_nb import LlmRequest, LlmResponse, ProviderError, ScriptedProvider, Usage, text_of
+
+HANG = 120.0
+"""Seconds a hanging call waits (it is cancelled long before, unless the test is broken)."""
 
 
 class Echo:
@@ -29,6 +34,7 @@ class Echo:
         retry_after: float = 0.01,
         log: Path | None = None,
         structured: bool = False,
+        hang_after: int | None = None,
     ) -> None:
         self.capabilities = ScriptedProvider([]).capabilities
         self.delay = delay
@@ -37,6 +43,7 @@ class Echo:
         self.retry_after = retry_after
         self.log = log
         self.structured = structured
+        self.hang_after = hang_after
         self.calls: list[str] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -60,6 +67,8 @@ class Echo:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         self.in_flight_seen.append(self.in_flight)
         try:
+            if self.hang_after is not None and len(self.calls) > self.hang_after:
+                await asyncio.sleep(HANG)  # until the map is stopped
             if self.delay:
                 await asyncio.sleep(self.delay)
             else:

@@ -24,10 +24,11 @@ ITEMS = 1000
 CONCURRENCY = 8
 
 
-def _start(journal: Path, calls: Path) -> subprocess.Popen[str]:
+def _start(journal: Path, calls: Path, *hang_after: int) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.chat.map_worker", str(journal), str(calls)],
+        [sys.executable, "-m", "tests.chat.map_worker", str(journal), str(calls)]
+        + [str(n) for n in hang_after],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -48,8 +49,10 @@ def test_a_map_killed_at_item_600_resumes_without_paying_twice(tmp_path: Path) -
         tmp_path / "calls-1",
         tmp_path / "calls-2",
     )
-    worker = _start(journal, first_calls)
-    deadline = time.monotonic() + 120
+    # Calls after the 600th hang: the map waits there for the kill, however late the test,
+    # slowed by a loaded machine, sees the 600 calls (it could otherwise have run to the end).
+    worker = _start(journal, first_calls, 600)
+    deadline = time.monotonic() + 300
     while len(_lines(first_calls)) < 600:
         assert worker.poll() is None, worker.communicate()
         assert time.monotonic() < deadline, "the worker made no progress"

@@ -30,6 +30,13 @@ from tests.chat.work_provider import Logged
 from tests.conftest import JournalBackend
 
 ROOT = Path(__file__).resolve().parents[2]
+LEASE = 60.0
+"""The workers' claim lease: long, so that a live worker starved of CPU (a loaded machine) keeps
+its items; one it outlived would be claimed and called again by another process, which this
+test rightly counts as a double call. A killed worker's claims never wait for it: the workers
+share this host, so they are free as soon as its pid is gone."""
+START = 300.0
+"""Seconds the workers get to start and reach their calls (a Python process each, under load)."""
 
 
 def _log(path: Path) -> list[tuple[str, str, int]]:
@@ -43,10 +50,15 @@ def _log(path: Path) -> list[tuple[str, str, int]]:
 
 
 class Spawner:
-    """A progress view that starts the workers when the map shows its id, and notes the counts."""
+    """A progress view that starts the workers when the map shows its id, and notes the counts.
+
+    The workers' calls wait at a gate (``work_provider``) which opens once each worker has the
+    calls in flight it needs: as many as its ``kill_at`` (so that it is killed mid-call, however
+    late it started) or one. The kernel is held until then too, so that all take part."""
 
     def __init__(self, url: str, log: Path, kills: list[int]) -> None:
         self.url, self.log, self.kills = url, log, kills
+        self.gate = log.with_name(log.name + ".gate")
         self.procs: list[subprocess.Popen[str]] = []
         self.seen: list[tuple[int, int, int]] = []  # (done, ran here, served) at each update
 
@@ -60,23 +72,25 @@ class Spawner:
                 "PYTHONPATH": str(ROOT),
                 "LOOM_TEST_WORK_LOG": str(self.log),
                 "LOOM_TEST_WORK_KILL_AT": str(kill_at),
+                "LOOM_TEST_WORK_GATE": str(self.gate),
             }
             command = [sys.executable, "-m", "loom_nb", "map", "work", progress.map_id]
             command += ["--journal", self.url, "--provider", "tests.chat.work_provider:make"]
-            command += ["--concurrency", "4", "--lease", "1"]
+            command += ["--concurrency", "4", "--lease", str(LEASE)]
             self.procs.append(
                 subprocess.Popen(
                     command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
                 )
             )
-        # Hold the kernel until every worker made a call (or died), so that all take part.
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + START
         while True:
-            pids = {pid for _, _, pid in _log(self.log)}
-            if all(p.pid in pids or p.poll() is not None for p in self.procs):
-                return
-            assert time.monotonic() < deadline, "the workers did not start"
+            started = Counter(pid for what, _, pid in _log(self.log) if what == "start")
+            needs = zip(self.procs, self.kills, strict=True)
+            if all(p.poll() is not None or started[p.pid] >= max(1, k) for p, k in needs):
+                break
+            assert time.monotonic() < deadline, ("the workers did not reach their calls", started)
             time.sleep(0.02)
+        self.gate.touch()
 
 
 @pytest.mark.slow

@@ -4,7 +4,11 @@
 worker process; the kernel's side of a test builds the same with ``Logged(log)``. Each call
 appends ``start <text> <pid>`` to the log, waits a little, and ``end <text> <pid>`` when it
 answers (O_APPEND lines: atomic between processes). ``$LOOM_TEST_WORK_LOG`` names the log in a
-worker, ``$LOOM_TEST_WORK_KILL_AT`` the call during which the worker SIGKILLs itself.
+worker, ``$LOOM_TEST_WORK_KILL_AT`` the call during which the worker SIGKILLs itself, and
+``$LOOM_TEST_WORK_GATE`` a file each call waits for (after logging its start) before it answers:
+the test opens the gate once every worker has the calls in flight it needs, so that a slow
+start under load (one worker answering most items before another began) cannot take a
+worker's chance to reach its ``kill_at``.
 """
 
 from __future__ import annotations
@@ -33,12 +37,18 @@ class Logged:
     model = "echo-1"
 
     def __init__(
-        self, log: str, *, kill_at: int = 0, delay: tuple[float, float] = (0.005, 0.03)
+        self,
+        log: str,
+        *,
+        kill_at: int = 0,
+        delay: tuple[float, float] = (0.005, 0.03),
+        gate: str | None = None,
     ) -> None:
         self.capabilities = ScriptedProvider([]).capabilities
         self.log = log
         self.kill_at = kill_at
         self.delay = delay
+        self.gate = gate
         self.calls = 0
 
     async def complete(self, request: LlmRequest, **_options: Any) -> LlmResponse:
@@ -46,6 +56,9 @@ class Logged:
         nth = self.calls
         text = text_of(request.messages[-1].content)  # raw-content: the item's text
         _append(self.log, f"start {text} {os.getpid()}")
+        # The gate is a file another process creates: looked at, not awaited.
+        while self.gate is not None and not os.path.exists(self.gate):  # noqa: ASYNC110, ASYNC240
+            await asyncio.sleep(0.01)
         await asyncio.sleep(random.uniform(*self.delay))
         if nth == self.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -63,5 +76,7 @@ class Logged:
 def make() -> Logged:
     """The provider of a worker process (``--provider tests.chat.work_provider:make``)."""
     return Logged(
-        os.environ["LOOM_TEST_WORK_LOG"], kill_at=int(os.environ.get("LOOM_TEST_WORK_KILL_AT", "0"))
+        os.environ["LOOM_TEST_WORK_LOG"],
+        kill_at=int(os.environ.get("LOOM_TEST_WORK_KILL_AT", "0")),
+        gate=os.environ.get("LOOM_TEST_WORK_GATE"),
     )

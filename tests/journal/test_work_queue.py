@@ -320,3 +320,37 @@ def test_work_items_runs_everything_and_records_failures(journal_backend: Journa
     assert queue.counts() == WorkCounts(done=11, failed=1)
     failed = next(item for item in queue.items() if item.state == "failed")
     assert failed.error == "ValueError: bad input"
+
+
+def test_a_stalled_worker_does_not_take_its_own_running_item_again(
+    journal_backend: JournalBackend,
+) -> None:
+    """A worker that stalled past its lease (a starved process) finds the item it is still
+    running claimable when it wakes: it does not claim it a second time (that claim would fail
+    the item for being fenced already); the heartbeat renews its claim and the item completes."""
+    journal = journal_backend.open("work")
+    queue = journal.work_queue("m")
+    queue.add(["x"])
+    lease = 0.2
+
+    async def run(item: str) -> None:
+        execution = journal.execution(f"m/{item}")
+
+        async def call(key: str) -> str:
+            await asyncio.sleep(0)  # its start is journaled
+            time.sleep(2 * lease)  # noqa: ASYNC251 (the process stalls: no heartbeat, the lease runs out)
+            await asyncio.sleep(0.05)  # the loop looks for work before the heartbeat renews
+            return key
+
+        await execution.execute("call", call, item)
+
+    report = asyncio.run(
+        work_items(
+            queue, run, execution_of=lambda i: f"m/{i}", concurrency=2, lease=lease, poll=0.01
+        )
+    )
+    assert (report.done, report.failed, report.lost) == (["x"], [], [])
+    (item,) = queue.items()
+    assert (item.state, item.attempts, item.error) == ("done", 1, None)
+    kinds = [e.kind for e in journal.events("m/x")]
+    assert kinds.count("step_completed") == 1

@@ -8,7 +8,10 @@ completes. With ``--kill-at N`` the process SIGKILLs itself in the middle of its
 (after ``start``, before ``end``). With ``--hold S`` each call takes S seconds (a slow worker); with ``--stop-at N`` the process
 SIGSTOPs itself in its Nth call (the test continues it later): ``--stop-when before`` the step's
 start is journaled (before the call goes out), or ``after`` it (the default).
-Workers start together: each touches ``CALLS.ready.PID`` and waits for ``CALLS.go``.
+Workers start together: each touches ``CALLS.ready.PID`` and waits for ``CALLS.go``; each call
+then waits (after logging its start) for ``CALLS.open``, which the test makes once every worker
+has the calls out it needs (its ``--kill-at`` for one that is to die mid-call), so that a worker
+starved at the start cannot find the items all answered by the others.
 Prints one JSON line with what the loop did.
 """
 
@@ -64,6 +67,8 @@ def main() -> None:
         if nth == args.stop_at and args.stop_when == "after":
             # Stalled with the call out (a long pause); no transaction is open here.
             os.kill(pid, signal.SIGSTOP)
+        while not os.path.exists(f"{args.calls}.open"):  # noqa: ASYNC110, ASYNC240 (another process makes it)
+            await asyncio.sleep(0.01)
         await asyncio.sleep(args.hold or random.uniform(0.005, 0.03))
         if nth == args.kill_at:
             os.kill(pid, signal.SIGKILL)
