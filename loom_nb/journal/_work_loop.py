@@ -150,8 +150,9 @@ async def _one(
                 queue.fail(claim, f"{type(exc).__name__}: {exc}")
                 report.failed.append(item)
                 return
-            # This process still runs the item under an earlier claim (a stall past the lease
-            # let it claim the item again): no failure of the item; given back untried.
+            # This process still runs the item under another claim (another loop of it, e.g. a
+            # second map joining the same queue; one loop never claims what it runs): no
+            # failure of the item; given back untried.
             queue.release(claim, delay=lease / 2)
             report.released.append(item)
             return
