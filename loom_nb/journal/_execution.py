@@ -22,13 +22,10 @@ A step whose ``fn`` raised is journaled as ``step_failed`` and the exception pro
 does not serve failures: reaching a failed (or interrupted) step runs it again, and from there
 the execution is live, superseding whatever the log recorded after that position.
 
-Input hashes (issue 15). Each journaled step records ``input_hash``, the ``sha256:`` of its
-input's canonical JSON. Replay matches steps by id (ADR 0120 decision 10) and, for a completed
-step, by that hash too; what happens when the code and the log disagree is ``_divergence``'s.
-
-One writer. Before a live step's function runs, the execution makes sure this process holds the
-execution's lease and that nobody wrote the log since it was read (``Journal._hold``, see
-``_writer``); another writer gets ``ExecutionBusyError`` before running anything.
+Replay matches steps by id (ADR 0120 decision 10) and a completed step by its ``input_hash``
+too (the ``sha256:`` of its input's canonical JSON; a disagreement is ``_divergence``'s, serving
+an exact match ``_served``'s). One writer: a live step first makes sure this process holds the
+lease and nobody wrote since the log was read (``_writer``), else ``ExecutionBusyError``.
 
 ``fork(at_step, new_id)`` copies the timeline before ``at_step`` into a new execution (``_fork``).
 
