@@ -28,7 +28,6 @@ an exact match ``_served``'s). One writer: a live step first makes sure this pro
 lease and nobody wrote since the log was read (``_writer``), else ``ExecutionBusyError``.
 
 ``fork(at_step, new_id)`` copies the timeline before ``at_step`` into a new execution (``_fork``).
-
 ``park(payload)`` suspends the run for a decision from outside (an approval); ``resume(payload)``
 records the decision and rewinds the execution so the calling code runs again from the top:
 the completed steps replay from the log and the same ``park`` call now returns the decision.
