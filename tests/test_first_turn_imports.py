@@ -134,3 +134,23 @@ def test_star_import_of_a_lazy_package_gives_every_name() -> None:
         "assert all(globals()[n] is getattr(p, n) for n in p.__all__)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_text_only_transcript_renders_without_pillow() -> None:
+    """Pillow is imported when an image or a PDF page is shown, not to render text: the first
+    display of a text-only chat does not pay for it. An image still renders (Pillow re-encodes it)."""
+    code = (
+        "import sys\n"
+        "from loom_nb import Message, ImagePart\n"
+        "from loom_nb.render import render_transcript\n"
+        "html = render_transcript([Message(role='user', content='hi'), "
+        "Message(role='assistant', content='**hello**')])\n"
+        "assert '<strong>hello</strong>' in html, html\n"
+        "assert 'PIL' not in sys.modules\n"
+        "import base64, io\n"
+        "png = base64.b64decode('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQ"
+        "DwAEhQGAhKmMIQAAAABJRU5ErkJggg==')\n"
+        "html = render_transcript([Message(role='user', content=[ImagePart.from_bytes(png)])])\n"
+        "assert 'PIL' in sys.modules and 'data:image/png;base64,' in html\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -16,8 +16,10 @@ import base64
 import io
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from PIL import Image, UnidentifiedImageError
+if TYPE_CHECKING:
+    from PIL import Image
 
 __all__ = [
     "AUDIO_TYPES",
@@ -88,6 +90,8 @@ class PdfView:
 
 def image_png(data: bytes, max_side: int) -> tuple[str, int, int] | MediaFailure:
     """The image re-encoded as a base64 PNG no larger than ``max_side``, plus its original size."""
+    from PIL import Image, UnidentifiedImageError  # here: a text-only transcript never loads Pillow
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -187,6 +191,8 @@ def _render_page(
     except (pdfium.PdfiumError, OSError, ValueError) as exc:
         return MediaFailure(f"PDF page {index + 1} could not be rendered ({_first_line(exc)})")
     # Pages are mostly text: a 32-colour palette keeps them legible at a seventh of the bytes.
+    from PIL import Image
+
     paletted = image.quantize(32, method=Image.Quantize.FASTOCTREE)
     out = io.BytesIO()
     paletted.save(out, format="PNG", compress_level=6)
