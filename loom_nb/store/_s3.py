@@ -496,16 +496,18 @@ class S3ContentStore:
         An erase puts a blob back when a put or a step in flight wants it (``_erase``); a read
         landing in between would otherwise report it absent.
         """
-        waits = iter((0.05, 0.1, 0.2, 0.4, 0.8))
+        waits = iter((0.05, 0.1, 0.2, 0.4, 0.8, 1.6))
         while True:
             try:
                 return self._objects.get("get", digest, blob(digest))
             except ContentNotFoundError:
                 delay = next(waits, None)
-                if delay is None or not any(
-                    True for _ in self._objects.listing(f"trash/{digest}/")
-                ):
+                if delay is None:
                     raise
+                if not any(True for _ in self._objects.listing(f"trash/{digest}/")):
+                    # No erase holds it now, but one may have put it back between the GET and
+                    # the listing: one more GET tells (absent for good: ContentNotFoundError).
+                    return self._objects.get("get", digest, blob(digest))
                 time.sleep(delay)
 
     def has(self, address: str) -> bool:
