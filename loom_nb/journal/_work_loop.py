@@ -138,27 +138,19 @@ async def _one(
             with contextlib.suppress(JournalError):  # stopped: another worker may take it now
                 queue.release(claim)
             raise
-        except ExecutionBusyError as exc:
-            if exc.code == "claim_lost":
+        except Exception as exc:
+            code = exc.code if isinstance(exc, JournalError) else None
+            if isinstance(exc, ExecutionBusyError) and code == "claim_lost":
                 report.lost.append(item)
-                return
-            queue.release(claim, delay=lease / 2)
-            report.released.append(item)
-            return
-        except JournalError as exc:
-            if exc.code != "execution_fenced":
+            elif isinstance(exc, ExecutionBusyError) or code == "execution_fenced":
+                # Another live writer holds the execution, or this process still runs the item
+                # under another claim (another loop of it, e.g. a second map joining the same
+                # queue; one loop never claims what it runs): given back untried.
+                queue.release(claim, delay=lease / 2)
+                report.released.append(item)
+            else:
                 queue.fail(claim, f"{type(exc).__name__}: {exc}")
                 report.failed.append(item)
-                return
-            # This process still runs the item under another claim (another loop of it, e.g. a
-            # second map joining the same queue; one loop never claims what it runs): no
-            # failure of the item; given back untried.
-            queue.release(claim, delay=lease / 2)
-            report.released.append(item)
-            return
-        except Exception as exc:
-            queue.fail(claim, f"{type(exc).__name__}: {exc}")
-            report.failed.append(item)
             return
         queue.complete(claim)
         report.done.append(item)
