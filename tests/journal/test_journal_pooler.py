@@ -290,15 +290,7 @@ def test_a_read_on_a_connection_the_server_ended_is_tried_once_more(
     (reading changes nothing), where a write says the connection was lost."""
     journal = pg.open("j", pool_size=1)
     asyncio.run(journal.execution("r").execute("a", _double, 1))
-    with psycopg.connect(pg.direct_url("j"), autocommit=True) as conn:
-        if pg.name == "postgres":  # the journal's one pooled connection (a shared database)
-            pid = journal._pg_pool.execute("SELECT pg_backend_pid()").fetchone()[0]
-            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        else:  # the server sessions behind PgBouncer: every other one on this test's database
-            conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE pid <> pg_backend_pid() AND datname = current_database()"
-            )
+    _end_sessions(pg, "j", journal._backend)
     assert [e.kind for e in journal.events("r")][-1] == "step_completed"
     assert len(journal.executions()) == 1
 
