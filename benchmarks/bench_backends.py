@@ -363,14 +363,22 @@ def _timed(fn: Any) -> float:
 def scalings(url: str, steps: int, rounds: int) -> dict[str, tuple[float, float, float, float]]:
     """Per kind (bare INSERTs, journal steps): the median rate of 1 and of ``WRITERS`` processes,
     and the client and server CPU microseconds per step of one."""
+    kinds = ("bare", "journal")
+    one: dict[str, list[tuple[float, float, float]]] = {kind: [] for kind in kinds}
+    four: dict[str, list[tuple[float, float, float]]] = {kind: [] for kind in kinds}
+    # Interleaved (bare 1, journal 1, bare 4, journal 4 in every round): a shared machine's load
+    # drifts over a run, and measured one kind after the other the drift lands in the ratio.
+    for _ in range(rounds):
+        for kind in kinds:
+            one[kind].append(writers(kind, url, 1, steps))
+        for kind in kinds:
+            four[kind].append(writers(kind, url, WRITERS, steps))
     scaling: dict[str, tuple[float, float, float, float]] = {}
-    for kind in ("bare", "journal"):
-        one = [writers(kind, url, 1, steps) for _ in range(rounds)]
-        four = [writers(kind, url, WRITERS, steps) for _ in range(rounds)]
-        rate1 = statistics.median(r for r, _, _ in one)
-        rate4 = statistics.median(r for r, _, _ in four)
-        client = statistics.median(c for _, c, _ in one)
-        server = statistics.median(v for _, _, v in one)
+    for kind in kinds:
+        rate1 = statistics.median(r for r, _, _ in one[kind])
+        rate4 = statistics.median(r for r, _, _ in four[kind])
+        client = statistics.median(c for _, c, _ in one[kind])
+        server = statistics.median(v for _, _, v in one[kind])
         scaling[kind] = (rate1, rate4, client, server)
     return scaling
 
@@ -435,7 +443,7 @@ def main() -> None:
                 ),
             ]
         )
-        scaling = scalings(url, STEPS, 1 if quick() else 3)
+        scaling = scalings(url, STEPS, 3 if quick() else 5)
         for kind, label in (("bare", "bare INSERT (the ceiling)"), ("journal", "journal steps")):
             rate1, rate4, client, server = scaling[kind]
             # With every core busy, steps/s cannot pass cores / (CPU per step), however many writers.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -47,6 +47,7 @@ _ASCII_ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False, default=_default
 )
 _SCALARS = (str, int, bool, type(None))
+T = TypeVar("T")
 
 
 def _storable(text: str, value: Any) -> str:
@@ -120,8 +121,13 @@ def dumps(value: Any) -> str:
 
 def encode_text(value: Any, *, step_id: str, what: str = "output") -> str:
     """Canonical JSON of a step's ``what`` (``"input"`` / ``"output"``); ``StepOutputError`` if not JSON."""
+    return _encoded(lambda: _storable(_ENCODER.encode(value), value), step_id, what)
+
+
+def _encoded(encode: Callable[[], T], step_id: str, what: str) -> T:
+    """``encode()``, its errors turned into the ``StepOutputError`` naming the step and the remedy."""
     try:
-        return _storable(_ENCODER.encode(value), value)
+        return encode()
     except RecursionError as exc:
         raise StepOutputError(
             f"step {step_id!r}: its {what} is nested deeper than the JSON encoder allows, so it "
@@ -147,6 +153,12 @@ def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str
 
     Raises ``StepOutputError`` when the value cannot be journaled.
     """
+    if isinstance(value, BaseModel):
+        # A model's JSON-mode dump is plain JSON already (string keys, lists, plain str and int,
+        # no NaN or infinity once encoded): it is what decoding its text gives back, so the
+        # text is not decoded again (a live model step's response, every turn).
+        dumped = _encoded(lambda: value.model_dump(mode="json"), step_id, what)
+        return encode_text(dumped, step_id=step_id, what=what), dumped
     text = encode_text(value, step_id=step_id, what=what)
     # The round trip proves the text reads back, and is what callers get. A string, an
     # int, a bool or None is its own round trip (a float is not: 1e400 -> inf).
