@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -29,6 +29,7 @@ __all__ = [
     "dumps",
     "encode_text",
     "encode_value",
+    "hash_json",
     "is_storable_id",
     "text_hash",
 ]
@@ -47,7 +48,6 @@ _ASCII_ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False, default=_default
 )
 _SCALARS = (str, int, bool, type(None))
-T = TypeVar("T")
 
 
 def _storable(text: str, value: Any) -> str:
@@ -121,31 +121,39 @@ def dumps(value: Any) -> str:
 
 def encode_text(value: Any, *, step_id: str, what: str = "output") -> str:
     """Canonical JSON of a step's ``what`` (``"input"`` / ``"output"``); ``StepOutputError`` if not JSON."""
-    return _encoded(lambda: _storable(_ENCODER.encode(value), value), step_id, what)
-
-
-def _encoded(encode: Callable[[], T], step_id: str, what: str) -> T:
-    """``encode()``, its errors turned into the ``StepOutputError`` naming the step and the remedy."""
     try:
-        return encode()
-    except RecursionError as exc:
-        raise StepOutputError(
+        return _storable(_ENCODER.encode(value), value)
+    except (RecursionError, TypeError, ValueError) as exc:
+        raise _not_json(exc, step_id, what) from exc
+
+
+def _dumped(model: BaseModel, step_id: str, what: str) -> Any:
+    """``model``'s JSON-mode dump; ``StepOutputError`` when it cannot be made (as ``encode_text``)."""
+    try:
+        return model.model_dump(mode="json")
+    except (RecursionError, TypeError, ValueError) as exc:
+        raise _not_json(exc, step_id, what) from exc
+
+
+def _not_json(exc: BaseException, step_id: str, what: str) -> StepOutputError:
+    """The ``StepOutputError`` for a value the encoder refused with ``exc``, naming the remedy."""
+    if isinstance(exc, RecursionError):
+        return StepOutputError(
             f"step {step_id!r}: its {what} is nested deeper than the JSON encoder allows, so it "
             "cannot be journaled. Flatten the value, or journal a summary and keep the deep "
             "structure in the content store.",
             code="step_value_too_deep",
             step_id=step_id,
             what=what,
-        ) from exc
-    except (TypeError, ValueError) as exc:
-        raise StepOutputError(
-            f"step {step_id!r}: its {what} is not JSON ({exc}), so it cannot be journaled. "
-            "Return dicts, lists, strings, numbers, booleans, None or pydantic models "
-            "(NaN and infinity are not JSON).",
-            code=f"step_{what}_not_json",
-            step_id=step_id,
-            what=what,
-        ) from exc
+        )
+    return StepOutputError(
+        f"step {step_id!r}: its {what} is not JSON ({exc}), so it cannot be journaled. "
+        "Return dicts, lists, strings, numbers, booleans, None or pydantic models "
+        "(NaN and infinity are not JSON).",
+        code=f"step_{what}_not_json",
+        step_id=step_id,
+        what=what,
+    )
 
 
 def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str, Any]:
@@ -157,7 +165,7 @@ def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str
         # A model's JSON-mode dump is plain JSON already (string keys, lists, plain str and int,
         # no NaN or infinity once encoded): it is what decoding its text gives back, so the
         # text is not decoded again (a live model step's response, every turn).
-        dumped = _encoded(lambda: value.model_dump(mode="json"), step_id, what)
+        dumped = _dumped(value, step_id, what)
         return encode_text(dumped, step_id=step_id, what=what), dumped
     text = encode_text(value, step_id=step_id, what=what)
     # The round trip proves the text reads back, and is what callers get. A string, an
@@ -174,6 +182,14 @@ def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str
             what=what,
         ) from exc
     return text, decoded
+
+
+def hash_json(digest: str) -> str:
+    """``dumps(digest)`` for an input hash: a plain ``"sha256:<hex>"`` is quoted as it is."""
+    plain = type(digest) is str and digest.isascii() and digest.isprintable()
+    if plain and '"' not in digest and "\\" not in digest:
+        return '"' + digest + '"'
+    return dumps(digest)
 
 
 def text_hash(text: str) -> str:

@@ -30,7 +30,8 @@ lease and nobody wrote since the log was read (``_writer``), else ``ExecutionBus
 ``fork(at_step, new_id)`` copies the timeline before ``at_step`` into a new execution (``_fork``).
 ``park(payload)`` suspends the run for a decision from outside (an approval); ``resume(payload)``
 records the decision and rewinds the execution so the calling code runs again from the top:
-the completed steps replay from the log and the same ``park`` call now returns the decision.
+the completed steps replay from the log and the same ``park`` call now returns the decision
+(those, ``seek`` and ``complete`` are ``_execution_control``'s).
 """
 
 from __future__ import annotations
@@ -40,13 +41,13 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from loom_nb.errors import JournalError
 from loom_nb.journal._claims import claimed_field, payload_text, recorded_fields
 from loom_nb.journal._codec import (
     check_step,
     dumps,
     encode_text,
     encode_value,
+    hash_json,
     storable_text,
     text_hash,
 )
@@ -58,6 +59,7 @@ from loom_nb.journal._divergence import (
     diverged,
     diverged_payload,
 )
+from loom_nb.journal._execution_control import ExecutionControl
 from loom_nb.journal._fork import fork_rows
 from loom_nb.journal._requests import EncodedInput, ModelBase, ModelStepInput, model_input
 from loom_nb.journal._served import NOT_SERVED, serve_exact
@@ -74,7 +76,7 @@ __all__ = ["Execution"]
 StepFn = Callable[[Any], Any | Awaitable[Any]]
 
 
-class Execution:
+class Execution(ExecutionControl):
     """One durable run: its steps are journaled, and a recorded run replays from the log.
 
     Obtain one with ``journal.execution(execution_id)``. One writer at a time: a second
@@ -357,7 +359,7 @@ class Execution:
         # No await between taking the position and journaling the start: concurrent calls
         # journal their steps in position order.
         started = False
-        fields = {"input": input_text, "input_hash": dumps(digest)}
+        fields = {"input": input_text, "input_hash": hash_json(digest)}
         self._journal._in_flight(self._id, +1)
 
         def start() -> None:
@@ -514,87 +516,3 @@ class Execution:
         rows = fork_rows(self._timeline.entries, self._id, self._principal, at_step, new_id)
         self._journal._insert_execution(new_id, rows)
         return self._journal.execution(new_id, divergence=self._divergence)
-
-    # -- park, resume, complete -------------------------------------------------------------
-
-    async def park(self, payload: Any = None) -> Any | None:
-        """Suspend the run for a decision from outside; return the decision once it is resumed.
-
-        Live, the park is journaled and None is returned: the caller should stop and report
-        that it is parked. Replayed, the call is served from the log: it returns the payload
-        given to ``resume`` (or None while the park still waits), and nothing is journaled.
-        """
-        with self._positions:  # threads sharing this object take distinct positions
-            position = self._next
-            self._next += 1
-        entry = self._recorded(position)
-        if entry is not None:
-            if entry.kind == "park":
-                if entry.state == "resumed":
-                    return self._field(entry.resume_payload, "payload", position)
-                return None
-            self._diverge(position, entry, "(park)")
-        try:
-            self._check_live(position, "(park)")
-            text, _ = encode_value(payload, step_id="(park)", what="payload")
-            # A parked run waits for a decision from anyone: the lease is given back.
-            self._write("parked", None, position, "{" + f'"payload":{text}' + "}", release=True)
-        except BaseException:
-            self._release(position)
-            raise
-        return None
-
-    async def resume(self, payload: Any = None) -> None:
-        """Record the decision for the waiting park and rewind, so the code can run again.
-
-        After ``resume``, run the same code on this execution once more: completed steps are
-        served from the log and the ``park`` call returns ``payload``.
-        """
-        entries = self._timeline.entries
-        if not (entries and entries[-1].kind == "park" and entries[-1].state == "parked"):
-            raise JournalError(
-                f"execution {self._id!r} is {self.status}, not parked; only a parked execution "
-                "can be resumed.",
-                code="execution_not_parked",
-                execution_id=self._id,
-            )
-        text, _ = encode_value(payload, step_id="(resume)", what="payload")
-        self._write("resumed", None, len(entries) - 1, "{" + f'"payload":{text}' + "}")
-        self.rewind()
-
-    def rewind(self) -> None:
-        """Start the next call again at the first position (so the whole run replays)."""
-        self.seek(0)
-
-    def seek(self, position: int, *, supersede: bool = False) -> None:
-        """Take the recorded positions before ``position`` as replayed; the next call takes it.
-
-        It is served from the log while the log holds it (with ``supersede``: it runs live,
-        superseding the log from there on, a start over), and runs live past the log's end.
-        ``Chat.resume`` seeks past a chat's log instead of re-running its turns.
-        """
-        length = len(self._timeline.entries)
-        if type(position) is not int or not 0 <= position <= length:
-            message = f"seek: execution {self._id!r} has positions 0 to {length}, not {position!r}."
-            raise JournalError(message, code="invalid_argument")
-        self._next = position
-        self._live_from = position if supersede and position < length else None
-        self.model_base = None
-
-    async def complete(self, output: Any = None) -> None:
-        """Record the run's final output; replayed, an already recorded completion is kept as is."""
-        with self._positions:  # threads sharing this object take distinct positions
-            position = self._next
-            self._next += 1
-        entry = self._recorded(position)
-        if entry is not None:
-            if entry.kind == "complete":
-                return
-            self._diverge(position, entry, "(complete)")
-        try:
-            self._check_live(position, "(complete)")
-            text, _ = encode_value(output, step_id="(complete)", what="output")
-            self._write("completed", None, position, "{" + f'"output":{text}' + "}", release=True)
-        except BaseException:
-            self._release(position)
-            raise
