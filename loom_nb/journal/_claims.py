@@ -44,7 +44,7 @@ def claim(
     text: str, *, store: ContentStore | None, tenant: str | None, threshold: int
 ) -> str | None:
     """Store ``text`` and return the marker's JSON, or None when it stays inline."""
-    if store is None:
+    if store is None or 4 * len(text) <= threshold:  # a code point is at most 4 UTF-8 bytes
         return None
     data = text.encode("utf-8")
     if len(data) <= threshold:

@@ -408,21 +408,20 @@ class Execution(ExecutionControl):
         """Journal a step's outcome (removing its pins, if it ``pinned``); a step that never
         suspended gets its start in the same commit."""
         if started:
-            payload = self._step_payload(**fields, **outcome)
+            payload = self._step_payload({**fields, **outcome})
             self._write(kind, step_id, position, payload, unpin=position if pinned else None)
             return
         try:
-            payload = self._step_payload(**fields, **outcome)
+            payload = self._step_payload({**fields, **outcome})
             self._append(
                 [("step_started", step_id, position, "{}"), (kind, step_id, position, payload)]
             )
         except BaseException:
             self._release(position)  # nothing suspended since the position was taken
             raise
-        self._timeline.apply("step_started", step_id, position, "{}")
-        self._timeline.apply(kind, step_id, position, payload)
+        self._timeline.settle_step(step_id, position, kind, payload)
 
-    def _step_payload(self, **fields: str) -> str:
+    def _step_payload(self, fields: dict[str, str]) -> str:
         return payload_text(
             fields,
             store=self._journal.store,

@@ -138,6 +138,19 @@ class Timeline:
         else:
             self._damaged(kind, position, "the event kind is unknown")
 
+    def settle_step(self, step_id: str, position: int, kind: str, payload: str) -> None:
+        """Fold in a step's ``step_started`` and its outcome ``kind`` (``step_completed`` or
+        ``step_failed``) journaled together: ``apply`` of both, in one go."""
+        if not 0 <= position <= len(self.entries):
+            self._damaged(kind, position, "its position is outside the timeline")
+        if kind not in ("step_completed", "step_failed"):
+            self._damaged(kind, position, "the event kind is not a step's outcome")
+        del self.entries[position:]
+        state: Literal["completed", "failed"] = (
+            "completed" if kind == "step_completed" else "failed"
+        )
+        self.entries.append(Entry("step", step_id, state, payload))
+
     def check_live(self, position: int, label: str, on_gap: Callable[[], None]) -> None:
         """Refuse to run ``label`` live at ``position`` past a completion or an unresumed park,
         or past a hole in the log (``on_gap`` is called first: it may raise a better refusal)."""
