@@ -48,6 +48,7 @@ _ASCII_ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False, default=_default
 )
 _SCALARS = (str, int, bool, type(None))
+_LITERALS = {None: "null", True: "true", False: "false"}
 
 
 def _storable(text: str, value: Any) -> str:
@@ -121,7 +122,12 @@ def dumps(value: Any) -> str:
 
 def encode_text(value: Any, *, step_id: str, what: str = "output") -> str:
     """Canonical JSON of a step's ``what`` (``"input"`` / ``"output"``); ``StepOutputError`` if not JSON."""
+    kind = type(value)
+    if value is None or kind is bool:  # what the encoder writes, without building one per call
+        return _LITERALS[value]
     try:
+        if kind is int:  # as the encoder writes it (an int past Python's digit limit raises)
+            return int.__repr__(value)
         return _storable(_ENCODER.encode(value), value)
     except (RecursionError, TypeError, ValueError) as exc:
         raise _not_json(exc, step_id, what) from exc

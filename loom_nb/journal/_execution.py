@@ -74,6 +74,8 @@ if TYPE_CHECKING:
 __all__ = ["Execution"]
 
 StepFn = Callable[[Any], Any | Awaitable[Any]]
+PLAIN = frozenset({dict, list, str, int, float, bool, type(None), tuple})
+"""Types a step's function returns that are never awaitable (no need to ask ``inspect``)."""
 
 
 class Execution(ExecutionControl):
@@ -371,7 +373,7 @@ class Execution(ExecutionControl):
             if pins:
                 start()
             result = fn(input)
-            if inspect.isawaitable(result):
+            if type(result) not in PLAIN and inspect.isawaitable(result):
                 # When the step suspends (I/O, where crashes, cancellations and other tasks
                 # land), its start is made durable first, so a log cut short shows which step
                 # was in flight; one that never suspends is journaled in one commit below.
