@@ -7,6 +7,7 @@ migrations create (``_schema`` for SQLite, ``loom_nb._pg`` for PostgreSQL): ``ev
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 __all__ = [
@@ -67,5 +68,19 @@ SELECT = (
 
 
 def now_iso() -> str:
-    """The current UTC time as ISO 8601 with microseconds (how ``created`` is stored)."""
-    return datetime.now(UTC).isoformat(timespec="microseconds")
+    """The current UTC time as ISO 8601 with microseconds (how ``created`` is stored).
+
+    The same text as ``datetime.now(UTC).isoformat(timespec="microseconds")``; the date and
+    time of day are formatted once per second (every journaled row asks for one).
+    """
+    global _second
+    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+    second = _second
+    if second[0] != seconds:
+        stamp = datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
+        second = _second = (seconds, stamp[:-6])  # without its "+00:00"
+    return f"{second[1]}.{nanos // 1000:06d}+00:00"
+
+
+_second: tuple[int, str] = (-1, "")
+"""The last second ``now_iso`` formatted, and its text up to the seconds."""
