@@ -65,7 +65,8 @@ class ChatMarks:
     def _in_force(self) -> dict[str, Any]:
         """The provider the chat's log answers with now: its start's, or its last mark's."""
         if self._identity is None:
-            start = self.journal.start_of(self.id) or {}
+            opened = self._execution
+            start = opened.start if opened is not None else self.journal.start_of(self.id) or {}
             self._identity = started_identity(self.journal, start) or identity_of(self._provider)
         return self._identity
 

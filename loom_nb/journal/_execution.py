@@ -36,6 +36,7 @@ the completed steps replay from the log and the same ``park`` call now returns t
 
 from __future__ import annotations
 
+import copy
 import inspect
 import threading
 from collections.abc import Awaitable, Callable
@@ -98,6 +99,7 @@ class Execution(ExecutionControl):
         ordinal: int = 0,
     ) -> None:
         self._journal = journal
+        self._start: dict[str, Any] | None = None  # what it was started with (Journal.execution)
         self._id = execution_id
         self._principal = principal
         self._timeline = timeline
@@ -120,6 +122,15 @@ class Execution(ExecutionControl):
     def principal(self) -> Principal | None:
         """Who the execution runs for (recorded when it started); reads of stored content use it."""
         return self._principal
+
+    @property
+    def start(self) -> dict[str, Any]:
+        """What the execution was started with, as ``journal.start_of(execution_id)`` reads it (its
+        ``execution_started`` payload: ``principal``, and ``meta`` or ``forked_from`` when it has
+        them), kept from opening it: a copy, read without a query."""
+        if self._start is None:
+            self._start = self._journal.start_of(self._id) or {}
+        return copy.deepcopy(self._start)
 
     @property
     def journal(self) -> Journal:

@@ -224,18 +224,16 @@ class Journal:
         timeline = Timeline(execution_id)
         for row in rows:
             timeline.apply(row[2], row[3], row[4], row[5])
-        return Execution(
-            self, execution_id, recorded, timeline, divergence=divergence, ordinal=len(rows)
-        )
+        opened = Execution(self, execution_id, recorded, timeline, divergence=divergence)
+        opened._start, opened._ordinal = first if isinstance(first, dict) else {}, len(rows)
+        return opened
 
     def _open_rows(self, execution_id: str, start: dict[str, Any]) -> list[Row]:
         rows: list[Row] = self._conn.execute(SELECT, (execution_id,)).fetchall()
         if not rows:
-            payload = dumps(start)
-            self._conn.execute(
-                INSERT, (execution_id, "execution_started", None, None, payload, now_iso(), 0)
-            )
-            rows = self._conn.execute(SELECT, (execution_id,)).fetchall()
+            row = (execution_id, "execution_started", None, None, dumps(start), now_iso(), 0)
+            self._conn.execute(INSERT, row)
+            rows = [(0, *row[:6])]  # as stored (its seq is not read: the one row is the start)
         if rows[0][2] != "execution_started":
             raise JournalError(
                 f"execution {execution_id!r}: its first event is {rows[0][2]!r}, not "
