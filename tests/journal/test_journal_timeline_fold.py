@@ -9,6 +9,7 @@ would serve different steps.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -57,3 +58,19 @@ def test_a_settled_step_out_of_place_is_refused() -> None:
     with pytest.raises(JournalError):
         timeline.settle_step("b", 1, "parked", "{}")
     assert [e.step_id for e in timeline.entries] == ["a"]
+
+
+def test_a_completed_steps_payload_is_canonical_json_of_its_fields() -> None:
+    journal = Journal()
+
+    async def go() -> None:
+        await journal.execution("r").execute("a", lambda x: {"b": 1, "a": [x]}, {"z": 1, "y": 2})
+
+    asyncio.run(go())
+    payload = journal._conn.execute(
+        "SELECT payload FROM events WHERE kind = 'step_completed'"
+    ).fetchone()[0]
+    decoded = json.loads(payload)
+    assert payload == json.dumps(decoded, sort_keys=True, separators=(",", ":"))
+    assert list(decoded) == ["input", "input_hash", "output"]
+    journal.close()
