@@ -44,6 +44,17 @@ def _default(value: Any) -> Any:
 _ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_default
 )
+_C_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_C_STRING: Any = getattr(json.encoder, "c_encode_basestring", None)
+
+
+def _canonical(value: Any) -> str:
+    """``_ENCODER.encode(value)``: the same text from the same C encoder ``encode`` builds,
+    without the wrapper's per-call set-up (a fresh circular-reference memo every call)."""
+    if _C_ENCODER is None or _C_STRING is None:  # a Python without the C accelerator
+        return _ENCODER.encode(value)
+    encode = _C_ENCODER({}, _default, _C_STRING, None, ":", ",", True, False, False)
+    return "".join(encode(value, 0))
 _ASCII_ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False, default=_default
 )
@@ -117,7 +128,7 @@ def is_storable_id(value: object) -> bool:
 
 def dumps(value: Any) -> str:
     """Canonical JSON text of ``value`` (may raise the encoder's own errors)."""
-    return _storable(_ENCODER.encode(value), value)
+    return _storable(_canonical(value), value)
 
 
 def encode_text(value: Any, *, step_id: str, what: str = "output") -> str:
@@ -128,7 +139,7 @@ def encode_text(value: Any, *, step_id: str, what: str = "output") -> str:
     try:
         if kind is int:  # as the encoder writes it (an int past Python's digit limit raises)
             return int.__repr__(value)
-        return _storable(_ENCODER.encode(value), value)
+        return _storable(_canonical(value), value)
     except (RecursionError, TypeError, ValueError) as exc:
         raise _not_json(exc, step_id, what) from exc
 

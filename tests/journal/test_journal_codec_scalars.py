@@ -40,3 +40,36 @@ def test_an_int_subclass_and_a_huge_int_take_the_encoder_path() -> None:
     with pytest.raises(StepOutputError) as raised:
         encode_text(10**5000, step_id="s", what="input")  # past Python's int digit limit
     assert raised.value.code == "step_input_not_json"
+
+
+_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text()),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=15,
+)
+
+
+@given(_json)
+def test_values_encode_as_the_canonical_encoder_writes_them_or_fail_alike(value: Any) -> None:
+    try:
+        expected: Any = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except ValueError:
+        expected = StepOutputError
+    if expected is StepOutputError:
+        with pytest.raises(StepOutputError):
+            encode_text(value, step_id="s")
+    else:
+        assert encode_text(value, step_id="s") == expected
+
+
+def test_a_cycle_is_refused_as_not_json() -> None:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(StepOutputError) as raised:
+        encode_text(cycle, step_id="s")
+    assert raised.value.code == "step_output_not_json"
+    assert "Circular reference" in raised.value.message
