@@ -55,6 +55,8 @@ def _canonical(value: Any) -> str:
         return _ENCODER.encode(value)
     encode = _C_ENCODER({}, _default, _C_STRING, None, ":", ",", True, False, False)
     return "".join(encode(value, 0))
+
+
 _ASCII_ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False, default=_default
 )
