@@ -146,14 +146,6 @@ def encode_text(value: Any, *, step_id: str, what: str = "output") -> str:
         raise _not_json(exc, step_id, what) from exc
 
 
-def _dumped(model: BaseModel, step_id: str, what: str) -> Any:
-    """``model``'s JSON-mode dump; ``StepOutputError`` when it cannot be made (as ``encode_text``)."""
-    try:
-        return model.model_dump(mode="json")
-    except (RecursionError, TypeError, ValueError) as exc:
-        raise _not_json(exc, step_id, what) from exc
-
-
 def _not_json(exc: BaseException, step_id: str, what: str) -> StepOutputError:
     """The ``StepOutputError`` for a value the encoder refused with ``exc``, naming the remedy."""
     if isinstance(exc, RecursionError):
@@ -180,12 +172,6 @@ def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str
 
     Raises ``StepOutputError`` when the value cannot be journaled.
     """
-    if isinstance(value, BaseModel):
-        # A model's JSON-mode dump is plain JSON already (string keys, lists, plain str and int,
-        # no NaN or infinity once encoded): it is what decoding its text gives back, so the
-        # text is not decoded again (a live model step's response, every turn).
-        dumped = _dumped(value, step_id, what)
-        return encode_text(dumped, step_id=step_id, what=what), dumped
     text = encode_text(value, step_id=step_id, what=what)
     # The round trip proves the text reads back, and is what callers get. A string, an
     # int, a bool or None is its own round trip (a float is not: 1e400 -> inf).

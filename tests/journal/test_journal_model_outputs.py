@@ -1,9 +1,9 @@
 """A step returning a pydantic model: the live output is exactly what a replay reads back.
 
-The journal returns a model's JSON-mode dump as the step's output without decoding the text it
-journaled (the dump is plain JSON already); these check that this stays equal, value and type,
-to the decoded text and to the replay, for values pydantic converts on the way (string
-subclasses, tuples, non-string keys, floats, lone surrogates, nested models).
+Equal as values, of the same plain types, and with the same key order (a replay decodes the
+journaled canonical text, whose keys are sorted: a live value in the model's field order would
+show differently, in a notebook's saved output for one), for values pydantic converts on the way
+(string subclasses, tuples, non-string keys, floats, lone surrogates, nested models).
 """
 
 from __future__ import annotations
@@ -45,6 +45,11 @@ def _plain(value: Any) -> bool:
     return type(value) in (str, int, float, bool, type(None))
 
 
+def _shown(value: Any) -> str:
+    """How a value reads, key order included."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def never(_: Any) -> Any:
     raise AssertionError("a replayed step must not call its fn")
 
@@ -68,6 +73,7 @@ def test_awkward_values_come_back_plain_and_equal_to_the_replay() -> None:
     model = Outcome(
         name=Tag("tagged"),
         data={
+            "zeta": "first in the model, last in the journal",
             "tag": Tag("t"),
             "pair": (1, 2),
             "keys": {1: "one", (2, 3): "two-three"},
@@ -81,6 +87,7 @@ def test_awkward_values_come_back_plain_and_equal_to_the_replay() -> None:
     )
     live, replayed, recorded = _run_and_replay(model)
     assert live == replayed == recorded
+    assert _shown(live) == _shown(replayed) == _shown(recorded)
     assert _plain(live)
     assert _plain(replayed)
     assert live["data"]["keys"] == {"1": "one", "2,3": "two-three"}
@@ -133,4 +140,5 @@ def test_any_model_output_equals_its_decoded_text_and_its_replay(
         return
     live, replayed, recorded = _run_and_replay(model)
     assert live == replayed == recorded
+    assert _shown(live) == _shown(replayed) == _shown(recorded)
     assert _plain(live)
