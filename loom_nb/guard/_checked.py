@@ -13,9 +13,8 @@ compared by identity and exact bytes only: nothing is decided by a value's ``__e
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+import contextlib
+from contextvars import ContextVar, Token
 from typing import Any
 
 __all__ = ["Mark", "handed", "handing_over", "in_hand"]
@@ -49,17 +48,30 @@ class Mark:
 _HANDED: ContextVar[Mark | None] = ContextVar("loom_nb_checked_request", default=None)
 
 
-@contextmanager
 def handing_over(
     request: Any, max_inline_bytes: int, max_inline_total_bytes: int, capabilities: Any
-) -> Iterator[None]:
+) -> contextlib.AbstractContextManager[None]:
     """While the provider call runs: ``request`` passed the guard under these caps and the
     capability check against ``capabilities`` (the object itself)."""
-    token = _HANDED.set(Mark(request, max_inline_bytes, max_inline_total_bytes, capabilities))
-    try:
-        yield
-    finally:
-        _HANDED.reset(token)
+    return _HandingOver(Mark(request, max_inline_bytes, max_inline_total_bytes, capabilities))
+
+
+class _HandingOver(contextlib.AbstractContextManager[None]):
+    """``handing_over``'s block (a plain class: every model call enters one)."""
+
+    __slots__ = ("_mark", "_token")
+
+    def __init__(self, mark: Mark) -> None:
+        self._mark = mark
+        self._token: Token[Mark | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _HANDED.set(self._mark)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _HANDED.reset(self._token)
+            self._token = None
 
 
 def handed(request: Any) -> Mark | None:
