@@ -7,6 +7,8 @@ the last one ended in instead of walking the transcript again.
 
 from __future__ import annotations
 
+from typing import Any
+
 from loom_nb.content import (
     AudioPart,
     DataSource,
@@ -38,7 +40,46 @@ from loom_nb.guard._walk import part_path
 from loom_nb.taint import Untrusted, is_minted_media_origin
 
 _MEDIA = (ImagePart, AudioPart, FilePart)
-_MODALITY = {ImagePart: "image", AudioPart: "audio"}
+_MODALITY = {ImagePart: "image/", AudioPart: "audio/"}
+_ROLES = ("user", "assistant")
+
+_TEXT, _TOOL_USE, _TOOL_RESULT, _MEDIA_PART, _REASONING = range(5)
+_KINDS: dict[type, int] = {
+    TextPart: _TEXT,
+    ToolUsePart: _TOOL_USE,
+    ToolResultPart: _TOOL_RESULT,
+    ImagePart: _MEDIA_PART,
+    AudioPart: _MEDIA_PART,
+    FilePart: _MEDIA_PART,
+    ReasoningPart: _REASONING,
+}
+"""The branch each exact part class takes. A subclass (or anything else) is sorted by
+``_kind_of``'s isinstance tests, in the order the walk always made them: an isinstance test
+that fails against a pydantic model class costs a metaclass call, four of them for a media part."""
+
+
+def _kind_of(part: object) -> int | None:
+    """The branch of a part that is not of an exact part class (None: not a content part)."""
+    if isinstance(part, TextPart):
+        return _TEXT
+    if isinstance(part, ToolUsePart):
+        return _TOOL_USE
+    if isinstance(part, ToolResultPart):
+        return _TOOL_RESULT
+    if isinstance(part, _MEDIA):
+        return _MEDIA_PART
+    if isinstance(part, ReasoningPart):
+        return _REASONING
+    return None
+
+
+def _bad_message(mi: int) -> GuardError:
+    return refuse(
+        "bad_message",
+        part_path(mi),
+        "not a Message with role 'user' or 'assistant'",
+        "Build messages with Message(role=..., content=...).",
+    )
 
 
 class MessageWalk:
@@ -94,15 +135,27 @@ class MessageWalk:
             )
         raise refuse("bad_request", "system", "the system prompt is not a string", "Pass a str.")
 
+    def check_messages(self, messages: list[Any], start: int) -> list[int]:
+        """Check ``messages[start:]`` in order; the indices of those that need rewriting."""
+        dirty: list[int] = []
+        for mi in range(start, len(messages)):
+            message = messages[mi]
+            if type(message) is Message and self.calls is None:
+                # The common turn, a string with no calls before it to answer: the same checks
+                # as check_message's, without a call per message.
+                role, content = message.role, message.content
+                if type(content) is str:
+                    if role not in _ROLES:
+                        raise _bad_message(mi)
+                    continue
+            if self.check_message(mi, message):
+                dirty.append(mi)
+        return dirty
+
     def check_message(self, mi: int, message: object) -> bool:
         """Check one message; True when it needs rewriting (fence, name drop, origin move)."""
-        if not isinstance(message, Message) or message.role not in ("user", "assistant"):
-            raise refuse(
-                "bad_message",
-                part_path(mi),
-                "not a Message with role 'user' or 'assistant'",
-                "Build messages with Message(role=..., content=...).",
-            )
+        if not isinstance(message, Message) or message.role not in _ROLES:
+            raise _bad_message(mi)
         content = message.content
         expected = self.calls  # the calls of the message before this one must be answered here
         if expected is not None:
@@ -122,11 +175,15 @@ class MessageWalk:
         self.expected = expected if user else None
         self.matched = 0
         dirty = False
-        for pi, part in enumerate(content):
-            if isinstance(part, TextPart):
+        parts: list[Any] = content  # sorted by kind below, not by isinstance
+        for pi, part in enumerate(parts):
+            kind = _KINDS.get(type(part))
+            if kind is None:
+                kind = _kind_of(part)
+            if kind == _TEXT:
                 if part.origin is not None or type(part.text) is not str:
                     dirty = self._untrusted_text(part, user, mi, pi) or dirty
-            elif isinstance(part, ToolUsePart):
+            elif kind == _TOOL_USE:
                 if user:
                     raise refuse(
                         "tool_use_outside_assistant",
@@ -136,7 +193,7 @@ class MessageWalk:
                         "assistant_message_of(response).",
                     )
                 self._tool_use(part, mi, pi)
-            elif isinstance(part, ToolResultPart):
+            elif kind == _TOOL_RESULT:
                 if not user:
                     raise refuse(
                         "tool_result_outside_user",
@@ -145,7 +202,7 @@ class MessageWalk:
                         "Send tool results in the user message that follows the assistant turn.",
                     )
                 dirty = self._tool_result(part, mi, pi) or dirty
-            elif isinstance(part, _MEDIA):
+            elif kind == _MEDIA_PART:
                 if not user:
                     raise refuse(
                         "media_outside_user",
@@ -154,7 +211,7 @@ class MessageWalk:
                         "Media goes in user messages (or in a tool_result inside one).",
                     )
                 dirty = self._media(part, part.origin, mi, pi, None) or dirty
-            elif isinstance(part, ReasoningPart):
+            elif kind == _REASONING:
                 if user:
                     raise refuse(
                         "reasoning_outside_assistant",
@@ -224,30 +281,30 @@ class MessageWalk:
 
         if origin is not None and not isinstance(origin, str):
             raise refuse("bad_origin", where, "origin is not a string", "Pass a str or None.")
-        essence = media_essence(part.media_type)
+        media_type: object = part.media_type  # read once: checked, noted and compared the same
+        essence = media_essence(media_type)
         if essence is None:
             raise refuse(
                 "bad_media_type",
                 where,
-                f"media type {part.media_type!r} is not a well-formed 'type/subtype'",
+                f"media type {media_type!r} is not a well-formed 'type/subtype'",
                 "Give the exact type of the bytes, e.g. 'image/png' or 'application/pdf'.",
             )
+        cls = type(part)
         kinds = self.media_kinds
         if kinds is not None:
-            cls: object = type(part)
             kind: object = part.type
-            media_type: object = part.media_type
             if cls in _MEDIA and type(kind) is str and type(media_type) is str:
                 kinds.add((kind, media_type))
             else:
                 self.media_kinds = None
-        expected = _MODALITY.get(type(part))
-        if expected is not None and not essence.startswith(expected + "/"):
+        expected = _MODALITY.get(cls)
+        if expected is not None and not essence.startswith(expected):
             raise refuse(
                 "media_type_mismatch",
                 where,
-                f"{part.type} part with media type {part.media_type!r}",
-                f"An {part.type} part needs an '{expected}/*' type; use FilePart for other documents.",
+                f"{part.type} part with media type {media_type!r}",
+                f"An {part.type} part needs an '{expected}*' type; use FilePart for other documents.",
             )
         if type(part) is FilePart and part.name is not None and type(part.name) is not str:
             check_file_name(part.name, lambda: where() + ".name")

@@ -33,7 +33,7 @@ from loom_nb.content import (
     ImagePart,
     LlmRequest,
     MediaPart,
-    Message,
+    MessageContent,
     ReasoningPart,
     TextPart,
     ToolResultPart,
@@ -109,18 +109,16 @@ def openai_request_body(request: LlmRequest, *, model: str, stream: bool = False
         if system:
             messages.append({"role": "system", "content": system})
     names: dict[str, str] = {}  # call id -> tool name, for the header of moved media
+    append = messages.append
     for index, message in enumerate(request.messages):
         content = message.content
+        role = message.role
         if type(content) is str:  # decision 1: the string form passes through unchanged
-            messages.append({"role": message.role, "content": content})
-            continue
-        if message.role == "assistant":
-            assistant = _assistant_message(message, index)
-            for call in assistant.get("tool_calls") or ():
-                names[call["id"]] = call["function"]["name"]
-            messages.append(assistant)
+            append({"role": role, "content": content})
+        elif role == "assistant":
+            append(_assistant_message(content, index, names))
         else:
-            messages.extend(_user_messages(message, index, fencer, names))
+            messages.extend(_user_messages(content, index, fencer, names))
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
@@ -153,13 +151,16 @@ def _text(value: str | Untrusted, index: int, j: int, k: int | None = None) -> s
     return plain_text(value, vendor=VENDOR, where=_loc(index, j, k))
 
 
-def _assistant_message(message: Message, index: int) -> dict[str, Any]:
-    if isinstance(message.content, str):
-        return {"role": "assistant", "content": message.content}
+def _assistant_message(
+    content: MessageContent, index: int, names: dict[str, str]
+) -> dict[str, Any]:
+    """The assistant turn for ``content``; notes each call's tool name by id in ``names``."""
+    if isinstance(content, str):
+        return {"role": "assistant", "content": content}
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     reasoning: list[tuple[int, ReasoningPart]] = []
-    for j, part in enumerate(message.content):
+    for j, part in enumerate(content):
         kind = type(part)
         if kind is TextPart:
             text = part.text  # type: ignore[union-attr]
@@ -177,11 +178,13 @@ def _assistant_message(message: Message, index: int) -> dict[str, Any]:
                 "type": "function",
                 "function": {"name": name, "arguments": compact_json(tool_input)},
             }
-            if part.provider_data:
-                extras = part.provider_data.get(TOOL_CALL_FIELDS)
+            provider_data = part.provider_data
+            if provider_data:
+                extras = provider_data.get(TOOL_CALL_FIELDS)
                 if extras:
                     call = {**_decoded_extras(extras, _loc(index, j)), **call}
             calls.append(call)
+            names[call_id] = name
         elif kind is ReasoningPart:
             assert isinstance(part, ReasoningPart)
             meta = part.provider_data or {}
@@ -189,14 +192,14 @@ def _assistant_message(message: Message, index: int) -> dict[str, Any]:
                 reasoning.append((j, part))
         else:
             raise misplaced_in_assistant_turn(part, _loc(index, j))
-    content: Any
+    said: Any
     if not texts:
-        content = None
+        said = None
     elif len(texts) == 1:
-        content = texts[0]
+        said = texts[0]
     else:
-        content = [{"type": "text", "text": t} for t in texts]
-    out: dict[str, Any] = {"role": "assistant", "content": content}
+        said = [{"type": "text", "text": t} for t in texts]
+    out: dict[str, Any] = {"role": "assistant", "content": said}
     if calls:
         out["tool_calls"] = calls
         # DeepSeek (thinking mode) and OpenRouter refuse a tool-calling turn without the
@@ -255,14 +258,14 @@ def _tool_input(part: ToolUsePart, where: str) -> dict[str, Any]:
 
 
 def _user_messages(
-    message: Message, index: int, fencer: MediaFencer, names: Mapping[str, str]
+    content: MessageContent, index: int, fencer: MediaFencer, names: Mapping[str, str]
 ) -> list[dict[str, Any]]:
-    if isinstance(message.content, str):
-        return [{"role": "user", "content": message.content}]
+    if isinstance(content, str):
+        return [{"role": "user", "content": content}]
     tool_messages: list[dict[str, Any]] = []
     moved: list[dict[str, Any]] = []
     own: list[dict[str, Any]] = []
-    for j, part in enumerate(message.content):
+    for j, part in enumerate(content):
         kind = type(part)
         if kind is ToolResultPart:
             assert isinstance(part, ToolResultPart)
