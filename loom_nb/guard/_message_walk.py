@@ -136,27 +136,25 @@ class MessageWalk:
         raise refuse("bad_request", "system", "the system prompt is not a string", "Pass a str.")
 
     def check_messages(self, messages: list[Any], start: int) -> list[int]:
-        """Check ``messages[start:]`` in order; the indices of those that need rewriting."""
+        """Check ``messages[start:]`` in order; the indices of those that need rewriting (fence,
+        name drop, origin move)."""
         dirty: list[int] = []
         for mi in range(start, len(messages)):
             message = messages[mi]
-            if type(message) is Message and self.calls is None:
-                # The common turn, a string with no calls before it to answer: the same checks
-                # as check_message's, without a call per message.
-                role, content = message.role, message.content
-                if type(content) is str:
-                    if role not in _ROLES:
-                        raise _bad_message(mi)
-                    continue
-            if self.check_message(mi, message):
+            if not isinstance(message, Message):
+                raise _bad_message(mi)
+            role = message.role
+            if role not in _ROLES:
+                raise _bad_message(mi)
+            content = message.content
+            if type(content) is str and self.calls is None:
+                continue  # the common turn: a string, and no calls before it to answer here
+            if self._check_content(mi, role, content):
                 dirty.append(mi)
         return dirty
 
-    def check_message(self, mi: int, message: object) -> bool:
-        """Check one message; True when it needs rewriting (fence, name drop, origin move)."""
-        if not isinstance(message, Message) or message.role not in _ROLES:
-            raise _bad_message(mi)
-        content = message.content
+    def _check_content(self, mi: int, role: str, content: object) -> bool:
+        """Check the content of messages[mi]; True when it needs rewriting."""
         expected = self.calls  # the calls of the message before this one must be answered here
         if expected is not None:
             self.calls = None
@@ -171,7 +169,7 @@ class MessageWalk:
                 "content is neither a string nor a list of parts",
                 "Pass a str or a list of parts.",
             )
-        user = message.role == "user"
+        user = role == "user"
         self.expected = expected if user else None
         self.matched = 0
         dirty = False
@@ -438,16 +436,17 @@ class MessageWalk:
 
     def _tool_result(self, part: ToolResultPart, mi: int, pi: int) -> bool:
         """Check a tool result; True when it must be rewritten (fenced text, origin moved)."""
-        if not isinstance(part.tool_use_id, str) or part.tool_use_id not in self.declared:
+        call_id = part.tool_use_id
+        if not isinstance(call_id, str) or call_id not in self.declared:
             raise refuse(
                 "orphan_tool_result",
                 part_path(mi, pi),
-                f"tool_result for {part.tool_use_id!r}, which no earlier assistant message called",
+                f"tool_result for {call_id!r}, which no earlier assistant message called",
                 "Keep the assistant turn with the matching tool_use before its result (a "
                 "compaction must not cut between them), or drop the result.",
-                tool_use_id=part.tool_use_id,
+                tool_use_id=call_id,
             )
-        self._pair(part.tool_use_id, mi, pi)
+        self._pair(call_id, mi, pi)
         origin = part.origin
         if origin is not None:
             check_origin(origin, part_path(mi, pi))

@@ -128,6 +128,10 @@ def openai_request_body(request: LlmRequest, *, model: str, stream: bool = False
     return body
 
 
+_MEDIA_CLASSES = (ImagePart, AudioPart, FilePart)
+"""The media part classes, as a tuple built once (``A | B | C`` builds a union on every call)."""
+
+
 def _tool(spec: ToolSpec) -> dict[str, Any]:
     return {
         "type": "function",
@@ -275,7 +279,7 @@ def _user_messages(
             own.append(
                 {"type": "text", "text": text if type(text) is str else _text(text, index, j)}
             )
-        elif isinstance(part, ImagePart | AudioPart | FilePart):
+        elif isinstance(part, _MEDIA_CLASSES):
             if part.origin is None:
                 own.append(_media(part, (index, j, None)))
             else:
