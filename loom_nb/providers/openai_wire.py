@@ -118,7 +118,7 @@ def openai_request_body(request: LlmRequest, *, model: str, stream: bool = False
         elif role == "assistant":
             append(_assistant_message(content, index, names))
         else:
-            messages.extend(_user_messages(content, index, fencer, names))
+            _user_messages(content, index, fencer, names, messages)
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
@@ -262,18 +262,24 @@ def _tool_input(part: ToolUsePart, where: str) -> dict[str, Any]:
 
 
 def _user_messages(
-    content: MessageContent, index: int, fencer: MediaFencer, names: Mapping[str, str]
-) -> list[dict[str, Any]]:
+    content: MessageContent,
+    index: int,
+    fencer: MediaFencer,
+    names: Mapping[str, str],
+    out: list[dict[str, Any]],
+) -> None:
+    """Append the wire messages of a user turn to ``out``: its tool messages, then one user
+    message with the media they moved and the turn's own parts."""
     if isinstance(content, str):
-        return [{"role": "user", "content": content}]
-    tool_messages: list[dict[str, Any]] = []
+        out.append({"role": "user", "content": content})
+        return
     moved: list[dict[str, Any]] = []
     own: list[dict[str, Any]] = []
     for j, part in enumerate(content):
         kind = type(part)
         if kind is ToolResultPart:
             assert isinstance(part, ToolResultPart)
-            tool_messages.append(_tool_message(part, index, j, fencer, moved, names))
+            out.append(_tool_message(part, index, j, fencer, moved, names))
         elif kind is TextPart:
             text = part.text  # type: ignore[union-attr]
             own.append(
@@ -286,10 +292,9 @@ def _user_messages(
                 own.extend(_fenced_media(part, _loc(index, j), fencer))
         else:
             raise misplaced_in_user_turn(_loc(index, j))
-    trailing = moved + own
+    trailing = moved + own if moved else own
     if trailing:
-        tool_messages.append({"role": "user", "content": trailing})
-    return tool_messages
+        out.append({"role": "user", "content": trailing})
 
 
 def _tool_message(
@@ -300,8 +305,10 @@ def _tool_message(
     moved: list[dict[str, Any]],
     names: Mapping[str, str],
 ) -> dict[str, Any]:
-    texts: list[str] = []
     raw = part.content
+    if type(raw) is str and not part.is_error:  # the common result: its text, as it is
+        return {"role": "tool", "tool_call_id": part.tool_use_id, "content": raw}
+    texts: list[str] = []
     has_media = False
     if type(raw) is list:
         for k, item in enumerate(raw):
