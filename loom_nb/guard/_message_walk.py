@@ -25,9 +25,11 @@ from loom_nb.errors import GuardError, OversizedInlinePartError
 from loom_nb.guard._checks import (
     check_json_value,
     check_ref,
+    flat_plain_json,
     inline_size,
     media_essence,
     refuse,
+    where_text,
 )
 from loom_nb.guard._part_checks import (
     check_file_name,
@@ -273,10 +275,7 @@ class MessageWalk:
         ri: int | None,
     ) -> bool:
         """Check one media part; True when it must be rewritten (an untrusted file's name)."""
-
-        def where() -> str:
-            return part_path(mi, pi, ri)
-
+        where = (mi, pi, ri)  # formatted only for a refusal (where_text)
         if origin is not None and not isinstance(origin, str):
             raise refuse("bad_origin", where, "origin is not a string", "Pass a str or None.")
         media_type: object = part.media_type  # read once: checked, noted and compared the same
@@ -305,7 +304,7 @@ class MessageWalk:
                 f"An {part.type} part needs an '{expected}*' type; use FilePart for other documents.",
             )
         if type(part) is FilePart and part.name is not None and type(part.name) is not str:
-            check_file_name(part.name, lambda: where() + ".name")
+            check_file_name(part.name, lambda: where_text(where) + ".name")
         source = part.source
         if type(source) is RefSource:
             check_ref(source.ref, where)
@@ -322,13 +321,14 @@ class MessageWalk:
             size = inline_size(source.data, self.max_inline, where)
             self.inline_total += size
             if self.inline_total > self.max_total:
+                at = where_text(where)
                 raise OversizedInlinePartError(
-                    f"{where()}: inline media in this request adds up to {self.inline_total} "
+                    f"{at}: inline media in this request adds up to {self.inline_total} "
                     f"bytes decoded, over the {self.max_total}-byte cap per request. Put the "
                     "bytes in the content store (store.put) and send RefSource parts naming "
                     "their addresses.",
                     code="oversized_inline_total",
-                    path=where(),
+                    path=at,
                     size=self.inline_total,
                     limit=self.max_total,
                 )
@@ -347,13 +347,14 @@ class MessageWalk:
             self._odd_tool_use(part, part_path(mi, pi))
         if part.provider_data is not None:
             check_provider_data(part.provider_data, f"{part_path(mi, pi)}.provider_data")
-
-        def where() -> str:
-            return f"{part_path(mi, pi)}.input"
-
-        text = check_json_value(tool_input, where, in_tool_use=True)
-        if text is not None:
-            self.input_json[id(part)] = text
+        # check_json_value's own first test, made here so the common input (one small flat
+        # object) needs neither its call nor a location function.
+        if not flat_plain_json(tool_input):
+            text = check_json_value(
+                tool_input, lambda: f"{part_path(mi, pi)}.input", in_tool_use=True
+            )
+            if text is not None:
+                self.input_json[id(part)] = text
         if not isinstance(call_id, str):  # pragma: no cover - refused above; narrows the type
             return
         first = self.declared.get(call_id)
