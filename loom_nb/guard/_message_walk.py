@@ -46,22 +46,12 @@ _MODALITY = {ImagePart: "image/", AudioPart: "audio/"}
 _ROLES = ("user", "assistant")
 
 _TEXT, _TOOL_USE, _TOOL_RESULT, _MEDIA_PART, _REASONING = range(5)
-_KINDS: dict[type, int] = {
-    TextPart: _TEXT,
-    ToolUsePart: _TOOL_USE,
-    ToolResultPart: _TOOL_RESULT,
-    ImagePart: _MEDIA_PART,
-    AudioPart: _MEDIA_PART,
-    FilePart: _MEDIA_PART,
-    ReasoningPart: _REASONING,
-}
-"""The branch each exact part class takes. A subclass (or anything else) is sorted by
-``_kind_of``'s isinstance tests, in the order the walk always made them: an isinstance test
-that fails against a pydantic model class costs a metaclass call, four of them for a media part."""
+"""The branches of the part walk."""
 
 
 def _kind_of(part: object) -> int | None:
-    """The branch of a part that is not of an exact part class (None: not a content part)."""
+    """The branch of a part not of an exact part class, by the isinstance tests the walk always
+    made, in the same order (None: not a content part)."""
     if isinstance(part, TextPart):
         return _TEXT
     if isinstance(part, ToolUsePart):
@@ -177,8 +167,19 @@ class MessageWalk:
         dirty = False
         parts: list[Any] = content  # sorted by kind below, not by isinstance
         for pi, part in enumerate(parts):
-            kind = _KINDS.get(type(part))
-            if kind is None:
+            # Exact classes by identity first: no caller code runs (a dict lookup would call a
+            # metaclass's __eq__), and an isinstance test that fails against a pydantic model
+            # class costs a metaclass call (four of them for a media part).
+            cls = type(part)
+            if cls is TextPart:
+                kind: int | None = _TEXT
+            elif cls is ToolUsePart:
+                kind = _TOOL_USE
+            elif cls is ToolResultPart:
+                kind = _TOOL_RESULT
+            elif cls is ImagePart or cls is AudioPart or cls is FilePart:
+                kind = _MEDIA_PART
+            else:
                 kind = _kind_of(part)
             if kind == _TEXT:
                 if part.origin is not None or type(part.text) is not str:
