@@ -256,6 +256,8 @@ ToolResultContent: TypeAlias = str | Untrusted | list[ResultPart]
 
 def _input_kind(value: Any) -> str:
     """Which branch of ``ToolInput`` a value takes: an ``Untrusted`` (or its marker) or a plain dict."""
+    if type(value) is dict:  # the common input: never an Untrusted, so no isinstance against it
+        return "untrusted" if len(value) == 1 and UNTRUSTED_MARKER in value else "dict"
     if isinstance(value, Untrusted):
         return "untrusted"
     if isinstance(value, dict) and len(value) == 1 and UNTRUSTED_MARKER in value:
@@ -297,12 +299,12 @@ class ToolUsePart(_OmitNone):
     @field_validator("input", mode="after")
     @classmethod
     def _restore_marks(cls, value: Any) -> Any:
-        # Most inputs are one flat object of plain scalars: nothing in it can be a marker.
-        if (
-            type(value) is dict
-            and UNTRUSTED_MARKER not in value
-            and all(type(item) in _SCALARS for item in value.values())
-        ):
+        # Most inputs are one flat object of plain scalars: nothing in it can be a marker. A
+        # plain loop, not all() over a generator: this runs for every tool call validated.
+        if type(value) is dict and UNTRUSTED_MARKER not in value:
+            for item in value.values():
+                if type(item) not in _SCALARS:
+                    return mark_untrusted_values(value)
             return value
         return mark_untrusted_values(value)
 

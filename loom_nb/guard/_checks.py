@@ -18,6 +18,7 @@ from typing import Any
 
 from loom_nb.content import ADDRESS_PATTERN, ContentRef
 from loom_nb.errors import GuardError, OversizedInlinePartError
+from loom_nb.guard._walk import part_path
 from loom_nb.limits import MAX_TOOL_INPUT_NODES
 from loom_nb.taint import UNTRUSTED_MARKER, Untrusted
 
@@ -26,6 +27,7 @@ __all__ = [
     "b64_decoded_size",
     "check_json_value",
     "check_ref",
+    "flat_plain_json",
     "inline_size",
     "is_standard_base64",
     "media_essence",
@@ -44,14 +46,19 @@ _PARAM = rf'\s*;\s*{_NAME}=(?:{_NAME}|"[^"\\\r\n]*")'
 _MEDIA_TYPE = re.compile(rf"(?P<type>{_NAME})/(?P<subtype>{_NAME})(?:{_PARAM})*")
 
 
-Where = str | Callable[[], str]
-"""A location for a message: the path itself, or a function building it (paths cost time to
-format, so the walk builds them only when it refuses)."""
+Where = str | Callable[[], str] | tuple[int, int | None, int | None]
+"""A location for a message: the path itself, a function building it, or the indices of a
+message, a part and a tool result's item (paths cost time to format, so the walk builds them
+only when it refuses)."""
 
 
 def where_text(where: Where) -> str:
     """The path a ``Where`` stands for."""
-    return where if isinstance(where, str) else where()
+    if isinstance(where, str):
+        return where
+    if isinstance(where, tuple):
+        return part_path(*where)
+    return where()
 
 
 def refuse(code: str, where: Where, what: str, remedy: str, **details: Any) -> GuardError:
@@ -206,7 +213,7 @@ def check_json_value(
     ``bad_untrusted_value``. Iterative; stops at the first problem or after ``max_nodes`` nodes.
     The clean path keeps no paths; a problem is located by a second, path-keeping walk.
     """
-    if _flat_plain(value, max_nodes, max_depth):
+    if flat_plain_json(value, max_nodes, max_depth):
         return None
     text = _plain_json(value, max_nodes, max_depth)
     if text is not None:
@@ -273,7 +280,9 @@ _encode_strict = json.JSONEncoder(
 _decode = json.JSONDecoder().decode
 
 
-def _flat_plain(value: Any, max_nodes: int, max_depth: int) -> bool:
+def flat_plain_json(
+    value: Any, max_nodes: int = MAX_TOOL_INPUT_NODES, max_depth: int = MAX_TOOL_INPUT_DEPTH
+) -> bool:
     """A Python-speed sufficient test for the common tool input: one small object whose values
     are plain scalars or lists of them, every value of an exact built-in type (so nothing of a
     caller's code runs), within both caps and without the untrusted marker as a key.
@@ -306,7 +315,7 @@ def _flat_plain(value: Any, max_nodes: int, max_depth: int) -> bool:
 
 
 _FLAT_NODES = 64
-"""The most JSON nodes ``_flat_plain`` walks in Python before leaving a value to the round trip."""
+"""The most JSON nodes ``flat_plain_json`` walks in Python before leaving a value to the round trip."""
 _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
 """Exact scalar types that are always plain JSON (``float`` is, when finite)."""
 

@@ -7,6 +7,8 @@ the last one ended in instead of walking the transcript again.
 
 from __future__ import annotations
 
+from typing import Any
+
 from loom_nb.content import (
     AudioPart,
     DataSource,
@@ -23,9 +25,11 @@ from loom_nb.errors import GuardError, OversizedInlinePartError
 from loom_nb.guard._checks import (
     check_json_value,
     check_ref,
+    flat_plain_json,
     inline_size,
     media_essence,
     refuse,
+    where_text,
 )
 from loom_nb.guard._part_checks import (
     check_file_name,
@@ -38,7 +42,36 @@ from loom_nb.guard._walk import part_path
 from loom_nb.taint import Untrusted, is_minted_media_origin
 
 _MEDIA = (ImagePart, AudioPart, FilePart)
-_MODALITY = {ImagePart: "image", AudioPart: "audio"}
+_MODALITY = {ImagePart: "image/", AudioPart: "audio/"}
+_ROLES = ("user", "assistant")
+
+_TEXT, _TOOL_USE, _TOOL_RESULT, _MEDIA_PART, _REASONING = range(5)
+"""The branches of the part walk."""
+
+
+def _kind_of(part: object) -> int | None:
+    """The branch of a part not of an exact part class, by the isinstance tests the walk always
+    made, in the same order (None: not a content part)."""
+    if isinstance(part, TextPart):
+        return _TEXT
+    if isinstance(part, ToolUsePart):
+        return _TOOL_USE
+    if isinstance(part, ToolResultPart):
+        return _TOOL_RESULT
+    if isinstance(part, _MEDIA):
+        return _MEDIA_PART
+    if isinstance(part, ReasoningPart):
+        return _REASONING
+    return None
+
+
+def _bad_message(mi: int) -> GuardError:
+    return refuse(
+        "bad_message",
+        part_path(mi),
+        "not a Message with role 'user' or 'assistant'",
+        "Build messages with Message(role=..., content=...).",
+    )
 
 
 class MessageWalk:
@@ -94,16 +127,26 @@ class MessageWalk:
             )
         raise refuse("bad_request", "system", "the system prompt is not a string", "Pass a str.")
 
-    def check_message(self, mi: int, message: object) -> bool:
-        """Check one message; True when it needs rewriting (fence, name drop, origin move)."""
-        if not isinstance(message, Message) or message.role not in ("user", "assistant"):
-            raise refuse(
-                "bad_message",
-                part_path(mi),
-                "not a Message with role 'user' or 'assistant'",
-                "Build messages with Message(role=..., content=...).",
-            )
-        content = message.content
+    def check_messages(self, messages: list[Any], start: int) -> list[int]:
+        """Check ``messages[start:]`` in order; the indices of those that need rewriting (fence,
+        name drop, origin move)."""
+        dirty: list[int] = []
+        for mi in range(start, len(messages)):
+            message = messages[mi]
+            if not isinstance(message, Message):
+                raise _bad_message(mi)
+            role = message.role
+            if role not in _ROLES:
+                raise _bad_message(mi)
+            content = message.content
+            if type(content) is str and self.calls is None:
+                continue  # the common turn: a string, and no calls before it to answer here
+            if self._check_content(mi, role, content):
+                dirty.append(mi)
+        return dirty
+
+    def _check_content(self, mi: int, role: str, content: object) -> bool:
+        """Check the content of messages[mi]; True when it needs rewriting."""
         expected = self.calls  # the calls of the message before this one must be answered here
         if expected is not None:
             self.calls = None
@@ -118,15 +161,30 @@ class MessageWalk:
                 "content is neither a string nor a list of parts",
                 "Pass a str or a list of parts.",
             )
-        user = message.role == "user"
+        user = role == "user"
         self.expected = expected if user else None
         self.matched = 0
         dirty = False
-        for pi, part in enumerate(content):
-            if isinstance(part, TextPart):
+        parts: list[Any] = content  # sorted by kind below, not by isinstance
+        for pi, part in enumerate(parts):
+            # Exact classes by identity first: no caller code runs (a dict lookup would call a
+            # metaclass's __eq__), and an isinstance test that fails against a pydantic model
+            # class costs a metaclass call (four of them for a media part).
+            cls = type(part)
+            if cls is TextPart:
+                kind: int | None = _TEXT
+            elif cls is ToolUsePart:
+                kind = _TOOL_USE
+            elif cls is ToolResultPart:
+                kind = _TOOL_RESULT
+            elif cls is ImagePart or cls is AudioPart or cls is FilePart:
+                kind = _MEDIA_PART
+            else:
+                kind = _kind_of(part)
+            if kind == _TEXT:
                 if part.origin is not None or type(part.text) is not str:
                     dirty = self._untrusted_text(part, user, mi, pi) or dirty
-            elif isinstance(part, ToolUsePart):
+            elif kind == _TOOL_USE:
                 if user:
                     raise refuse(
                         "tool_use_outside_assistant",
@@ -136,7 +194,7 @@ class MessageWalk:
                         "assistant_message_of(response).",
                     )
                 self._tool_use(part, mi, pi)
-            elif isinstance(part, ToolResultPart):
+            elif kind == _TOOL_RESULT:
                 if not user:
                     raise refuse(
                         "tool_result_outside_user",
@@ -145,7 +203,7 @@ class MessageWalk:
                         "Send tool results in the user message that follows the assistant turn.",
                     )
                 dirty = self._tool_result(part, mi, pi) or dirty
-            elif isinstance(part, _MEDIA):
+            elif kind == _MEDIA_PART:
                 if not user:
                     raise refuse(
                         "media_outside_user",
@@ -154,7 +212,7 @@ class MessageWalk:
                         "Media goes in user messages (or in a tool_result inside one).",
                     )
                 dirty = self._media(part, part.origin, mi, pi, None) or dirty
-            elif isinstance(part, ReasoningPart):
+            elif kind == _REASONING:
                 if user:
                     raise refuse(
                         "reasoning_outside_assistant",
@@ -218,39 +276,36 @@ class MessageWalk:
         ri: int | None,
     ) -> bool:
         """Check one media part; True when it must be rewritten (an untrusted file's name)."""
-
-        def where() -> str:
-            return part_path(mi, pi, ri)
-
+        where = (mi, pi, ri)  # formatted only for a refusal (where_text)
         if origin is not None and not isinstance(origin, str):
             raise refuse("bad_origin", where, "origin is not a string", "Pass a str or None.")
-        essence = media_essence(part.media_type)
+        media_type: object = part.media_type  # read once: checked, noted and compared the same
+        essence = media_essence(media_type)
         if essence is None:
             raise refuse(
                 "bad_media_type",
                 where,
-                f"media type {part.media_type!r} is not a well-formed 'type/subtype'",
+                f"media type {media_type!r} is not a well-formed 'type/subtype'",
                 "Give the exact type of the bytes, e.g. 'image/png' or 'application/pdf'.",
             )
+        cls = type(part)
         kinds = self.media_kinds
         if kinds is not None:
-            cls: object = type(part)
             kind: object = part.type
-            media_type: object = part.media_type
             if cls in _MEDIA and type(kind) is str and type(media_type) is str:
                 kinds.add((kind, media_type))
             else:
                 self.media_kinds = None
-        expected = _MODALITY.get(type(part))
-        if expected is not None and not essence.startswith(expected + "/"):
+        expected = _MODALITY.get(cls)
+        if expected is not None and not essence.startswith(expected):
             raise refuse(
                 "media_type_mismatch",
                 where,
-                f"{part.type} part with media type {part.media_type!r}",
-                f"An {part.type} part needs an '{expected}/*' type; use FilePart for other documents.",
+                f"{part.type} part with media type {media_type!r}",
+                f"An {part.type} part needs an '{expected}*' type; use FilePart for other documents.",
             )
         if type(part) is FilePart and part.name is not None and type(part.name) is not str:
-            check_file_name(part.name, lambda: where() + ".name")
+            check_file_name(part.name, lambda: where_text(where) + ".name")
         source = part.source
         if type(source) is RefSource:
             check_ref(source.ref, where)
@@ -267,13 +322,14 @@ class MessageWalk:
             size = inline_size(source.data, self.max_inline, where)
             self.inline_total += size
             if self.inline_total > self.max_total:
+                at = where_text(where)
                 raise OversizedInlinePartError(
-                    f"{where()}: inline media in this request adds up to {self.inline_total} "
+                    f"{at}: inline media in this request adds up to {self.inline_total} "
                     f"bytes decoded, over the {self.max_total}-byte cap per request. Put the "
                     "bytes in the content store (store.put) and send RefSource parts naming "
                     "their addresses.",
                     code="oversized_inline_total",
-                    path=where(),
+                    path=at,
                     size=self.inline_total,
                     limit=self.max_total,
                 )
@@ -292,13 +348,14 @@ class MessageWalk:
             self._odd_tool_use(part, part_path(mi, pi))
         if part.provider_data is not None:
             check_provider_data(part.provider_data, f"{part_path(mi, pi)}.provider_data")
-
-        def where() -> str:
-            return f"{part_path(mi, pi)}.input"
-
-        text = check_json_value(tool_input, where, in_tool_use=True)
-        if text is not None:
-            self.input_json[id(part)] = text
+        # check_json_value's own first test, made here so the common input (one small flat
+        # object) needs neither its call nor a location function.
+        if not flat_plain_json(tool_input):
+            text = check_json_value(
+                tool_input, lambda: f"{part_path(mi, pi)}.input", in_tool_use=True
+            )
+            if text is not None:
+                self.input_json[id(part)] = text
         if not isinstance(call_id, str):  # pragma: no cover - refused above; narrows the type
             return
         first = self.declared.get(call_id)
@@ -381,16 +438,17 @@ class MessageWalk:
 
     def _tool_result(self, part: ToolResultPart, mi: int, pi: int) -> bool:
         """Check a tool result; True when it must be rewritten (fenced text, origin moved)."""
-        if not isinstance(part.tool_use_id, str) or part.tool_use_id not in self.declared:
+        call_id = part.tool_use_id
+        if not isinstance(call_id, str) or call_id not in self.declared:
             raise refuse(
                 "orphan_tool_result",
                 part_path(mi, pi),
-                f"tool_result for {part.tool_use_id!r}, which no earlier assistant message called",
+                f"tool_result for {call_id!r}, which no earlier assistant message called",
                 "Keep the assistant turn with the matching tool_use before its result (a "
                 "compaction must not cut between them), or drop the result.",
-                tool_use_id=part.tool_use_id,
+                tool_use_id=call_id,
             )
-        self._pair(part.tool_use_id, mi, pi)
+        self._pair(call_id, mi, pi)
         origin = part.origin
         if origin is not None:
             check_origin(origin, part_path(mi, pi))

@@ -144,7 +144,7 @@ def _guard(
         # first, so a refusal below leaves no half-extended state behind.
         seen, guarded = last
         walk, start, dirty, fences = guarded.walk, len(seen), guarded.dirty, guarded.fences
-    dirty += [mi for mi in range(start, len(messages)) if walk.check_message(mi, messages[mi])]
+    dirty += walk.check_messages(messages, start)
     if walk.unanswered is not None:
         raise walk.unanswered
     fences = fences if fences is not None else Fences()

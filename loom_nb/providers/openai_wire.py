@@ -33,7 +33,7 @@ from loom_nb.content import (
     ImagePart,
     LlmRequest,
     MediaPart,
-    Message,
+    MessageContent,
     ReasoningPart,
     TextPart,
     ToolResultPart,
@@ -109,18 +109,16 @@ def openai_request_body(request: LlmRequest, *, model: str, stream: bool = False
         if system:
             messages.append({"role": "system", "content": system})
     names: dict[str, str] = {}  # call id -> tool name, for the header of moved media
+    append = messages.append
     for index, message in enumerate(request.messages):
         content = message.content
+        role = message.role
         if type(content) is str:  # decision 1: the string form passes through unchanged
-            messages.append({"role": message.role, "content": content})
-            continue
-        if message.role == "assistant":
-            assistant = _assistant_message(message, index)
-            for call in assistant.get("tool_calls") or ():
-                names[call["id"]] = call["function"]["name"]
-            messages.append(assistant)
+            append({"role": role, "content": content})
+        elif role == "assistant":
+            append(_assistant_message(content, index, names))
         else:
-            messages.extend(_user_messages(message, index, fencer, names))
+            _user_messages(content, index, fencer, names, messages)
     body: dict[str, Any] = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
@@ -128,6 +126,10 @@ def openai_request_body(request: LlmRequest, *, model: str, stream: bool = False
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     return body
+
+
+_MEDIA_CLASSES = (ImagePart, AudioPart, FilePart)
+"""The media part classes, as a tuple built once (``A | B | C`` builds a union on every call)."""
 
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:
@@ -153,13 +155,16 @@ def _text(value: str | Untrusted, index: int, j: int, k: int | None = None) -> s
     return plain_text(value, vendor=VENDOR, where=_loc(index, j, k))
 
 
-def _assistant_message(message: Message, index: int) -> dict[str, Any]:
-    if isinstance(message.content, str):
-        return {"role": "assistant", "content": message.content}
+def _assistant_message(
+    content: MessageContent, index: int, names: dict[str, str]
+) -> dict[str, Any]:
+    """The assistant turn for ``content``; notes each call's tool name by id in ``names``."""
+    if isinstance(content, str):
+        return {"role": "assistant", "content": content}
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     reasoning: list[tuple[int, ReasoningPart]] = []
-    for j, part in enumerate(message.content):
+    for j, part in enumerate(content):
         kind = type(part)
         if kind is TextPart:
             text = part.text  # type: ignore[union-attr]
@@ -177,11 +182,13 @@ def _assistant_message(message: Message, index: int) -> dict[str, Any]:
                 "type": "function",
                 "function": {"name": name, "arguments": compact_json(tool_input)},
             }
-            if part.provider_data:
-                extras = part.provider_data.get(TOOL_CALL_FIELDS)
+            provider_data = part.provider_data
+            if provider_data:
+                extras = provider_data.get(TOOL_CALL_FIELDS)
                 if extras:
                     call = {**_decoded_extras(extras, _loc(index, j)), **call}
             calls.append(call)
+            names[call_id] = name
         elif kind is ReasoningPart:
             assert isinstance(part, ReasoningPart)
             meta = part.provider_data or {}
@@ -189,14 +196,14 @@ def _assistant_message(message: Message, index: int) -> dict[str, Any]:
                 reasoning.append((j, part))
         else:
             raise misplaced_in_assistant_turn(part, _loc(index, j))
-    content: Any
+    said: Any
     if not texts:
-        content = None
+        said = None
     elif len(texts) == 1:
-        content = texts[0]
+        said = texts[0]
     else:
-        content = [{"type": "text", "text": t} for t in texts]
-    out: dict[str, Any] = {"role": "assistant", "content": content}
+        said = [{"type": "text", "text": t} for t in texts]
+    out: dict[str, Any] = {"role": "assistant", "content": said}
     if calls:
         out["tool_calls"] = calls
         # DeepSeek (thinking mode) and OpenRouter refuse a tool-calling turn without the
@@ -255,34 +262,39 @@ def _tool_input(part: ToolUsePart, where: str) -> dict[str, Any]:
 
 
 def _user_messages(
-    message: Message, index: int, fencer: MediaFencer, names: Mapping[str, str]
-) -> list[dict[str, Any]]:
-    if isinstance(message.content, str):
-        return [{"role": "user", "content": message.content}]
-    tool_messages: list[dict[str, Any]] = []
+    content: MessageContent,
+    index: int,
+    fencer: MediaFencer,
+    names: Mapping[str, str],
+    out: list[dict[str, Any]],
+) -> None:
+    """Append the wire messages of a user turn to ``out``: its tool messages, then one user
+    message with the media they moved and the turn's own parts."""
+    if isinstance(content, str):
+        out.append({"role": "user", "content": content})
+        return
     moved: list[dict[str, Any]] = []
     own: list[dict[str, Any]] = []
-    for j, part in enumerate(message.content):
+    for j, part in enumerate(content):
         kind = type(part)
         if kind is ToolResultPart:
             assert isinstance(part, ToolResultPart)
-            tool_messages.append(_tool_message(part, index, j, fencer, moved, names))
+            out.append(_tool_message(part, index, j, fencer, moved, names))
         elif kind is TextPart:
             text = part.text  # type: ignore[union-attr]
             own.append(
                 {"type": "text", "text": text if type(text) is str else _text(text, index, j)}
             )
-        elif isinstance(part, ImagePart | AudioPart | FilePart):
+        elif isinstance(part, _MEDIA_CLASSES):
             if part.origin is None:
                 own.append(_media(part, (index, j, None)))
             else:
                 own.extend(_fenced_media(part, _loc(index, j), fencer))
         else:
             raise misplaced_in_user_turn(_loc(index, j))
-    trailing = moved + own
+    trailing = moved + own if moved else own
     if trailing:
-        tool_messages.append({"role": "user", "content": trailing})
-    return tool_messages
+        out.append({"role": "user", "content": trailing})
 
 
 def _tool_message(
@@ -293,8 +305,10 @@ def _tool_message(
     moved: list[dict[str, Any]],
     names: Mapping[str, str],
 ) -> dict[str, Any]:
-    texts: list[str] = []
     raw = part.content
+    if type(raw) is str and not part.is_error:  # the common result: its text, as it is
+        return {"role": "tool", "tool_call_id": part.tool_use_id, "content": raw}
+    texts: list[str] = []
     has_media = False
     if type(raw) is list:
         for k, item in enumerate(raw):

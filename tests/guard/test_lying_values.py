@@ -220,13 +220,13 @@ def test_checked_already_holds_for_the_request_or_its_settings_copy_only() -> No
 def count_walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The index of every message the guard walks from now on."""
     walked: list[int] = []
-    check = MessageWalk.check_message
+    check = MessageWalk.check_messages
 
-    def counting(self: MessageWalk, mi: int, message: object) -> bool:
-        walked.append(mi)
-        return check(self, mi, message)
+    def counting(self: MessageWalk, messages: list[Any], start: int) -> list[int]:
+        walked.extend(range(start, len(messages)))
+        return check(self, messages, start)
 
-    monkeypatch.setattr(MessageWalk, "check_message", counting)
+    monkeypatch.setattr(MessageWalk, "check_messages", counting)
     return walked
 
 
