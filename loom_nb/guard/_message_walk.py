@@ -141,7 +141,7 @@ class MessageWalk:
             content = message.content
             if type(content) is str and self.calls is None:
                 continue  # the common turn: a string, and no calls before it to answer here
-            if self._check_content(mi, role, content):
+            if self._check_content(mi, role, content):  # raw-content: the guard narrows it
                 dirty.append(mi)
         return dirty
 
