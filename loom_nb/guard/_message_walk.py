@@ -139,9 +139,12 @@ class MessageWalk:
             if role not in _ROLES:
                 raise _bad_message(mi)
             content = message.content
-            if type(content) is str and self.calls is None:
-                continue  # the common turn: a string, and no calls before it to answer here
-            if self._check_content(mi, role, content):  # raw-content: the guard narrows it
+            if isinstance(content, str):  # the common turn; it answers none of the calls before
+                expected, self.calls = self.calls, None
+                if expected is not None:
+                    self._unanswered(expected, mi)
+                continue
+            if self._check_content(mi, role, content):
                 dirty.append(mi)
         return dirty
 
