@@ -29,7 +29,6 @@ __all__ = [
     "dumps",
     "encode_text",
     "encode_value",
-    "hash_json",
     "is_storable_id",
     "text_hash",
 ]
@@ -45,14 +44,22 @@ _ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_default
 )
 _C_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
-_C_STRING: Any = getattr(json.encoder, "c_encode_basestring", None)
+_C_STRING: Callable[[str], str] | None = getattr(json.encoder, "c_encode_basestring", None)
 
 
 def _canonical(value: Any) -> str:
     """``_ENCODER.encode(value)``: the same text from the same C encoder ``encode`` builds,
-    without the wrapper's per-call set-up (a fresh circular-reference memo every call)."""
+    without the wrapper's per-call set-up (a fresh circular-reference memo every call); a
+    string, an int, a bool or None is written as the encoder writes it, with no encoder."""
+    kind = type(value)
     if _C_ENCODER is None or _C_STRING is None:  # a Python without the C accelerator
         return _ENCODER.encode(value)
+    if kind is str:
+        return _C_STRING(value)
+    if kind is int:  # an int past Python's digit limit raises, as in the encoder
+        return int.__repr__(value)
+    if value is None or kind is bool:
+        return _LITERALS[value]
     encode = _C_ENCODER({}, _default, _C_STRING, None, ":", ",", True, False, False)
     return "".join(encode(value, 0))
 
@@ -135,12 +142,7 @@ def dumps(value: Any) -> str:
 
 def encode_text(value: Any, *, step_id: str, what: str = "output") -> str:
     """Canonical JSON of a step's ``what`` (``"input"`` / ``"output"``); ``StepOutputError`` if not JSON."""
-    kind = type(value)
-    if value is None or kind is bool:  # what the encoder writes, without building one per call
-        return _LITERALS[value]
     try:
-        if kind is int:  # as the encoder writes it (an int past Python's digit limit raises)
-            return int.__repr__(value)
         return _storable(_canonical(value), value)
     except (RecursionError, TypeError, ValueError) as exc:
         raise _not_json(exc, step_id, what) from exc
@@ -187,14 +189,6 @@ def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str
             what=what,
         ) from exc
     return text, decoded
-
-
-def hash_json(digest: str) -> str:
-    """``dumps(digest)`` for an input hash: a plain ``"sha256:<hex>"`` is quoted as it is."""
-    plain = type(digest) is str and digest.isascii() and digest.isprintable()
-    if plain and '"' not in digest and "\\" not in digest:
-        return '"' + digest + '"'
-    return dumps(digest)
 
 
 def text_hash(text: str) -> str:

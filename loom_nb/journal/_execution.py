@@ -48,7 +48,6 @@ from loom_nb.journal._codec import (
     dumps,
     encode_text,
     encode_value,
-    hash_json,
     storable_text,
     text_hash,
 )
@@ -372,7 +371,7 @@ class Execution(ExecutionControl):
         # No await between taking the position and journaling the start: concurrent calls
         # journal their steps in position order.
         started = False
-        fields = {"input": input_text, "input_hash": hash_json(digest)}
+        fields = {"input": input_text, "input_hash": dumps(digest)}
         self._journal._in_flight(self._id, +1)
 
         def start() -> None:
