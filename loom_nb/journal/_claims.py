@@ -75,19 +75,10 @@ def payload_text(
             '{"input":' + fields["input"] + ',"input_hash":' + fields["input_hash"]
             + ',"output":' + fields["output"] + "}"
         )  # fmt: skip
-    return "{" + ",".join(_key(k) + ":" + fields[k] for k in sorted(fields)) + "}"
+    return "{" + ",".join(f"{json.dumps(k)}:{fields[k]}" for k in sorted(fields)) + "}"
 
 
 _COMPLETED = frozenset({"input", "input_hash", "output"})
-
-
-_KEYS = {k: json.dumps(k) for k in ("claimed", "error", "input", "input_hash", "output")}
-"""The field names a step payload has, as JSON strings (made once, not per step)."""
-
-
-def _key(name: str) -> str:
-    quoted = _KEYS.get(name) if type(name) is str else None
-    return quoted if quoted is not None else json.dumps(name)
 
 
 def unclaim(marker: Any, *, store: ContentStore | None, where: str) -> Any:
