@@ -149,14 +149,11 @@ class MessageWalk:
         return dirty
 
     def _check_content(self, mi: int, role: str, content: object) -> bool:
-        """Check the content of messages[mi]; True when it needs rewriting."""
+        """Check the content of messages[mi], not a string (``check_messages`` took those);
+        True when it needs rewriting."""
         expected = self.calls  # the calls of the message before this one must be answered here
         if expected is not None:
             self.calls = None
-        if isinstance(content, str):
-            if expected is not None:
-                self._unanswered(expected, mi)
-            return False
         if not isinstance(content, list):
             raise refuse(
                 "bad_message",
