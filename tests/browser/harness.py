@@ -126,8 +126,13 @@ def write_notebook(server: JupyterServer, name: str, cells: list[str]) -> Path:
 
 
 def open_notebook(page: Any, server: JupyterServer, name: str, *, timeout_ms: int = 60_000) -> None:
-    """Open ``name`` in JupyterLab and wait for its kernel to be idle."""
-    page.goto(f"{server.base_url}/lab/tree/{name}")
+    """Open ``name`` in JupyterLab and wait for its kernel to be idle.
+
+    ``?reset`` starts from an empty workspace: without it JupyterLab restores every notebook an
+    earlier test on this server left open, and a restored panel can become the current widget after
+    this one did, so the test would drive a notebook it never wrote.
+    """
+    page.goto(f"{server.base_url}/lab/tree/{name}?reset")
     page.wait_for_function(
         """(name) => {
             const app = window.jupyterapp;
@@ -142,17 +147,43 @@ def open_notebook(page: Any, server: JupyterServer, name: str, *, timeout_ms: in
 
 def run_all_cells(page: Any, *, timeout_ms: int = 180_000) -> None:
     """Run every cell of the current notebook and wait until the kernel is idle again (up to 3
-    minutes: the other pytest-xdist workers may keep both cores busy meanwhile)."""
+    minutes: the other pytest-xdist workers may keep both cores busy meanwhile).
+
+    "Run all" stops at the first cell that raises, so the later cells never get an execution
+    count: the wait ends early on an error output (or a dead kernel) and the failure names it,
+    instead of timing out minutes later without a word.
+    """
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    page.wait_for_function(
+    handle = page.wait_for_function(
         """() => {
             const w = window.jupyterapp.shell.currentWidget;
+            const kernel = w.sessionContext.session && w.sessionContext.session.kernel;
             const cells = w.content.widgets.filter((c) => c.model.type === 'code');
-            return cells.every((c) => c.model.executionCount !== null)
-                && w.sessionContext.session.kernel.status === 'idle';
+            for (const [index, cell] of cells.entries()) {
+                const outputs = cell.model.outputs;
+                for (let i = 0; i < outputs.length; i++) {
+                    const out = outputs.get(i).toJSON();
+                    if (out.output_type === 'error') {
+                        return {error: `cell ${index}: ${out.ename}: ${out.evalue}`,
+                                traceback: (out.traceback || []).join('\\n')};
+                    }
+                }
+            }
+            if (!kernel) {
+                return false;
+            }
+            if (kernel.status === 'dead') {
+                return {error: 'the kernel died', traceback: ''};
+            }
+            const done = cells.every((c) => c.model.executionCount !== null)
+                && kernel.status === 'idle';
+            return done ? {error: null} : false;
         }""",
         timeout=timeout_ms,
     )
+    result = handle.json_value()
+    if result["error"] is not None:
+        raise AssertionError(f"a notebook cell failed: {result['error']}\n{result['traceback']}")
 
 
 def current_panel(page: Any) -> Any:
