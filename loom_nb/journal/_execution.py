@@ -247,10 +247,7 @@ class Execution(ExecutionControl):
         ``input_text`` (with ``input_hash``): the input's canonical JSON as journaled, or None,
         for replay's exact match (``_served``).
         """
-        with self._positions:  # threads sharing this object take distinct positions
-            position = self._next
-            self._next += 1
-        entry = self._recorded(position)
+        position, entry = self._take_position()
         self._exact = True
         if entry is not None:
             if entry.kind != "step" or entry.step_id != step_id:

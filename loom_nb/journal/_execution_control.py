@@ -68,24 +68,15 @@ class ExecutionControl:
         that it is parked. Replayed, the call is served from the log: it returns the payload
         given to ``resume`` (or None while the park still waits), and nothing is journaled.
         """
-        with self._positions:  # threads sharing this object take distinct positions
-            position = self._next
-            self._next += 1
-        entry = self._recorded(position)
+        position, entry = self._take_position()
         if entry is not None:
             if entry.kind == "park":
                 if entry.state == "resumed":
                     return self._field(entry.resume_payload, "payload", position)
                 return None
             self._diverge(position, entry, "(park)")
-        try:
-            self._check_live(position, "(park)")
-            text, _ = encode_value(payload, step_id="(park)", what="payload")
-            # A parked run waits for a decision from anyone: the lease is given back.
-            self._write("parked", None, position, "{" + f'"payload":{text}' + "}", release=True)
-        except BaseException:
-            self._release(position)
-            raise
+        # A parked run waits for a decision from anyone: the lease is given back.
+        self._write_closing(position, "(park)", "parked", "payload", payload)
         return None
 
     async def resume(self, payload: Any = None) -> None:
@@ -127,18 +118,28 @@ class ExecutionControl:
 
     async def complete(self, output: Any = None) -> None:
         """Record the run's final output; replayed, an already recorded completion is kept as is."""
-        with self._positions:  # threads sharing this object take distinct positions
-            position = self._next
-            self._next += 1
-        entry = self._recorded(position)
+        position, entry = self._take_position()
         if entry is not None:
             if entry.kind == "complete":
                 return
             self._diverge(position, entry, "(complete)")
+        self._write_closing(position, "(complete)", "completed", "output", output)
+
+    def _take_position(self) -> tuple[int, Entry | None]:
+        """The next position, taken (threads sharing this object take distinct ones), and what
+        the log recorded there when it is served from the log (None: it runs live)."""
+        with self._positions:
+            position = self._next
+            self._next += 1
+        return position, self._recorded(position)
+
+    def _write_closing(self, position: int, label: str, kind: str, name: str, value: Any) -> None:
+        """Journal a live ``park`` or ``complete`` at ``position``: the event ``kind`` with ``value``
+        under ``name``, giving the lease back; on any error the position is released."""
         try:
-            self._check_live(position, "(complete)")
-            text, _ = encode_value(output, step_id="(complete)", what="output")
-            self._write("completed", None, position, "{" + f'"output":{text}' + "}", release=True)
+            self._check_live(position, label)
+            text, _ = encode_value(value, step_id=label, what=name)
+            self._write(kind, None, position, "{" + f'"{name}":{text}' + "}", release=True)
         except BaseException:
             self._release(position)
             raise
