@@ -55,6 +55,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
@@ -70,6 +71,7 @@ from loom_nb import (
     create_llm_effect,
 )
 from loom_nb.providers import AnthropicProvider, OpenAIProvider
+from loom_nb.settings import ModelSettings, default_call_settings
 
 SIZES = (10, 100, 500)
 ROUNDS = 3 if quick() else 5
@@ -215,27 +217,74 @@ def _http_provider(vendor: str, body: bytes) -> AnthropicProvider | OpenAIProvid
     return OpenAIProvider("gpt-4o-mini", api_key="sk-test", http_client=client)
 
 
-async def http_bare(vendor: str, body: bytes, turns: int) -> float:
-    """Seconds for ``turns`` bare ``provider.complete`` calls over recorded HTTP."""
+async def http_bare(
+    vendor: str, body: bytes, turns: int, settings: ModelSettings | None = None
+) -> float:
+    """Seconds for ``turns`` bare ``provider.complete`` calls over recorded HTTP (with
+    ``settings``: the call settings passed to each, as a Chat passes its caching ones)."""
     provider = _http_provider(vendor, body)
+    extra = {} if settings is None else {"settings": settings}
     history: list[Message] = []
     start = time.process_time()
     for i in range(turns):
         message = Message(role="user", content=f"question {i}: " + "text " * 10)
-        response = await provider.complete(LlmRequest(messages=[*history, message]))
+        response = await provider.complete(LlmRequest(messages=[*history, message]), **extra)
         history.extend([message, assistant_message_of(response)])
     return time.process_time() - start
 
 
-async def http_chat(vendor: str, body: bytes, turns: int) -> float:
-    """Seconds for ``turns`` ``await chat(text)`` turns over recorded HTTP (in-memory journal)."""
-    conversation = Chat(_http_provider(vendor, body), journal=Journal(), id=f"http-{vendor}")
+async def http_chat(
+    vendor: str, body: bytes, turns: int, inside: list[float] | None = None
+) -> float:
+    """Seconds for ``turns`` ``await chat(text)`` turns over recorded HTTP (in-memory journal).
+
+    With ``inside``: the CPU seconds spent inside ``provider.complete`` are added to
+    ``inside[0]`` (the wrapper costs a little, so the timed rounds run without it).
+    """
+    provider = _http_provider(vendor, body)
+    if inside is not None:
+        complete = provider.complete
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return await complete(*args, **kwargs)
+            finally:
+                inside[0] += time.process_time() - start
+
+        provider.complete = timed  # type: ignore[method-assign]
+    conversation = Chat(provider, journal=Journal(), id=f"http-{vendor}")
     start = time.process_time()
     for i in range(turns):
         await conversation(f"question {i}: " + "text " * 10)
     elapsed = time.process_time() - start
     assert conversation.cost is not None  # priced when read: not part of a turn (ChatTurn.cost)
     return elapsed
+
+
+async def http_split(vendor: str, body: bytes, turns: int) -> None:
+    """Print where a Chat turn's CPU goes over recorded HTTP: inside ``provider.complete``
+    against the same call made bare (without and with the caching settings a Chat passes),
+    and around it (Chat, the journaled step, the guard); best of ``HTTP_ROUNDS``."""
+    settings = default_call_settings("auto", f"http-{vendor}")
+    runs = []
+    for _ in range(HTTP_ROUNDS):
+        inside = [0.0]
+        whole = await http_chat(vendor, body, turns, inside)
+        runs.append(
+            (
+                whole,
+                inside[0],
+                await http_bare(vendor, body, turns),
+                await http_bare(vendor, body, turns, settings),
+            )
+        )
+    whole, inner, bare, cached = (min(r[i] for r in runs) * 1e6 / turns for i in range(4))
+    print(
+        f"{vendor:>9} {turns:>6} turns, CPU us/turn: chat {whole:.0f} = inside "
+        f"provider.complete {inner:.0f} + around it {whole - inner:.0f}; the bare call {bare:.0f}, "
+        f"with the chat's caching settings {cached:.0f}"
+    )
 
 
 async def http_part() -> list[float]:
@@ -262,6 +311,15 @@ async def http_part() -> list[float]:
             rows.append(
                 Row(f"{vendor} HTTP chat / bare CPU, {n} turns", ratios[-1], HTTP_TARGET, "<=")
             )
+    print(
+        "where a turn's CPU goes (a separate pass; timing the inner call costs a little): "
+        "inside provider.complete is the same call the bare column makes, plus the caching "
+        "settings a Chat passes (prompt_cache 'auto'); 'around it' is Chat's own code, the "
+        "journaled step (input hash, encode, the SQL) and the guard"
+    )
+    for vendor in ("anthropic", "openai"):
+        for n in SIZES[:2]:
+            await http_split(vendor, _recorded_answer(vendor), n)
     worst = max(ratios)
     print(
         f"over recorded HTTP: chat/bare worst {worst:.2f}x, target <= {HTTP_TARGET}x, ratio to "
