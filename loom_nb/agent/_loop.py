@@ -306,14 +306,15 @@ def _fresh_ids(
     repeat shown as ``<id>_<n>`` and answered under that id; step ids and the tool-call log keep
     the id the model gave. Returns the response to show and {call index: shown id}.
     """
-    used = set(_USED_IDS(transcript))
+    used = _USED_IDS(transcript)  # the fold's own state: read, never changed (no copy a turn)
+    taken: set[str] = set()  # the ids this response's calls are shown under
     renamed: dict[int, str] = {}
     for index, call in enumerate(response.tool_calls):
         call_id, n = call.id, 1
-        while call_id in used:
+        while call_id in used or call_id in taken:
             n += 1
             call_id = f"{call.id}_{n}"
-        used.add(call_id)
+        taken.add(call_id)
         if call_id != call.id:
             renamed[index] = call_id
     if not renamed:
