@@ -154,7 +154,37 @@ def run_all_cells(page: Any, *, timeout_ms: int = 180_000) -> None:
     instead of timing out minutes later without a word.
     """
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    handle = page.wait_for_function(
+    try:
+        handle = _wait_for_cells(page, timeout_ms)
+    except Exception as exc:
+        if type(exc).__name__ != "TimeoutError":
+            raise
+        state = page.evaluate(_CELLS_STATE)
+        raise AssertionError(f"the notebook's cells did not all run in time: {state}") from exc
+    result = handle.json_value()
+    if result["error"] is not None:
+        raise AssertionError(f"a notebook cell failed: {result['error']}\n{result['traceback']}")
+
+
+_CELLS_STATE = """() => {
+    const w = window.jupyterapp.shell.currentWidget;
+    const kernel = w.sessionContext.session && w.sessionContext.session.kernel;
+    return {
+        path: w.context.path,
+        kernel: kernel ? kernel.status : null,
+        cells: w.content.widgets.filter((c) => c.model.type === 'code').map((c) => ({
+            count: c.model.executionCount,
+            state: c.model.executionState || null,
+            outputs: c.model.outputs.length,
+            source: c.model.sharedModel.getSource().slice(0, 60),
+        })),
+    };
+}"""
+"""What the page shows of the current notebook's run: its kernel's status, each cell's count."""
+
+
+def _wait_for_cells(page: Any, timeout_ms: int) -> Any:
+    return page.wait_for_function(
         """() => {
             const w = window.jupyterapp.shell.currentWidget;
             const kernel = w.sessionContext.session && w.sessionContext.session.kernel;
@@ -181,9 +211,6 @@ def run_all_cells(page: Any, *, timeout_ms: int = 180_000) -> None:
         }""",
         timeout=timeout_ms,
     )
-    result = handle.json_value()
-    if result["error"] is not None:
-        raise AssertionError(f"a notebook cell failed: {result['error']}\n{result['traceback']}")
 
 
 def current_panel(page: Any) -> Any:
