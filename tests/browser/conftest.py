@@ -78,6 +78,17 @@ def browser_page(_browser: Any) -> Iterator[Any]:
 
     page.on("dialog", on_dialog)
     page.loom_dialogs = dialogs
+    errors: list[str] = []  # uncaught page errors and console errors, for failure messages
+    page.on("pageerror", lambda error: errors.append(f"pageerror: {error}"))
+    page.on(
+        "console",
+        lambda message: (
+            errors.append(f"console.{message.type}: {message.text}")
+            if message.type in ("error", "warning")
+            else None
+        ),
+    )
+    page.loom_errors = errors
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     try:
         yield page

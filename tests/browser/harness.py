@@ -160,7 +160,10 @@ def run_all_cells(page: Any, *, timeout_ms: int = 180_000) -> None:
         if type(exc).__name__ != "TimeoutError":
             raise
         state = page.evaluate(_CELLS_STATE)
-        raise AssertionError(f"the notebook's cells did not all run in time: {state}") from exc
+        errors = getattr(page, "loom_errors", [])[-20:]
+        raise AssertionError(
+            f"the notebook's cells did not all run in time: {state}; page errors: {errors}"
+        ) from exc
     result = handle.json_value()
     if result["error"] is not None:
         raise AssertionError(f"a notebook cell failed: {result['error']}\n{result['traceback']}")
