@@ -96,9 +96,10 @@ class Execution(ExecutionControl):
         *,
         divergence: Divergence = "fail",
         ordinal: int = 0,
+        start: dict[str, Any] | None = None,
     ) -> None:
         self._journal = journal
-        self._start: dict[str, Any] | None = None  # what it was started with (Journal.execution)
+        self._start = start  # what it was started with, when the opener read it (else asked)
         self._id = execution_id
         self._principal = principal
         self._timeline = timeline

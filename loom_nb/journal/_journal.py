@@ -224,11 +224,10 @@ class Journal:
         timeline = Timeline(execution_id)
         for row in rows:
             timeline.apply(row[2], row[3], row[4], row[5])
-        opened = Execution(
-            self, execution_id, recorded, timeline, divergence=divergence, ordinal=len(rows)
-        )
-        opened._start = first if isinstance(first, dict) else {}  # read: Execution.start
-        return opened
+        return Execution(
+            self, execution_id, recorded, timeline, divergence=divergence, ordinal=len(rows),
+            start=first if isinstance(first, dict) else {},  # kept: Execution.start
+        )  # fmt: skip
 
     def _open_rows(self, execution_id: str, start: dict[str, Any]) -> list[Row]:
         rows: list[Row] = self._conn.execute(SELECT, (execution_id,)).fetchall()
