@@ -26,6 +26,7 @@ __all__ = [
     "MAX_TOOL_INPUT_DEPTH",
     "b64_decoded_size",
     "check_json_value",
+    "check_json_walked",
     "check_ref",
     "flat_plain_json",
     "inline_size",
@@ -215,6 +216,21 @@ def check_json_value(
     """
     if flat_plain_json(value, max_nodes, max_depth):
         return None
+    return check_json_walked(
+        value, where, in_tool_use=in_tool_use, max_nodes=max_nodes, max_depth=max_depth
+    )
+
+
+def check_json_walked(
+    value: Any,
+    where: Where,
+    *,
+    in_tool_use: bool,
+    max_nodes: int = MAX_TOOL_INPUT_NODES,
+    max_depth: int = MAX_TOOL_INPUT_DEPTH,
+) -> str | None:
+    """``check_json_value`` past its first test, for a caller that made ``flat_plain_json``
+    itself and got False: the round trip, then the exact walk (same returns, same refusals)."""
     text = _plain_json(value, max_nodes, max_depth)
     if text is not None:
         return text

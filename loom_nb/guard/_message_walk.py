@@ -23,7 +23,7 @@ from loom_nb.content import (
 )
 from loom_nb.errors import GuardError, OversizedInlinePartError
 from loom_nb.guard._checks import (
-    check_json_value,
+    check_json_walked,
     check_ref,
     flat_plain_json,
     inline_size,
@@ -348,10 +348,10 @@ class MessageWalk:
             self._odd_tool_use(part, part_path(mi, pi))
         if part.provider_data is not None:
             check_provider_data(part.provider_data, f"{part_path(mi, pi)}.provider_data")
-        # check_json_value's own first test, made here so the common input (one small flat
-        # object) needs neither its call nor a location function.
+        # check_json_value's first test, made here so the common input (one small flat object)
+        # needs neither its call nor a location function; the rest of it otherwise.
         if not flat_plain_json(tool_input):
-            text = check_json_value(
+            text = check_json_walked(
                 tool_input, lambda: f"{part_path(mi, pi)}.input", in_tool_use=True
             )
             if text is not None:
