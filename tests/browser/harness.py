@@ -153,6 +153,7 @@ def run_all_cells(page: Any, *, timeout_ms: int = 180_000) -> None:
     count: the wait ends early on an error output (or a dead kernel) and the failure names it,
     instead of timing out minutes later without a word.
     """
+    page.evaluate(_LOG_KERNEL_MESSAGES)
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
     try:
         handle = _wait_for_cells(page, timeout_ms)
@@ -161,12 +162,36 @@ def run_all_cells(page: Any, *, timeout_ms: int = 180_000) -> None:
             raise
         state = page.evaluate(_CELLS_STATE)
         errors = getattr(page, "loom_errors", [])[-20:]
+        messages = page.evaluate("() => (window.loomKernelLog || []).slice(-60)")
         raise AssertionError(
-            f"the notebook's cells did not all run in time: {state}; page errors: {errors}"
+            f"the notebook's cells did not all run in time: {state}; page errors: {errors}; "
+            f"the kernel connection's last messages: {messages}"
         ) from exc
     result = handle.json_value()
     if result["error"] is not None:
         raise AssertionError(f"a notebook cell failed: {result['error']}\n{result['traceback']}")
+
+
+_LOG_KERNEL_MESSAGES = """() => {
+    const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+    const log = window.loomKernelLog = [];
+    const t0 = performance.now();
+    const short = (id) => (id || '').slice(0, 8);
+    const entry = (kind, msg) => ({
+        at: Math.round(performance.now() - t0), kind, channel: msg.channel,
+        type: msg.header.msg_type, id: short(msg.header.msg_id),
+        parent: short(msg.parent_header && msg.parent_header.msg_id),
+        state: (msg.content && msg.content.execution_state) || undefined,
+    });
+    kernel.anyMessage.connect((_, args) => { log.push(entry(args.direction, args.msg)); });
+    kernel.iopubMessage.connect((_, msg) => { log.push(entry('handled', msg)); });
+    kernel.unhandledMessage.connect((_, msg) => { log.push(entry('unhandled', msg)); });
+    kernel.connectionStatusChanged.connect((_, status) => {
+        log.push({at: Math.round(performance.now() - t0), kind: 'connection', state: status});
+    });
+}"""
+"""Keep every message the current kernel connection sends and receives, and each iopub message it
+handled, in ``window.loomKernelLog``: a run that never ends shows which message the page took last."""
 
 
 _CELLS_STATE = """() => {
@@ -175,6 +200,8 @@ _CELLS_STATE = """() => {
     return {
         path: w.context.path,
         kernel: kernel ? kernel.status : null,
+        connection: kernel ? kernel.connectionStatus : null,
+        pending: kernel && kernel._futures ? [...kernel._futures.keys()].map((id) => id.slice(0, 8)) : null,
         cells: w.content.widgets.filter((c) => c.model.type === 'code').map((c) => ({
             count: c.model.executionCount,
             state: c.model.executionState || null,
