@@ -19,7 +19,7 @@ with other capabilities can rebuild a different transcript without a divergence 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -225,8 +225,14 @@ async def agent_loop(
         request = LlmRequest(messages=transcript, tools=menu, system=system)
         response = await effect(execution, f"#turn:{turn}:model", request)
         response, screened = screen_response(response)
-        shown, renamed = _fresh_ids(response, transcript)
+        # One check of the transcript a turn serves both: the ids it used and its inline bytes.
+        # Approvals and input validation run before the tools, as the tools run before the last
+        # result is built: inline placement is best effort, the guard enforces the caps.
+        facts = _FACTS(transcript)
+        shown, renamed = _fresh_ids(response, facts.ids)
+        inline_total = facts.inline  # read now: the fold's state grows at its next call
         transcript.append(assistant_message_of(shown))
+        inline_total += inline_bytes_of(transcript[-1:])
         if not response.tool_calls:
             return await _finish(
                 execution,
@@ -252,7 +258,7 @@ async def agent_loop(
                 tool_calls=log,
                 compactions=compacted,
             )
-        results = await _run_calls(execution, turn, plans, transcript, provider)
+        results = await _run_calls(execution, turn, plans, inline_total, provider)
         log.extend(
             ToolCallRecord(turn=turn, id=p.call.id, name=p.call.name, input=p.call.input, status=s)
             for p, s in zip(plans, [r[1] for r in results], strict=True)
@@ -296,17 +302,15 @@ def _messages(messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
     return out
 
 
-def _fresh_ids(
-    response: LlmResponse, transcript: Sequence[Message]
-) -> tuple[LlmResponse, dict[int, str]]:
-    """The response as the transcript shows it: a call id used before gets a fresh suffix.
+def _fresh_ids(response: LlmResponse, used: Set[str]) -> tuple[LlmResponse, dict[int, str]]:
+    """The response as the transcript shows it: a call id ``used`` before gets a fresh suffix.
 
     Results are paired with calls by id, so the guard refuses a request holding one id twice
     (every vendor does). A model that repeats an id, in one turn or across turns, has the
     repeat shown as ``<id>_<n>`` and answered under that id; step ids and the tool-call log keep
-    the id the model gave. Returns the response to show and {call index: shown id}.
+    the id the model gave. ``used`` (the transcript's fold state) is read, never changed.
+    Returns the response to show and {call index: shown id}.
     """
-    used = _USED_IDS(transcript)  # the fold's own state: read, never changed (no copy a turn)
     taken: set[str] = set()  # the ids this response's calls are shown under
     renamed: dict[int, str] = {}
     for index, call in enumerate(response.tool_calls):
@@ -326,17 +330,30 @@ def _fresh_ids(
     return response.model_copy(update={"tool_calls": calls}), renamed
 
 
-def _ids_of(used: set[str], message: Message) -> None:
+class _Facts:
+    """What the loop reads of its transcript each turn: the call ids it used (results pair with
+    calls by id) and its inline media bytes (capped over the transcript)."""
+
+    __slots__ = ("ids", "inline")
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.inline = 0
+
+
+def _add_facts(facts: _Facts, message: Message) -> None:
     if isinstance(message.content, list):
-        used.update(
+        facts.ids.update(
             part.id
             for part in message.content
             if isinstance(part, ToolUsePart) and isinstance(part.id, str)
         )
+    facts.inline += inline_bytes_of([message])
 
 
-_USED_IDS: PrefixFold[set[str]] = PrefixFold(set, _ids_of)
-"""The call ids a transcript uses, walking only the messages added since the last turn."""
+_FACTS: PrefixFold[_Facts] = PrefixFold(_Facts, _add_facts)
+"""A transcript's ``_Facts``, walking only the messages added since the last turn (one prefix
+check a turn for both)."""
 
 
 def _with_seen(calls: Sequence[ToolCall]) -> list[tuple[bool, ToolCall]]:
@@ -486,22 +503,13 @@ async def _resume_if_decided(execution: Execution, approve: Approver) -> None:
     await execution.resume({"decisions": decisions})
 
 
-def _add_inline(total: list[int], message: Message) -> None:
-    total[0] += inline_bytes_of([message])
-
-
-_INLINE: PrefixFold[list[int]] = PrefixFold(lambda: [0], _add_inline)
-"""The transcript's inline media bytes, counting only the messages added since the last turn."""
-
-
 async def _run_calls(
     execution: Execution,
     turn: int,
     plans: list[_Plan],
-    transcript: list[Message],
+    inline_total: int,
     provider: LlmProvider,
 ) -> list[tuple[ToolResultPart, CallStatus]]:
-    inline_total = _INLINE(transcript)[0]
     out: list[tuple[ToolResultPart, CallStatus]] = []
     for plan in plans:
         if plan.tool is None:
