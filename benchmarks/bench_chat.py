@@ -41,7 +41,9 @@ tool-roundtrip-nonstream.yaml`` (a text reply) to every request, as bare ``provi
 calls over a growing history and as ``await chat(text)`` turns (every Chat feature on: the
 journal, prompt caching ``"auto"``, usage; a turn's cost is looked up when first read, which
 the benchmark does after the turns). That is the ratio a user feels: what Chat
-adds to the call it wraps when the call does the mapping and HTTP work a real one does. This
+adds to the call it wraps when the call does the mapping and HTTP work a real one does. Beside it,
+"minimal/bare" over the same HTTP: the bare call plus the minimal turn's journaling by hand, the
+least chat/bare a journaled, input-checked turn reaches there, and "chat/minimal". This
 part is timed in CPU time of the process (``time.process_time``: all of it runs in this thread,
 the transport too), which a machine shared with other work inflates far less than wall time.
 Run: ``python benchmarks/bench_chat.py`` (about a minute; ``--http`` runs only that part).
@@ -54,6 +56,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -167,15 +170,21 @@ def floor(journal: Journal, turns: int) -> float:
 
 async def minimal(turns: int, journal: Journal) -> float:
     """Seconds for ``turns`` hand-written journaled turns doing only the required work (see top)."""
+    return await _minimal_turns(ScriptedProvider(_script(turns)), journal, turns, time.perf_counter)
+
+
+async def _minimal_turns(
+    provider: Any, journal: Journal, turns: int, clock: Callable[[], float]
+) -> float:
+    """``minimal``'s turns on ``provider``, timed with ``clock``."""
     import hashlib
 
     from loom_nb.journal._sql import INSERTS as _INSERTS
 
-    provider = ScriptedProvider(_script(turns))
     conn = journal._conn
     history: list[Message] = []
     chain = ""
-    start = time.perf_counter()
+    start = clock()
     for i in range(turns):
         message = Message(role="user", content=f"question {i}: " + "text " * 10)
         text = message.model_dump_json()
@@ -197,7 +206,7 @@ async def minimal(turns: int, journal: Journal) -> float:
             (chain + hashlib.sha256(reply.model_dump_json().encode()).hexdigest()).encode()
         ).hexdigest()
         history.extend([message, reply])
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def _recorded_answer(vendor: str) -> bytes:
@@ -231,6 +240,18 @@ async def http_bare(
         response = await provider.complete(LlmRequest(messages=[*history, message]), **extra)
         history.extend([message, assistant_message_of(response)])
     return time.process_time() - start
+
+
+async def http_minimal(vendor: str, body: bytes, turns: int) -> float:
+    """CPU seconds for ``turns`` bare calls over recorded HTTP, each journaled by hand with only
+    the required work (``minimal``'s: the new messages and the response serialized once, their
+    SHA-256 chained, one INSERT) on an in-memory journal."""
+    journal = Journal()
+    try:
+        provider = _http_provider(vendor, body)
+        return await _minimal_turns(provider, journal, turns, time.process_time)
+    finally:
+        journal.close()
 
 
 async def http_chat(
@@ -291,7 +312,7 @@ async def http_part() -> list[float]:
     """Print the recorded-HTTP table; the chat/bare ratios."""
     print(
         f"{'vendor':>9} {'turns':>6} {'bare CPU ms/turn':>17} {'chat CPU ms/turn':>17} {'chat/bare':>10} "
-        f"{'target':>7} {'ratio/target':>13}"
+        f"{'target':>7} {'ratio/target':>13} {'minimal/bare':>13} {'chat/minimal':>13}"
     )
     ratios: list[float] = []
     rows: list[Row] = []
@@ -299,18 +320,32 @@ async def http_part() -> list[float]:
         body = _recorded_answer(vendor)
         for n in SIZES:
             runs = [
-                (await http_bare(vendor, body, n), await http_chat(vendor, body, n))
+                (
+                    await http_bare(vendor, body, n),
+                    await http_chat(vendor, body, n),
+                    await http_minimal(vendor, body, n),
+                )
                 for _ in range(HTTP_ROUNDS)
             ]
             bare, chat_time = min(t[0] for t in runs), min(t[1] for t in runs)
+            least = min(t[2] for t in runs)
             ratios.append(chat_time / bare)
             print(
                 f"{vendor:>9} {n:>6} {bare / n * 1e3:>17.3f} {chat_time / n * 1e3:>17.3f} "
-                f"{ratios[-1]:>10.2f} {HTTP_TARGET:>6.1f}x {ratios[-1] / HTTP_TARGET:>13.2f}"
+                f"{ratios[-1]:>10.2f} {HTTP_TARGET:>6.1f}x {ratios[-1] / HTTP_TARGET:>13.2f} "
+                f"{least / bare:>13.2f} {chat_time / least:>13.2f}"
             )
             rows.append(
                 Row(f"{vendor} HTTP chat / bare CPU, {n} turns", ratios[-1], HTTP_TARGET, "<=")
             )
+            rows.append(
+                Row(f"{vendor} HTTP minimal journaled turn / bare CPU, {n} turns", least / bare)
+            )
+    print(
+        "minimal/bare: the bare call plus, by hand, only the work a journaled, input-checked turn "
+        "must do (minimal's, above): the least chat/bare any such turn reaches here; chat/minimal "
+        "is what the rest of a Chat turn (guard, journal machinery, Chat's own code) costs over it"
+    )
     print(
         "where a turn's CPU goes (a separate pass; timing the inner call costs a little): "
         "inside provider.complete is the same call the bare column makes, plus the caching "
