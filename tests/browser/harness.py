@@ -176,7 +176,9 @@ _LOG_KERNEL_MESSAGES = """() => {
     const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
     const log = window.loomKernelLog = [];
     const t0 = performance.now();
-    const short = (id) => (id || '').slice(0, 8);
+    // A front end's ids are uuids (the first 8 characters tell them apart); a kernel's are
+    // '<session>_<pid>_<count>', alike but for the count at the end.
+    const short = (id) => (id || '').includes('_') ? id.split('_').slice(-1)[0] : (id || '').slice(0, 8);
     const entry = (kind, msg) => ({
         at: Math.round(performance.now() - t0), kind, channel: msg.channel,
         type: msg.header.msg_type, id: short(msg.header.msg_id),
