@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -83,6 +84,21 @@ def _no_ambient_store_index(monkeypatch: pytest.MonkeyPatch) -> None:
     listen; a LOOM_STORE_INDEX or LOOM_JOURNAL_LISTEN_URL of the shell must not."""
     monkeypatch.delenv("LOOM_STORE_INDEX", raising=False)
     monkeypatch.delenv("LOOM_JOURNAL_LISTEN_URL", raising=False)
+
+
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` during the test, as in a terminal or a kernel, even when
+    pytest was started with SIGINT ignored (a background job of a shell without job control,
+    ``nohup``): then ``_thread.interrupt_main()`` does nothing at all, and a test waiting to hear
+    the interrupt would wait forever."""
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if previous is not None:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGINT, previous)
 
 
 # -- backends: every store test runs on the local store, on S3, and on S3 indexed in PostgreSQL --

@@ -128,6 +128,7 @@ async def test_stop_works_on_a_sync_reply_from_another_thread() -> None:
     assert not chat.busy
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_an_interrupt_stops_a_sync_reply_then_is_raised() -> None:
     """Ctrl-C (the kernel's stop button) while a sync reply streams: the turn is stopped, kept, then raised."""
     provider = Hanging("Par", "tial")
