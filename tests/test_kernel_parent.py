@@ -46,17 +46,9 @@ def test_a_comm_message_as_a_cell_ends_leaves_the_next_cells_idle_its_own() -> N
     manager, client = start_new_kernel(kernel_name="python3")
     lost: list[int] = []
     try:
-        client.execute_interactive(
-            "import asyncio, time", timeout=60
-        )  # a kernel's first cell differs
-        for yields in (
-            3,
-            4,
-            5,
-            3,
-            4,
-            5,
-        ):  # the awaits after the block that line the tasks up (4 here)
+        client.execute_interactive("import asyncio, time", timeout=60)  # a first cell differs
+        # The awaits after the block that line the kernel's tasks up (4 here), twice over.
+        for yields in (3, 4, 5, 3, 4, 5):
             first = client.execute(
                 f"time.sleep(1.5)\nfor _ in range({yields}):\n    await asyncio.sleep(0)"
             )

@@ -230,9 +230,9 @@ async def agent_loop(
         # result is built: inline placement is best effort, the guard enforces the caps.
         facts = _FACTS(transcript)
         shown, renamed = _fresh_ids(response, facts.ids)
-        inline_total = facts.inline  # read now: the fold's state grows at its next call
-        transcript.append(assistant_message_of(shown))
-        inline_total += inline_bytes_of(transcript[-1:])
+        answer = assistant_message_of(shown)
+        transcript.append(answer)
+        inline_total = facts.inline + inline_bytes_of([answer])
         if not response.tool_calls:
             return await _finish(
                 execution,

@@ -61,7 +61,7 @@ STUCK_LAST_CELL = (
     "status names the cell before (the page hears two idles for that one, none for the last "
     "cell, and never marks it done; tests/test_kernel_parent.py shows it without a browser). "
     "The chat's front end sends one message unasked (its splices handshake, once its module has "
-    "loaded): under load (1 full-suite run in 2 on 4 workers) that can be such a moment."
+    "loaded): under load (some full-suite runs on 4 workers) that can be such a moment."
 )
 """Why a run stopped exactly there is an expected failure until the kernel is fixed; any other
 failure fails."""
