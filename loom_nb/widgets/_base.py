@@ -25,6 +25,7 @@ import anywidget
 from loom_nb.render._media import MediaFailure, image_png, pdf_page
 from loom_nb.render._resolve import Unavailable, fetch_bytes
 from loom_nb.render._view import RenderContext
+from loom_nb.widgets._kernel_parent import mend_running_kernel
 
 __all__ = [
     "STATIC",
@@ -62,7 +63,15 @@ def combined_esm(name: str) -> str:
 
 
 class StaticFallbackWidget(anywidget.AnyWidget):
-    """An anywidget whose mimebundle also carries its static ``text/html`` and ``text/plain``."""
+    """An anywidget whose mimebundle also carries its static ``text/html`` and ``text/plain``.
+
+    Making one in an ipykernel 7.4.0 kernel mends that kernel's stale-parent fault first
+    (``_kernel_parent``): its front end's messages could otherwise leave a cell at ``[*]``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        mend_running_kernel()
+        super().__init__(*args, **kwargs)
 
     def to_static_html(self) -> str:
         """The sanitizer-safe static HTML of the widget (each subclass says what it shows)."""

@@ -55,16 +55,14 @@ VIEWS = """() => {
 
 
 STUCK_LAST_CELL = (
-    "known fault of ipykernel 7.4 (not of this page): a widget's comm message that reaches the "
-    "kernel as one awaiting cell ends is handled beside it, and the kernel then puts that cell's "
-    "request back as the shell's parent after the next cell has started, so the next cell's idle "
-    "status names the cell before (the page hears two idles for that one, none for the last "
-    "cell, and never marks it done; tests/test_kernel_parent.py shows it without a browser). "
-    "The chat's front end sends one message unasked (its splices handshake, once its module has "
-    "loaded): under load (some full-suite runs on 4 workers) that can be such a moment."
+    "the page never marked the last cell done although the kernel is idle: ipykernel 7.4.0's "
+    "stale shell parent (a widget's comm message handled as one awaiting cell ends gives the "
+    "next cell the previous cell's request as parent, so its idle status names the cell before; "
+    "tests/test_kernel_parent.py shows it without a browser). Making the chat's TranscriptView "
+    "mends the kernel (loom_nb.widgets._kernel_parent): check that the mend still recognizes "
+    "the installed ipykernel and that it ran before the view's front end loaded."
 )
-"""Why a run stopped exactly there is an expected failure until the kernel is fixed; any other
-failure fails."""
+"""What a run that stopped exactly there means (the fault the mend is for); it fails."""
 
 
 def _reply_never_shown(message: str) -> bool:
@@ -93,7 +91,7 @@ def test_live_output_model_follows_the_turns_and_keeps_its_view(
         )
     except AssertionError as exc:
         if _reply_never_shown(str(exc)):
-            pytest.xfail(f"{STUCK_LAST_CELL} {exc}")
+            pytest.fail(f"{STUCK_LAST_CELL} {exc}")
         raise
     html = page.evaluate(OUTPUT_HTML)
     assert "the last turn&#x27;s words" in html
