@@ -23,7 +23,10 @@ best round counts), so a load change hits the operation and its limit alike:
 
 Targets (64 MiB): put >= 0.9 of its limit, get >= 0.9 of its limit; open of 256 MiB raises RSS by
 <= 64 MiB. Usage: ``python benchmarks/bench_store.py [--dir DIR] [--rounds N] [--s3]
-[--skip-timing] [--check]``; with ``--check`` the exit status is 1 when a target is missed.
+[--skip-timing] [--check]``. With ``--check`` (what ``run_all.py --check`` runs) the exit status
+is 1 when the RSS target is missed: a bound on memory that does not grow with the blob, never a
+timing (the throughput targets are printed and judged in the table, not checked: a loaded
+machine moves them).
 """
 
 from __future__ import annotations
@@ -274,9 +277,13 @@ def timings(directory: Path, rounds: int) -> bool:
     return ok
 
 
-def run(directory: Path, rounds: int, s3: str | None = None, *, timing: bool = True) -> bool:
-    """Print every ratio with its limit, then the RSS rises; return whether every target was met."""
-    ok = timings(directory, rounds) if timing else True
+def run(
+    directory: Path, rounds: int, s3: str | None = None, *, timing: bool = True
+) -> tuple[bool, bool]:
+    """Print every ratio with its limit, then the RSS rises; return whether every target was
+    met, and whether the RSS target (``--check``'s) was."""
+    met = timings(directory, rounds) if timing else True
+    ok = True
     rises = rss(directory, s3)
     print(
         f"peak RSS rise over a {RSS_SIZE // MiB} MiB blob (target: open <= {RSS_TARGET // MiB} "
@@ -298,7 +305,7 @@ def run(directory: Path, rounds: int, s3: str | None = None, *, timing: bool = T
             ok = False
             print(f"  below target: {name} raised the peak RSS by more than 64 MiB")
     emit(rows)
-    return ok
+    return met and ok, ok
 
 
 def main() -> int:
@@ -311,7 +318,9 @@ def main() -> int:
     parser.add_argument(
         "--rounds", type=int, default=3 if quick() else 9, help="rounds at 1 MiB (a third at 64)"
     )
-    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when the RSS target is missed (no timings)"
+    )
     parser.add_argument(
         "--s3",
         action="store_true",
@@ -328,12 +337,13 @@ def main() -> int:
         endpoint, server = s3_server()
     try:
         with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
-            ok = run(Path(scratch), args.rounds, endpoint, timing=not args.skip_timing)
+            timing = not (args.skip_timing or args.check)
+            _, rss_met = run(Path(scratch), args.rounds, endpoint, timing=timing)
     finally:
         if server is not None:
             server.terminate()
             server.wait(10)
-    return 0 if ok or not args.check else 1
+    return 0 if rss_met or not args.check else 1
 
 
 if __name__ == "__main__":
