@@ -28,6 +28,7 @@ import hashlib
 import inspect
 import os
 import textwrap
+import threading
 import types
 from typing import Any
 
@@ -75,25 +76,29 @@ def mend_kernel(kernel: Any) -> bool:
     dispatch_shell = kernel.dispatch_shell
     set_parent = kernel.set_parent
     saved: list[object] = []  # the parents concurrent dispatches started under, to be put back
+    lock = threading.Lock()  # subshell threads dispatch and set parents too
 
     async def mended_dispatch_shell(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not kwargs.get("concurrent"):
             return await dispatch_shell(*args, **kwargs)
         # shell_main saved this very object before it started the task (the task's context is
         # a copy of shell_main's, so its parent is the same object).
-        saved.append(self.get_parent("shell"))
+        parent = self.get_parent("shell")
+        with lock:
+            saved.append(parent)
         return await dispatch_shell(*args, **kwargs)
 
     def mended_set_parent(self: Any, ident: Any, parent: Any, channel: str = "shell") -> None:
-        if channel == "shell":
-            for index, earlier in enumerate(saved):
-                if earlier is parent:
+        if channel == "shell" and saved:
+            with lock:
+                index = next((i for i, earlier in enumerate(saved) if earlier is parent), None)
+                if index is not None:
                     del saved[index]
-                    current = self.get_parent("shell")
-                    if current is not parent:  # another request started meanwhile: keep it
-                        ident = self._get_shell_context_var(self._shell_parent_ident)
-                        parent = current
-                    break
+            current = self.get_parent("shell")
+            if index is not None and current is not parent:
+                # Another request became the parent meanwhile: keep it.
+                ident = self._get_shell_context_var(self._shell_parent_ident)
+                parent = current
         set_parent(ident, parent, channel=channel)
 
     kernel.dispatch_shell = types.MethodType(mended_dispatch_shell, kernel)
