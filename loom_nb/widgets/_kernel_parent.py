@@ -94,11 +94,11 @@ def mend_kernel(kernel: Any) -> bool:
                 index = next((i for i, earlier in enumerate(saved) if earlier is parent), None)
                 if index is not None:
                     del saved[index]
-            current = self.get_parent("shell")
-            if index is not None and current is not parent:
-                # Another request became the parent meanwhile: keep it.
-                ident = self._get_shell_context_var(self._shell_parent_ident)
-                parent = current
+            if index is not None:  # the comm path putting back the parent it started under
+                current = self.get_parent("shell")
+                if current is not parent:  # another request became the parent meanwhile
+                    ident = self._get_shell_context_var(self._shell_parent_ident)
+                    parent = current
         set_parent(ident, parent, channel=channel)
 
     kernel.dispatch_shell = types.MethodType(mended_dispatch_shell, kernel)
