@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -226,6 +227,9 @@ class Pool:
         self._live = _Live() if live is None else live
         self._timeout = timeout
         self._local = threading.local()
+        # Closes a pool nobody closed once this wrapper is collected: before psycopg_pool's
+        # own __del__, which fails where a collection runs in one of the pool's threads.
+        self._closer = weakref.finalize(self, _close, pool)
         self.location = place
         """``host:port`` of the server (no user, no password), for messages."""
 
@@ -309,7 +313,21 @@ class Pool:
             self._borrowed().executemany(sql, rows)
 
     def close(self) -> None:
-        self._pool.close()
+        self._closer()
+
+
+def _close(pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
+    """Close ``pool``, stopping its threads; from one of them, in a thread of its own.
+
+    A ``Pool`` nobody closed is closed when it is collected, and a collection runs in whichever
+    thread happens to trigger it, the pool's own worker or scheduler included: a thread that
+    cannot join itself hands the close to a new one (psycopg_pool names its threads after the
+    pool).
+    """
+    if threading.current_thread().name.startswith(f"{pool.name}-"):
+        threading.Thread(target=pool.close, name="loom-pool-close", daemon=True).start()
+    else:
+        pool.close()
 
 
 def _ignore(note: psycopg.Notify) -> None:

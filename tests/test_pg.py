@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -78,3 +81,60 @@ def test_an_unknown_migration_is_journal_too_new(pg_url: str) -> None:
     with pytest.raises(JournalError) as info:
         open_pool(pg_url, synchronous="NORMAL", timeout=5.0, size=1)
     assert info.value.code == "journal_too_new"
+
+
+def test_a_pool_left_open_is_closed_when_collected_in_its_own_worker(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Pool nobody closed is closed when collected, even by a collection in one of its workers.
+
+    psycopg_pool's own ``__del__`` joins the pool's threads, which fails in one of them ("cannot
+    join current thread"): the pool is collected where the worker drops its last reference, or
+    where a worker's allocation runs the cyclic collector.
+    """
+    import gc
+    import threading
+    import weakref
+
+    from psycopg_pool import ConnectionPool
+
+    trouble: list[BaseException | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: trouble.append(info.exc_value))
+    monkeypatch.setattr(threading, "excepthook", lambda args: trouble.append(args.exc_value))
+    dropped = threading.Event()
+    collected = threading.Event()
+
+    def in_the_worker(conn: psycopg.Connection[Any]) -> None:
+        """Runs in the pool's worker as it makes its connection: collects the dropped Pool."""
+        if dropped.wait(10):
+            gc.collect()
+            collected.set()
+
+    raw: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+        pg_url, min_size=1, max_size=1, configure=in_the_worker, name="loom-left-open",
+        num_workers=1, open=False,
+    )  # fmt: skip
+    watched = weakref.ref(raw)
+    enabled = gc.isenabled()
+    gc.disable()  # only the worker's collection may find the cycle
+    try:
+        raw.open(wait=False)
+        pool = Pool(raw, "test", "test")
+        pool.cycle = pool  # type: ignore[attr-defined]  # freed by the cyclic collector only
+        del pool, raw
+        dropped.set()
+        assert collected.wait(10), "the worker never ran its collection"
+        deadline = time.monotonic() + 10
+        while watched() is not None and time.monotonic() < deadline:
+            gc.collect()
+            time.sleep(0.02)
+        left = [t.name for t in threading.enumerate() if t.name.startswith("loom-left-open")]
+        while left and time.monotonic() < deadline:
+            time.sleep(0.02)
+            left = [t.name for t in threading.enumerate() if t.name.startswith("loom-left-open")]
+    finally:
+        if enabled:
+            gc.enable()
+    assert trouble == []
+    assert watched() is None, "the pool was never freed"
+    assert left == [], f"the pool's threads still run: {left}"
