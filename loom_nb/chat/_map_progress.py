@@ -12,6 +12,7 @@ a line to stderr at most once a second and when the map ends.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import sys
 import time
@@ -69,6 +70,7 @@ class MapProgress:
         self._ran = 0
         self._views: list[Any] = []  # held while the map runs (the progress ends with it)
         self._last = 0.0
+        self._trailing: asyncio.TimerHandle | None = None  # a redraw due (see ``update``)
 
     @property
     def rate(self) -> float:
@@ -129,10 +131,24 @@ class MapProgress:
             self.cost = None if price is None or self.cost is None else self.cost + price
 
     def update(self, *, force: bool = False) -> None:
-        """Redraw the views (at most every 0.2 s unless ``force``)."""
+        """Redraw the views (at most every 0.2 s unless ``force``).
+
+        An update that comes too soon is not lost: on an event loop, a redraw is due when the
+        0.2 s are over, so the views end on the latest counts even when no update follows (other
+        processes' items counted just before this process's calls went quiet).
+        """
         now = time.monotonic()
         if not force and now - self._last < _EVERY:
+            if self._trailing is None:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:  # no loop here: the next update redraws
+                    return
+                self._trailing = loop.call_later(self._last + _EVERY - now, self._redraw_due)
             return
+        if self._trailing is not None:
+            self._trailing.cancel()
+            self._trailing = None
         self._last = now
         if self._views:
             self._settle_cost()
@@ -141,6 +157,11 @@ class MapProgress:
                 view.show(self)
             except Exception:  # a broken view must not fail the map; it stops being drawn
                 self._views.remove(view)
+
+    def _redraw_due(self) -> None:
+        self._trailing = None
+        if not self.finished:  # the map's end was drawn already
+            self.update()
 
 
 class TextProgress:

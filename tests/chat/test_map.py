@@ -365,6 +365,32 @@ async def test_progress_true_outside_a_notebook_prints_a_line_to_stderr(
     assert capsys.readouterr().err == ""
 
 
+async def test_an_update_too_soon_is_drawn_when_due_and_the_end_cancels_it() -> None:
+    """A throttled update is drawn 0.2 s later on the loop (the views end on the latest counts
+    though no update follows); a forced one draws at once and drops the one due."""
+    progress = MapProgress("m", 3, lambda: False)
+    seen = Seen()
+    progress.attach(seen)
+    progress.done = 1
+    progress.update()  # the first draws at once
+    progress.done = 2
+    progress.update()  # too soon: due later
+    assert [line.split(" · ")[0] for line in seen.lines] == ["map m: 1/3"]
+    await asyncio.sleep(0.35)
+    assert [line.split(" · ")[0] for line in seen.lines] == ["map m: 1/3", "map m: 2/3"]
+    progress.done = 3
+    progress.update()  # too soon again
+    progress.finished = True
+    progress.update(force=True)  # the end: drawn now, nothing due after it
+    await asyncio.sleep(0.35)
+    assert [line.split(" · ")[0] for line in seen.lines] == [
+        "map m: 1/3",
+        "map m: 2/3",
+        "map m: 3/3",
+    ]
+    assert seen.lines[-1].endswith("done")
+
+
 async def test_cost_sums_the_priced_answers_and_the_progress_line_shows_it(tmp_path: Path) -> None:
     """On a priced model, result.cost is the sum of each answer's price; the line shows dollars."""
     import httpx
