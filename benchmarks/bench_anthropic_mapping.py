@@ -19,6 +19,7 @@ for the ``bench`` venv).
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -109,5 +110,6 @@ if __name__ == "__main__":
             contenders,
             f"pydantic-ai-slim {version('pydantic-ai-slim')} (anthropic {version('anthropic')}), "
             f"litellm {version('litellm')}",
+            check_only="--check" in sys.argv[1:],
         )
     )

@@ -398,15 +398,17 @@ def main(
         contenders
     ),
     peers: str = "",
+    *,
+    check_only: bool = False,
 ) -> list[Row]:
-    """Time every contender at each size and print the ratios (``--check``: growth only); return
-    the rows for ``run_all.py``."""
+    """Time every contender at each size and print the ratios; return the rows for
+    ``run_all.py``. ``check_only`` (``--check``): growth only, and exit with its verdict."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch at import
     peers = peers or (
         f"pydantic-ai-slim {version('pydantic-ai-slim')}, litellm {version('litellm')}"
     )
     header(peers)
-    if "--check" in sys.argv:
+    if check_only:
         results, _ = measure(build, (SIZES[0], SIZES[-1]), 6)
         sys.exit(0 if check(vendor, results) else 1)
     results, notes = measure(build, SIZES[:2] if quick() else SIZES, 5 if quick() else 15)
@@ -416,4 +418,4 @@ def main(
 
 
 if __name__ == "__main__":
-    emit(main())
+    emit(main(check_only="--check" in sys.argv[1:]))

@@ -40,6 +40,17 @@ def test_every_benchmark_hands_back_rows() -> None:
     assert silent == []
 
 
+def test_every_benchmark_that_documents_a_check_is_run_by_run_all_check(
+    run_all: ModuleType,
+) -> None:
+    """A benchmark whose docstring says what its ``--check`` asserts is one ``run_all.py --check``
+    runs (bench_anthropic_mapping's check, made by a shared ``main``, was passed over)."""
+    documented = [n for n in names() if "``--check``" in (BENCHMARKS / f"{n}.py").read_text()]
+    assert "bench_anthropic_mapping" in documented
+    skipped = [n for n in documented if not run_all.has_check(BENCHMARKS / f"{n}.py")]
+    assert skipped == []
+
+
 def test_the_format_check_catches_a_broken_block(run_all: ModuleType) -> None:
     """A row with a cell too few, a ratio that is not N.NNx, a missing benchmark, no note."""
     good = run_all.readme_block(
