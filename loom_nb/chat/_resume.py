@@ -86,10 +86,15 @@ def resume_chat(chat: Chat, *, system_given: bool) -> Chat:
 
 
 def _recorded_system(log: ChatLog, given: Any) -> Any:
-    """The system prompt the chat's last model turn was sent with."""
+    """The system prompt the chat's last model call was sent with: a plain turn's or a run's."""
     for step in reversed(log.steps):
         if step.kind == "model" and isinstance(step.input, dict):
             return LlmRequest.model_validate(step.input).system
+        run_id = step.output.get("run_id") if isinstance(step.output, dict) else None
+        if step.kind == "run" and isinstance(run_id, str):
+            for call in reversed(fold(log.journal, run_id).steps):
+                if call.step_id.endswith(":model") and isinstance(call.input, dict):
+                    return LlmRequest.model_validate(call.input).system
     return given
 
 

@@ -104,6 +104,18 @@ async def test_resume_brings_back_the_chat_and_goes_on_live(
     assert _steps(again, "q3") == ["#chat:0:model", "#chat:1:run", "#chat:2:model"]
 
 
+async def test_a_chat_of_runs_only_is_resumed_with_its_system_prompt(tmp_path: Path) -> None:
+    """The recorded system prompt comes back when the chat's only model calls were a run's."""
+    journal = Journal(tmp_path / "j.sqlite")
+    chat = Chat(ScriptedProvider([{"text": "Done."}]), journal=journal, id="r", system="Be brief.")
+    await chat.run("do it")
+    provider = ScriptedProvider([{"text": "Next."}])
+    resumed = Chat.resume("r", provider, journal=journal)
+    assert resumed.system == "Be brief."
+    await resumed("and now?")
+    assert provider.requests[-1].system == "Be brief."  # the next turn is sent as before
+
+
 async def test_resume_on_another_provider_records_which_answered_each_turn(
     tmp_path: Path,
 ) -> None:
