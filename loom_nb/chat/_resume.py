@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["existing_journal", "restart_chat", "resume_chat", "unknown_chat"]
 
 
-def resume_chat(chat: Chat, *, system_given: bool) -> Chat:
+def resume_chat(chat: Chat, *, system_given: bool, settings_given: bool = False) -> Chat:
     """Fill the fresh ``chat`` (same id) with its journaled state; the next turn runs live."""
     log = fold(chat.journal, chat.id)
     if not log.start:
@@ -61,6 +61,8 @@ def resume_chat(chat: Chat, *, system_given: bool) -> Chat:
     identity = started_identity(chat.journal, log.start) or identity_of(chat.provider)
     if not system_given:
         chat._system = _recorded_system(log, chat._system)
+    if not settings_given:
+        chat._settings = _recorded_settings(log, chat._settings)
 
     async def replay_run(target: Target, parked: Parked) -> None:
         assert target is chat
@@ -95,6 +97,14 @@ def _recorded_system(log: ChatLog, given: Any) -> Any:
             for call in reversed(fold(log.journal, run_id).steps):
                 if call.step_id.endswith(":model") and isinstance(call.input, dict):
                     return LlmRequest.model_validate(call.input).system
+    return given
+
+
+def _recorded_settings(log: ChatLog, given: Any) -> Any:
+    """The model settings the chat's last plain turn was sent with (a run's calls carry none)."""
+    for step in reversed(log.steps):
+        if step.kind == "model" and isinstance(step.input, dict):
+            return LlmRequest.model_validate(step.input).settings
     return given
 
 

@@ -21,6 +21,7 @@ from loom_nb import (
     Journal,
     Limits,
     Message,
+    ModelSettings,
     ReplayDivergenceError,
     ScriptedProvider,
     Usage,
@@ -114,6 +115,21 @@ async def test_a_chat_of_runs_only_is_resumed_with_its_system_prompt(tmp_path: P
     assert resumed.system == "Be brief."
     await resumed("and now?")
     assert provider.requests[-1].system == "Be brief."  # the next turn is sent as before
+
+
+async def test_resume_keeps_the_settings_the_chat_was_sent_with(tmp_path: Path) -> None:
+    """``settings`` default to the recorded ones, as ``system`` does; given ones win."""
+    journal = Journal(tmp_path / "j.sqlite")
+    settings = {"temperature": 0.2, "max_tokens": 64}
+    chat = Chat(ScriptedProvider([{"text": "Hi."}]), journal=journal, id="s", settings=settings)
+    await chat("hello")
+    provider = ScriptedProvider([{"text": "Again."}])
+    resumed = Chat.resume("s", provider, journal=journal)
+    assert resumed.settings == chat.settings
+    await resumed("more")
+    assert provider.requests[-1].settings == chat.settings
+    other = Chat.resume("s", provider, journal=journal, settings={"temperature": 1.0})
+    assert other.settings == ModelSettings(temperature=1.0)
 
 
 async def test_resume_on_another_provider_records_which_answered_each_turn(
