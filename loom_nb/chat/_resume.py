@@ -8,7 +8,8 @@ replayed from its own log (no model is called: the provider is one that refuses,
 whose log ends before its model answered left no turn) to get its result and pending
 approvals. The chat's execution is then taken as replayed up to its end (``Execution.seek``),
 so the next message runs live after the last recorded turn, on any provider: a replay checks
-each step's input against the provider's capabilities, a resume has nothing to check.
+each step's input against the provider's capabilities, a resume has nothing to check. A fork
+of the resumed chat is live too: it takes the first ``<id>/fork-<n>`` no execution holds.
 
 ``restart=True`` starts an id over. The journal is append-only, so the old turns cannot be
 removed: they are copied to ``<id>~archived-<UTC time>`` (a fork of the whole log, listed by
@@ -84,6 +85,10 @@ def resume_chat(chat: Chat, *, system_given: bool, settings_given: bool = False)
         settled(rebuild, f"Chat.resume({chat.id!r})")
     # A run resumed later (a halted one, once its limit is raised) replays its log leniently too.
     chat._recorded_runs.update(t.run_id for t in chat._turns if t.run_id is not None)
+    # A fork goes on live: under an id no earlier fork of the chat holds (reopening one, as a
+    # re-run does, would journal this fork's turns into that fork's log).
+    while chat.journal.start_of(f"{chat.id}/fork-{chat._forks}") is not None:
+        chat._forks += 1
     return chat
 
 

@@ -399,6 +399,27 @@ async def test_a_resumed_chat_undoes_forks_and_keeps_its_tenant(tmp_path: Path) 
     ]
 
 
+async def test_a_resumed_chat_forks_into_a_new_id_not_the_last_kernels_fork(
+    tmp_path: Path,
+) -> None:
+    """A fork made before the restart keeps its log; the resumed chat's fork is a new execution."""
+    journal = Journal(tmp_path / "j.sqlite")
+    first = Chat(ScriptedProvider([{"text": "1"}, {"text": "2"}, {"text": "s"}]), journal=journal)
+    await first("a")
+    await first("b")
+    side = first.fork(1)
+    await side("side")
+    resumed = Chat.resume(first.id, ScriptedProvider([{"text": "o"}]), journal=journal)
+    child = resumed.fork(2)
+    assert child.id != side.id
+    await child("other")
+    assert [m.content for m in child.history] == ["a", "1", "b", "2", "other", "o"]
+    back = Chat.resume(child.id, ScriptedProvider([]), journal=journal)
+    assert [m.content for m in back.history] == ["a", "1", "b", "2", "other", "o"]
+    kept = Chat.resume(side.id, ScriptedProvider([]), journal=journal)
+    assert [m.content for m in kept.history] == ["a", "1", "side", "s"]
+
+
 async def test_a_stopped_turn_comes_back_with_its_partial_text(tmp_path: Path) -> None:
     """A turn stopped while streaming is resumed as it was: its partial text, marked stopped."""
     journal = Journal(tmp_path / "j.sqlite")
