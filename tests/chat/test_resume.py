@@ -420,6 +420,35 @@ async def test_a_resumed_chat_forks_into_a_new_id_not_the_last_kernels_fork(
     assert [m.content for m in kept.history] == ["a", "1", "side", "s"]
 
 
+async def test_a_chat_started_over_forks_into_a_new_id_not_an_old_fork(tmp_path: Path) -> None:
+    """After ``restart=True`` a fork is not the old turns' fork; a re-run reopens the new one."""
+    journal = Journal(tmp_path / "j.sqlite")
+    old = Chat(ScriptedProvider([{"text": "old"}, {"text": "old-q"}]), journal=journal, id="r")
+    await old("hi")
+    side = old.fork(1)
+    await side("q")
+    new = Chat(
+        ScriptedProvider([{"text": "new"}, {"text": "new-q"}]),
+        journal=journal,
+        id="r",
+        restart=True,
+    )
+    await new("hi")
+    child = new.fork(1)
+    assert child.id != side.id
+    assert (await child("q")).content == "new-q"
+    back = Chat.resume(side.id, ScriptedProvider([]), journal=journal)
+    assert [m.content for m in back.history] == ["hi", "old", "q", "old-q"]
+    # Re-running the cells replays the new start and reopens its fork, not the old one.
+    empty = ScriptedProvider([])
+    rerun = Chat(empty, journal=journal, id="r")
+    await rerun("hi")
+    again = rerun.fork(1)
+    assert again.id == child.id
+    assert (await again("q")).content == "new-q"
+    assert empty.requests == []
+
+
 async def test_a_stopped_turn_comes_back_with_its_partial_text(tmp_path: Path) -> None:
     """A turn stopped while streaming is resumed as it was: its partial text, marked stopped."""
     journal = Journal(tmp_path / "j.sqlite")
