@@ -216,7 +216,8 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns, ChatMaps):
         the journaled ones; the next ``await chat(...)`` or ``chat.run(...)`` runs live after the
         last recorded turn, on ``provider`` (another provider or model is fine: each turn records
         which answered it), and a parked run can be decided. The keyword arguments are
-        ``Chat``'s; ``system`` defaults to the one the chat's last model turn was sent with, and
+        ``Chat``'s; ``system`` and ``settings`` default to the ones the chat's last model turn was
+        sent with, and
         ``tools`` must be the tools its runs used (they are replayed from the log, never run).
         An unknown id is a ``ConfigurationError`` (code ``unknown_chat``) naming the nearest ids.
         """
@@ -237,6 +238,7 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns, ChatMaps):
                 limits=limits,
             ),
             system_given=system is not None,
+            settings_given=settings is not None,
         )
 
     # -- configuration ---------------------------------------------------------------------------

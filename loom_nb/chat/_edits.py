@@ -11,7 +11,8 @@ Fork. ``chat.fork(turn)`` is ``execution.fork(position, "<id>/fork-<n>")``: a ne
 holding the chat's log before that turn. The child takes that copied log as replayed (it seeks
 past it) and goes on live; an undo made on it before its first step is journaled after the
 copied log. Re-running a notebook forks again, reopening the fork made last time, which then
-replays like any chat.
+replays like any chat; a ``<id>/fork-<n>`` holding another log (forked before a restart) is
+passed over for the next number.
 
 ``ChatEdits`` is a part of ``Chat`` (``class Chat(..., ChatEdits, ...)``); the state it shares is
 declared below for the type checker.
@@ -22,7 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from loom_nb.chat._log import Mark
+from loom_nb.chat._log import LogStep, Mark, fold
 from loom_nb.chat._records import ChatTurn, Parked, Position, UndoMark, settled, undo_entry, undone
 from loom_nb.content import Message
 from loom_nb.errors import ConfigurationError, JournalError
@@ -112,7 +113,7 @@ class ChatEdits:
             raise ConfigurationError(
                 f"id is a non-empty string, not {new_id!r}.", code="invalid_argument"
             )
-        forked = self._fork_execution(position, new_id)
+        forked, new_id = self._fork_execution(position, new_id, chosen=id is not None)
         child = self._like(new_id)
         self._forks += 1
         child._history = self._history[:start]
@@ -127,20 +128,41 @@ class ChatEdits:
         child._runs = self._runs
         return child
 
-    def _fork_execution(self, position: int, new_id: str) -> Execution | None:
+    def _fork_execution(
+        self, position: int, new_id: str, *, chosen: bool
+    ) -> tuple[Execution | None, str]:
         """``execution.fork(position, new_id)``: the new execution holds the log before the turn.
 
-        Re-running a notebook forks again: the fork made last time is reopened and replayed.
+        Re-running a notebook forks again: the fork made last time is reopened and replayed. A
+        ``<id>/fork-<n>`` that holds another log (a fork of the turns a restart archived) is
+        passed over for the next number; an id the caller ``chosen`` is reopened as it is.
         With nothing journaled yet there is nothing to share (None: the child opens its own).
         """
         if self._execution is None or position == 0:
-            return None
-        try:
-            return self._execution.fork(position, new_id)
-        except JournalError as exc:
-            if exc.code != "execution_exists":
-                raise
-            return self.journal.execution(new_id, principal=self._principal)
+            return None, new_id
+        while True:
+            try:
+                return self._execution.fork(position, new_id), new_id
+            except JournalError as exc:
+                if exc.code != "execution_exists":
+                    raise
+            if chosen or self._forked_here(new_id, position):
+                return self.journal.execution(new_id, principal=self._principal), new_id
+            self._forks += 1
+            new_id = f"{self.id}/fork-{self._forks}"
+
+    def _forked_here(self, fork_id: str, position: int) -> bool:
+        """Whether ``fork_id`` was forked from this chat's log as it is now, before ``position``."""
+        source = (self.journal.start_of(fork_id) or {}).get("forked_from")
+        where = (
+            (source.get("execution_id"), source.get("position"))
+            if isinstance(source, dict)
+            else None
+        )
+        if where != (self.id, position):
+            return False
+        ours, theirs = fold(self.journal, self.id).steps, fold(self.journal, fork_id).steps
+        return [_key(s) for s in ours[:position]] == [_key(s) for s in theirs[:position]]
 
     async def _undo_step(self, execution: Execution, mark: UndoMark) -> None:
         """Journal (or, replayed, serve) the undo step; its function is synchronous."""
@@ -155,3 +177,8 @@ class ChatEdits:
             )
         await self._undo_step(execution, item)
         self._positions.append(item)
+
+
+def _key(step: LogStep) -> tuple[str, str, Any]:
+    """What identifies a step of a log: its id, state and input's hash."""
+    return step.step_id, step.state, step.payload.get("input_hash")

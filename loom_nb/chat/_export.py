@@ -193,29 +193,34 @@ class ChatExport:
                 "tools": tool_names(self._tools, self._toolsets),
             }
         )
-        owner = _turn_of_message(self._turns, len(self._history))
-        ends = {turn.index: end for turn, end in _turn_spans(self._turns, len(self._history))}
-        for index, message in enumerate(self._history):
-            turn = owner.get(index)
-            yield _line(
-                {
-                    "type": "message",
-                    "index": index,
-                    "turn": turn.index if turn is not None else None,
-                    "message": message.model_dump(mode="json"),
-                }
-            )
-            if turn is not None and ends[turn.index] == index + 1:
-                yield _line(_turn_record(turn, ends[turn.index]))
-        for turn, end in _turn_spans(self._turns, len(self._history)):
-            if end <= turn.start:  # a turn that left no message (a stop before any text)
-                yield _line(_turn_record(turn, end))
+        length = len(self._history)
+        owner = _turn_of_message(self._turns, length)
+        done = 0  # the messages written so far
+        for turn, end in _turn_spans(self._turns, length):
+            # each turn's messages (a seed's before the first), then its record; a turn that
+            # left no message (a stop before any text) has its record in its place all the same
+            for index in range(done, end):
+                yield self._message_line(index, owner.get(index))
+            done = max(done, end)
+            yield _line(_turn_record(turn, end))
+        for index in range(done, length):
+            yield self._message_line(index, owner.get(index))
         cost = self.cost
         yield _line(
             {
                 "type": "total",
                 "usage": self.usage.model_dump(mode="json"),
                 "cost": str(cost) if cost is not None else None,
+            }
+        )
+
+    def _message_line(self, index: int, turn: ChatTurn | None) -> str:
+        return _line(
+            {
+                "type": "message",
+                "index": index,
+                "turn": turn.index if turn is not None else None,
+                "message": self._history[index].model_dump(mode="json"),
             }
         )
 

@@ -8,7 +8,8 @@ replayed from its own log (no model is called: the provider is one that refuses,
 whose log ends before its model answered left no turn) to get its result and pending
 approvals. The chat's execution is then taken as replayed up to its end (``Execution.seek``),
 so the next message runs live after the last recorded turn, on any provider: a replay checks
-each step's input against the provider's capabilities, a resume has nothing to check.
+each step's input against the provider's capabilities, a resume has nothing to check. A fork
+of the resumed chat is live too: it takes the first ``<id>/fork-<n>`` no execution holds.
 
 ``restart=True`` starts an id over. The journal is append-only, so the old turns cannot be
 removed: they are copied to ``<id>~archived-<UTC time>`` (a fork of the whole log, listed by
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["existing_journal", "restart_chat", "resume_chat", "unknown_chat"]
 
 
-def resume_chat(chat: Chat, *, system_given: bool) -> Chat:
+def resume_chat(chat: Chat, *, system_given: bool, settings_given: bool = False) -> Chat:
     """Fill the fresh ``chat`` (same id) with its journaled state; the next turn runs live."""
     log = fold(chat.journal, chat.id)
     if not log.start:
@@ -61,6 +62,8 @@ def resume_chat(chat: Chat, *, system_given: bool) -> Chat:
     identity = started_identity(chat.journal, log.start) or identity_of(chat.provider)
     if not system_given:
         chat._system = _recorded_system(log, chat._system)
+    if not settings_given:
+        chat._settings = _recorded_settings(log, chat._settings)
 
     async def replay_run(target: Target, parked: Parked) -> None:
         assert target is chat
@@ -82,14 +85,31 @@ def resume_chat(chat: Chat, *, system_given: bool) -> Chat:
         settled(rebuild, f"Chat.resume({chat.id!r})")
     # A run resumed later (a halted one, once its limit is raised) replays its log leniently too.
     chat._recorded_runs.update(t.run_id for t in chat._turns if t.run_id is not None)
+    # A fork goes on live: under an id no earlier fork of the chat holds (reopening one, as a
+    # re-run does, would journal this fork's turns into that fork's log).
+    while chat.journal.start_of(f"{chat.id}/fork-{chat._forks}") is not None:
+        chat._forks += 1
     return chat
 
 
 def _recorded_system(log: ChatLog, given: Any) -> Any:
-    """The system prompt the chat's last model turn was sent with."""
+    """The system prompt the chat's last model call was sent with: a plain turn's or a run's."""
     for step in reversed(log.steps):
         if step.kind == "model" and isinstance(step.input, dict):
             return LlmRequest.model_validate(step.input).system
+        run_id = step.output.get("run_id") if isinstance(step.output, dict) else None
+        if step.kind == "run" and isinstance(run_id, str):
+            for call in reversed(fold(log.journal, run_id).steps):
+                if call.step_id.endswith(":model") and isinstance(call.input, dict):
+                    return LlmRequest.model_validate(call.input).system
+    return given
+
+
+def _recorded_settings(log: ChatLog, given: Any) -> Any:
+    """The model settings the chat's last plain turn was sent with (a run's calls carry none)."""
+    for step in reversed(log.steps):
+        if step.kind == "model" and isinstance(step.input, dict):
+            return LlmRequest.model_validate(step.input).settings
     return given
 
 

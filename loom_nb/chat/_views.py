@@ -140,11 +140,13 @@ class TurnStats:
         ):
             begin, out = len(memo[0]), dict(memo[2])
         whole = True
-        for turn in turns[begin:]:
-            usage = turn.usage
+        for number in range(begin, len(turns)):
+            turn, usage = turns[number], turns[number].usage
             stopped = turn.status == "stopped"
             if turn.kind == "chat" and (usage.input_tokens or usage.output_tokens or stopped):
                 index = turn.start + 1
+                if number + 1 < len(turns) and index >= turns[number + 1].start:
+                    continue  # stopped before any text: the message there is the next turn's
                 if index < length:
                     out[index] = {
                         "input_tokens": usage.input_tokens,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -30,6 +31,7 @@ from loom_nb import (
 from loom_nb.chat._export_media import CHUNK_BYTES, extension_of
 from loom_nb.content import ContentRef, DataSource, RefSource
 from loom_nb.errors import ContentIntegrityError
+from tests.chat.hanging import Hanging
 from tests.render.safety import unsafe_parts
 
 PARSER = MarkdownIt("commonmark", {"html": True})
@@ -313,6 +315,28 @@ async def test_jsonl_is_one_record_per_message_and_turn_and_round_trips(tmp_path
     assert '"origin":"tool:web_fetch"' in text
     assert '"origin":"tool:lookup"' in text
     assert [r["type"] for r in records].index("turn") == 3  # a turn's record follows its messages
+
+
+async def test_jsonl_keeps_a_turn_that_left_no_message_in_its_place(tmp_path: Path) -> None:
+    """A turn stopped before any text has its record where it happened: before the next turn's."""
+    hanging = Hanging()
+    hanging.deltas = ()
+    chat = Chat(hanging, journal=Journal(), id="s", stream=True)  # type: ignore[arg-type]
+    task = asyncio.ensure_future(chat("talk", on_text=lambda _d: None))
+    await hanging.started.wait()
+    chat.stop()
+    await task
+    chat._provider = ScriptedProvider([{"text": "again"}])
+    await chat("once more", stream=False)
+    lines = chat.export(tmp_path / "talk.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [(r["type"], r.get("turn")) for r in records[1:-1]] == [
+        ("turn", 0),
+        ("message", 1),
+        ("message", 1),
+        ("turn", 1),
+    ]
+    assert (records[1]["status"], records[1]["messages"]) == ("stopped", [0, 0])
 
 
 async def test_unknown_suffix_and_bad_arguments_are_refused(tmp_path: Path) -> None:

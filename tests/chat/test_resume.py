@@ -21,6 +21,7 @@ from loom_nb import (
     Journal,
     Limits,
     Message,
+    ModelSettings,
     ReplayDivergenceError,
     ScriptedProvider,
     Usage,
@@ -102,6 +103,33 @@ async def test_resume_brings_back_the_chat_and_goes_on_live(
     assert resumed.turns[-1].position == 2  # live after the log's two positions
     assert resumed.cost == price(100, 20) + price(200, 30) + price(300, 10) + price(50, 5)
     assert _steps(again, "q3") == ["#chat:0:model", "#chat:1:run", "#chat:2:model"]
+
+
+async def test_a_chat_of_runs_only_is_resumed_with_its_system_prompt(tmp_path: Path) -> None:
+    """The recorded system prompt comes back when the chat's only model calls were a run's."""
+    journal = Journal(tmp_path / "j.sqlite")
+    chat = Chat(ScriptedProvider([{"text": "Done."}]), journal=journal, id="r", system="Be brief.")
+    await chat.run("do it")
+    provider = ScriptedProvider([{"text": "Next."}])
+    resumed = Chat.resume("r", provider, journal=journal)
+    assert resumed.system == "Be brief."
+    await resumed("and now?")
+    assert provider.requests[-1].system == "Be brief."  # the next turn is sent as before
+
+
+async def test_resume_keeps_the_settings_the_chat_was_sent_with(tmp_path: Path) -> None:
+    """``settings`` default to the recorded ones, as ``system`` does; given ones win."""
+    journal = Journal(tmp_path / "j.sqlite")
+    settings = {"temperature": 0.2, "max_tokens": 64}
+    chat = Chat(ScriptedProvider([{"text": "Hi."}]), journal=journal, id="s", settings=settings)
+    await chat("hello")
+    provider = ScriptedProvider([{"text": "Again."}])
+    resumed = Chat.resume("s", provider, journal=journal)
+    assert resumed.settings == chat.settings
+    await resumed("more")
+    assert provider.requests[-1].settings == chat.settings
+    other = Chat.resume("s", provider, journal=journal, settings={"temperature": 1.0})
+    assert other.settings == ModelSettings(temperature=1.0)
 
 
 async def test_resume_on_another_provider_records_which_answered_each_turn(
@@ -369,6 +397,56 @@ async def test_a_resumed_chat_undoes_forks_and_keeps_its_tenant(tmp_path: Path) 
         "d",
         "forked",
     ]
+
+
+async def test_a_resumed_chat_forks_into_a_new_id_not_the_last_kernels_fork(
+    tmp_path: Path,
+) -> None:
+    """A fork made before the restart keeps its log; the resumed chat's fork is a new execution."""
+    journal = Journal(tmp_path / "j.sqlite")
+    first = Chat(ScriptedProvider([{"text": "1"}, {"text": "2"}, {"text": "s"}]), journal=journal)
+    await first("a")
+    await first("b")
+    side = first.fork(1)
+    await side("side")
+    resumed = Chat.resume(first.id, ScriptedProvider([{"text": "o"}]), journal=journal)
+    child = resumed.fork(2)
+    assert child.id != side.id
+    await child("other")
+    assert [m.content for m in child.history] == ["a", "1", "b", "2", "other", "o"]
+    back = Chat.resume(child.id, ScriptedProvider([]), journal=journal)
+    assert [m.content for m in back.history] == ["a", "1", "b", "2", "other", "o"]
+    kept = Chat.resume(side.id, ScriptedProvider([]), journal=journal)
+    assert [m.content for m in kept.history] == ["a", "1", "side", "s"]
+
+
+async def test_a_chat_started_over_forks_into_a_new_id_not_an_old_fork(tmp_path: Path) -> None:
+    """After ``restart=True`` a fork is not the old turns' fork; a re-run reopens the new one."""
+    journal = Journal(tmp_path / "j.sqlite")
+    old = Chat(ScriptedProvider([{"text": "old"}, {"text": "old-q"}]), journal=journal, id="r")
+    await old("hi")
+    side = old.fork(1)
+    await side("q")
+    new = Chat(
+        ScriptedProvider([{"text": "new"}, {"text": "new-q"}]),
+        journal=journal,
+        id="r",
+        restart=True,
+    )
+    await new("hi")
+    child = new.fork(1)
+    assert child.id != side.id
+    assert (await child("q")).content == "new-q"
+    back = Chat.resume(side.id, ScriptedProvider([]), journal=journal)
+    assert [m.content for m in back.history] == ["hi", "old", "q", "old-q"]
+    # Re-running the cells replays the new start and reopens its fork, not the old one.
+    empty = ScriptedProvider([])
+    rerun = Chat(empty, journal=journal, id="r")
+    await rerun("hi")
+    again = rerun.fork(1)
+    assert again.id == child.id
+    assert (await again("q")).content == "new-q"
+    assert empty.requests == []
 
 
 async def test_a_stopped_turn_comes_back_with_its_partial_text(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -89,3 +90,22 @@ def test_turn_stats_name_the_assistant_message_of_each_turn() -> None:
     }
     assert stats.of(turns, 4) is first
     assert stats.of(turns[:1], 2) == {1: first[1]}
+
+
+def test_a_stopped_turn_that_left_no_message_marks_no_other_turn() -> None:
+    """A turn stopped before any text left no message: its stats (and ``stopped``) are not put on
+    the next turn's reply, whether that is a run's or a plain turn's with no token counts."""
+    stopped = _turn(0, 0, status="stopped")
+    run = ChatTurn(
+        index=1,
+        kind="run",
+        start=0,
+        status="completed",
+        response=None,
+        usage=Usage(input_tokens=9, output_tokens=2),
+        cost=Decimal(0),
+        position=2,
+    )
+    assert TurnStats().of([stopped, run], 4) == {}
+    quiet = _turn(1, 0, tokens=0)
+    assert TurnStats().of([stopped, replace(quiet, usage=Usage())], 2) == {}
