@@ -106,7 +106,11 @@ def _recorded_system(log: ChatLog, given: Any) -> Any:
 
 
 def _recorded_settings(log: ChatLog, given: Any) -> Any:
-    """The model settings the chat's last plain turn was sent with (a run's calls carry none)."""
+    """The model settings the chat's last plain turn was sent with (a run's calls carry none).
+
+    They are the journaled ones: the provider's construction ``settings`` merged under the
+    chat's (a resume on a provider built with other settings still sends these; pass
+    ``settings=`` to ``Chat.resume`` to choose)."""
     for step in reversed(log.steps):
         if step.kind == "model" and isinstance(step.input, dict):
             return LlmRequest.model_validate(step.input).settings
