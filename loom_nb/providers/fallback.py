@@ -164,10 +164,15 @@ class FallbackProvider:
 
     @property
     def max_tokens(self) -> int | None:
-        """The smallest default ``max_tokens`` among the providers (None: none sets one)."""
+        """The most tokens any provider generates when a call sets no ``max_tokens``: the largest
+        default, None when a provider sets none (it may generate without bound).
+
+        A spending limit's output cap is left off only when it is above this, so it bounds
+        whichever provider answers.
+        """
         values = [getattr(p, "max_tokens", None) for p in self.providers]
         ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
-        return min(ints) if ints else None
+        return max(ints) if ints and len(ints) == len(values) else None
 
     @property
     def caches_prompts(self) -> bool:
