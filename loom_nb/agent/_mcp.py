@@ -60,7 +60,8 @@ class MCPToolset:
     untrusted unless ``trusted=True``: their text is marked with the origin
     ``mcp:<server>/<tool>`` (fenced by the guard, kept out of later tool calls) and their media is
     stored in the content store and fenced as untrusted media. ``requires_approval`` (True, or a
-    collection of tool names) parks those calls for a decision. ``call_timeout`` bounds each call
+    collection of tool names: the server's or the menu's, with the prefix) parks those calls for
+    a decision; a name no tool has refuses the run (``ConfigurationError``). ``call_timeout`` bounds each call
     in seconds: a call that takes longer, or whose server crashes, is an error result and the run
     goes on. ``prefix`` is put before each tool's name on the model's menu (to tell two servers'
     tools apart). ``store`` keeps media results (default: the run's store, a Chat's own).
@@ -442,13 +443,17 @@ class MCPToolset:
                 code="mcp_invalid_tool",
             )
         out: list[ToolDefinition] = []
+        named = set() if isinstance(self.requires_approval, bool) else set(self.requires_approval)
+        unknown = set(named)
         for entry in tools:
             mcp_name = str(entry.get("name"))
             shown = (self.prefix + TOOL_NAME_BAD.sub("_", mcp_name))[:64]
+            # a tool is named by its server's name or by its name on the model's menu
+            unknown -= {mcp_name, shown}
             approval = (
                 self.requires_approval
                 if isinstance(self.requires_approval, bool)
-                else mcp_name in self.requires_approval
+                else bool(named & {mcp_name, shown})
             )
             try:
                 out.append(
@@ -471,6 +476,18 @@ class MCPToolset:
                     server=self.name,
                     tool=mcp_name,
                 ) from exc
+        if unknown:
+            offered = ", ".join(repr(str(entry.get("name"))) for entry in tools) or "none"
+            raise ConfigurationError(
+                f"MCPToolset {self.name!r}: requires_approval names "
+                f"{', '.join(repr(n) for n in sorted(unknown))}, which is no tool of the server "
+                f"(its tools: {offered}), so the run was refused rather than let a call go "
+                "without approval. Fix the name (the server's or the menu's, with the prefix), "
+                "or pass requires_approval=True.",
+                code="invalid_argument",
+                server=self.name,
+                unknown=sorted(unknown),
+            )
         return out
 
     # -- calls -------------------------------------------------------------------------------
