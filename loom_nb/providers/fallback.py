@@ -234,17 +234,17 @@ class FallbackProvider:
                         return
                     yield chunk
                     emitted = emitted or chunk.kind != "reset"
+                # a stream that ends without its final response broke: the next provider answers
+                raise ProviderError(
+                    f"the stream of {self.labels[index]} ended without a final response. Retry.",
+                    code="stream_incomplete",
+                    provider=self.labels[index],
+                    retryable=True,
+                )
             except Exception as exc:
                 self._skip(exc, index, skipped)
                 if emitted:
                     yield LlmStreamChunk(kind="reset")
-                continue
-            raise ProviderError(
-                f"the stream of {self.labels[index]} ended without a final response. Retry.",
-                code="stream_incomplete",
-                provider=self.labels[index],
-                retryable=True,
-            )
 
     def _skip(self, error: Exception, index: int, skipped: list[dict[str, Any]]) -> None:
         """Note a provider that failed over; re-raise when the error is final or none is left."""

@@ -22,6 +22,7 @@ from loom_nb.providers import (
     ScriptedProvider,
     collect_stream,
 )
+from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import RetryPolicy
 from loom_nb.taint import Untrusted
 from tests.display import displayed
@@ -212,6 +213,33 @@ async def test_a_stream_that_breaks_midway_is_reset_before_the_next_provider(
     assert resets  # the partial answer was withdrawn before OpenAI's
     assert response.provider == "openai"
     assert response.tool_calls[0].name == "get_weather"
+
+
+async def test_a_stream_that_ends_without_a_final_response_moves_on_after_a_reset() -> None:
+    """A provider whose stream stops after a delta, with no terminal chunk, is a broken stream
+    (stream_incomplete): the partial text is withdrawn and the next provider answers. It used to
+    end the call with that error, the next provider never asked."""
+
+    class Cut(ScriptedProvider):
+        async def stream(self, request: Any, **kwargs: Any) -> Any:
+            yield LlmStreamChunk(kind="text", text="par")
+
+    texts: list[str] = []
+    resets: list[bool] = []
+    fallback = FallbackProvider([Cut([]), ScriptedProvider([{"text": "ok"}])])
+    response = await collect_stream(
+        fallback.stream(REQUEST),
+        on_text=texts.append,
+        on_tool_reset=lambda: resets.append(True),
+    )
+    assert (response.content, response.provider) == ("ok", "scripted")
+    assert texts[0] == "par"
+    assert resets
+    assert response.provider_data["fallback"][0]["code"] == "stream_incomplete"
+    with pytest.raises(ProviderError) as info:
+        await collect_stream(FallbackProvider([Cut([]), Cut([])]).stream(REQUEST))
+    assert info.value.code == "stream_incomplete"
+    assert len(info.value.details["fallback_attempts"]) == 2
 
 
 async def test_the_journal_keeps_who_answered_and_a_replay_calls_nobody(
