@@ -208,6 +208,35 @@ async def test_a_run_halts_at_its_request_limit_and_resumes_where_it_stopped(
     assert chat.usage == Usage(input_tokens=30, output_tokens=15)
 
 
+async def test_a_run_halted_before_its_first_call_costs_nothing(tmp_path: Path) -> None:
+    """A run refused before its first model call spent $0, not an unknown amount: the chat's
+    cost stays known and its max_cost limit goes on admitting calls. The halted turn's cost was
+    None, so chat.cost became "cost unknown" and every later call was refused as cost_unknown."""
+
+    @tool
+    def step(n: int) -> str:
+        """Take a step."""
+        return f"did {n}"
+
+    wire = Wire(answer("one"), answer("two"))
+    chat = Chat(
+        wire.provider(),
+        tools=[step],
+        journal=journal(tmp_path),
+        id="zero",
+        limits=Limits(max_cost=1),
+    )
+    await chat("first")
+    with pytest.raises(BudgetExceededError):
+        await chat.run("go", limits=Limits(max_requests=0))
+    assert [t.status for t in chat.turns] == ["completed", "halted"]
+    assert chat.turns[-1].cost == 0
+    assert chat.cost == Decimal("0.0045")
+    reply = await chat("second")
+    assert reply.content == "two"
+    assert len(wire.sent) == 2
+
+
 def _response(turn: dict[str, Any]) -> dict[str, Any]:
     return {"content": "", "tool_calls": turn["tool_calls"], "stop_reason": "tool_use"}
 
