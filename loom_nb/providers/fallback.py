@@ -110,7 +110,8 @@ class FallbackProvider:
     streams) and on a capability refusal; never on a 400, an authentication error or a guard
     refusal. ``response.provider`` names the provider that answered (its ``name`` attribute, else
     ``"anthropic"``, ``"openai"``, ``"openai-responses"``, ``"gemini"``, ``"scripted"``; a
-    repeated label gets ``#<position>``) and ``response.model`` its model.
+    repeated label gets ``#<position>``) and ``response.model`` its model. A ``FallbackProvider``
+    given among the providers is taken as its own providers, in its place.
     """
 
     def __init__(self, providers: Sequence[LlmProvider], *, name: str | None = None) -> None:
@@ -137,8 +138,15 @@ class FallbackProvider:
             raise ConfigurationError(
                 f"name is a non-empty string or None, not {name!r}.", code="invalid_argument"
             )
+        # A fallback among the providers is its own providers in its place (the same order,
+        # the same rules): an answer then names the provider that gave it, as pricing needs.
+        members = [
+            inner
+            for m in members
+            for inner in (m.providers if isinstance(m, FallbackProvider) else [m])
+        ]
         self.providers: tuple[LlmProvider, ...] = tuple(members)
-        """The providers, in the order they are tried."""
+        """The providers, in the order they are tried (a fallback given among them: its own)."""
         self.name = name or "fallback"
         """This provider's own name (errors and views)."""
         labels = [_label(p) for p in members]

@@ -289,6 +289,39 @@ async def test_scripted_providers_fall_back_and_keep_their_own_settings() -> Non
     assert response.content == "ok"
 
 
+async def test_a_fallback_inside_a_fallback_prices_its_answers(tmp_path: Any) -> None:
+    """FallbackProvider([FallbackProvider([anthropic]), openai]) is the flat list of its
+    providers: the answer names the provider that gave it and is priced as that model, so a
+    cost limit keeps admitting calls. The outer fallback used to relabel the answer with the
+    inner one's name, whose price nobody knows: chat.cost was unknown and the second call under
+    Limits(max_cost=...) was refused as cost_unknown."""
+    from loom_nb import Limits
+
+    answer = {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1000, "output_tokens": 100},
+    }
+    first = Script((200, answer), (200, answer))
+    inner = FallbackProvider(
+        [AnthropicProvider("claude-sonnet-4-5", api_key=KEY, http_client=first.client())]
+    )
+    outer = FallbackProvider([inner, openai(Script())])
+    assert outer.labels == ("anthropic", "openai")
+    chat = Chat(
+        outer, journal=Journal(str(tmp_path / "j.sqlite")), id="n", limits=Limits(max_cost=1)
+    )
+    reply = await chat("a")
+    assert (reply.provider, reply.model) == ("anthropic", "claude-sonnet-4-5")
+    assert chat.cost == Decimal("0.0045")
+    await chat("b")
+    assert first.calls == 2
+
+
 def test_construction_is_checked() -> None:
     """An empty list or a non-provider is refused as ConfigurationError."""
     from loom_nb.errors import ConfigurationError
