@@ -173,13 +173,14 @@ class FallbackProvider:
     @property
     def max_tokens(self) -> int | None:
         """The most tokens any provider generates when a call sets no ``max_tokens``: the largest
-        default, None when a provider sets none (it may generate without bound).
+        default (a provider's ``settings.max_tokens``, else its ``max_tokens``), None when a
+        provider sets none (it may generate without bound).
 
         A spending limit's output cap is left off only when it is above this, so it bounds
         whichever provider answers.
         """
-        values = [getattr(p, "max_tokens", None) for p in self.providers]
-        ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+        values = [_default_max_tokens(p) for p in self.providers]
+        ints = [v for v in values if v is not None]
         return max(ints) if ints and len(ints) == len(values) else None
 
     @property
@@ -281,6 +282,15 @@ class FallbackProvider:
         if skipped:
             update["provider_data"] = {**response.provider_data, "fallback": list(skipped)}
         return response.model_copy(update=update)
+
+
+def _default_max_tokens(provider: object) -> int | None:
+    """The ``max_tokens`` a provider's call has when it sets none (None: unbounded)."""
+    settings = getattr(provider, "settings", None)
+    if isinstance(settings, ModelSettings) and settings.max_tokens is not None:
+        return settings.max_tokens
+    value = getattr(provider, "max_tokens", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _call_kwargs(

@@ -15,6 +15,7 @@ from loom_nb import BudgetExceededError, Chat, Journal, Limits, tool
 from loom_nb.content import LlmResponse, Usage
 from loom_nb.errors import ConfigurationError
 from loom_nb.providers import AnthropicProvider, FallbackProvider, OpenAIProvider, ScriptedProvider
+from loom_nb.settings import ModelSettings
 
 KEY = "k" * 24
 
@@ -163,6 +164,31 @@ async def test_the_output_cap_reaches_a_fallback_member_without_a_default(
     assert [who for who, _ in sent] == ["anthropic", "openai"]
     assert sent[0][1]["max_tokens"] <= 5000
     assert sent[1][1]["max_completion_tokens"] == 5000
+
+
+async def test_the_output_cap_reaches_a_fallback_member_whose_settings_raise_max_tokens(
+    tmp_path: Path,
+) -> None:
+    """A FallbackProvider member built with settings=ModelSettings(max_tokens=10_000): with 5,000
+    output tokens left its call is capped to 5,000, as it is without the fallback. The fallback
+    looked only at the members' max_tokens attributes (4096), so the member sent 10,000."""
+    wire = Wire(answer("a"))
+    client = httpx.AsyncClient(transport=httpx.MockTransport(wire))
+    big = AnthropicProvider(
+        "claude-sonnet-4-5",
+        api_key=KEY,
+        http_client=client,
+        settings=ModelSettings(max_tokens=10_000),
+    )
+    other = AnthropicProvider("claude-haiku-4-5", api_key=KEY)
+    chat = Chat(
+        FallbackProvider([big, other]),
+        journal=journal(tmp_path),
+        id="fb-settings",
+        limits=Limits(max_output_tokens=5000),
+    )
+    await chat("hi")
+    assert wire.sent[0]["max_tokens"] == 5000
 
 
 async def test_a_run_halts_at_its_request_limit_and_resumes_where_it_stopped(
