@@ -27,7 +27,7 @@ import asyncio
 import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from loom_nb.agent._mcp_options import TOOL_NAME_BAD, check_options, default_name, safe_name
 from loom_nb.agent._mcp_pins import (
@@ -213,7 +213,12 @@ class MCPToolset:
         the journal, and neither do a user and password in the URL. ``name`` defaults to the
         URL's host.
         """
-        parts = urlsplit(url) if isinstance(url, str) else None
+        parts: SplitResult | None
+        try:
+            parts = urlsplit(url) if isinstance(url, str) else None
+            port = parts.port if parts is not None else None  # raises for a port out of range
+        except ValueError:  # a malformed host or port
+            parts = port = None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(
                 f"MCPToolset.http() needs an http(s) URL such as 'http://127.0.0.1:8000/mcp', "
@@ -227,7 +232,7 @@ class MCPToolset:
             raise ConfigurationError(
                 "MCPToolset.http(headers=...) is a mapping of str to str.", code="invalid_argument"
             )
-        host = parts.hostname + (f":{parts.port}" if parts.port else "")
+        host = parts.hostname + (f":{port}" if port else "")
         public = urlunsplit((parts.scheme, host, parts.path, parts.query, ""))
         server = name if name is not None else safe_name(parts.hostname)
         return cls(

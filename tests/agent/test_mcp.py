@@ -371,6 +371,9 @@ def test_arguments_are_checked_when_the_toolset_is_built() -> None:
         lambda: MCPToolset.stdio("python", call_timeout=0),
         lambda: MCPToolset.stdio("python", requires_approval="echo"),  # type: ignore[arg-type]
         lambda: MCPToolset.http("ftp://example.com/mcp"),
+        lambda: MCPToolset.http("http://127.0.0.1:80OO/mcp"),  # a port that is not a number
+        lambda: MCPToolset.http("http://127.0.0.1:99999/mcp"),
+        lambda: MCPToolset.http("http://[::1/mcp"),
     ):
         with pytest.raises(ConfigurationError) as refused:
             build()
