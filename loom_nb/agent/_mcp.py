@@ -27,7 +27,7 @@ import asyncio
 import os
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from loom_nb.agent._mcp_options import TOOL_NAME_BAD, check_options, default_name, safe_name
 from loom_nb.agent._mcp_pins import (
@@ -60,7 +60,8 @@ class MCPToolset:
     untrusted unless ``trusted=True``: their text is marked with the origin
     ``mcp:<server>/<tool>`` (fenced by the guard, kept out of later tool calls) and their media is
     stored in the content store and fenced as untrusted media. ``requires_approval`` (True, or a
-    collection of tool names) parks those calls for a decision. ``call_timeout`` bounds each call
+    collection of tool names: the server's or the menu's, with the prefix) parks those calls for
+    a decision; a name no tool has refuses the run (``ConfigurationError``). ``call_timeout`` bounds each call
     in seconds: a call that takes longer, or whose server crashes, is an error result and the run
     goes on. ``prefix`` is put before each tool's name on the model's menu (to tell two servers'
     tools apart). ``store`` keeps media results (default: the run's store, a Chat's own).
@@ -212,7 +213,12 @@ class MCPToolset:
         the journal, and neither do a user and password in the URL. ``name`` defaults to the
         URL's host.
         """
-        parts = urlsplit(url) if isinstance(url, str) else None
+        parts: SplitResult | None
+        try:
+            parts = urlsplit(url) if isinstance(url, str) else None
+            port = parts.port if parts is not None else None  # raises for a port out of range
+        except ValueError:  # a malformed host or port
+            parts = port = None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(
                 f"MCPToolset.http() needs an http(s) URL such as 'http://127.0.0.1:8000/mcp', "
@@ -226,7 +232,7 @@ class MCPToolset:
             raise ConfigurationError(
                 "MCPToolset.http(headers=...) is a mapping of str to str.", code="invalid_argument"
             )
-        host = parts.hostname + (f":{parts.port}" if parts.port else "")
+        host = parts.hostname + (f":{port}" if port else "")
         public = urlunsplit((parts.scheme, host, parts.path, parts.query, ""))
         server = name if name is not None else safe_name(parts.hostname)
         return cls(
@@ -442,13 +448,17 @@ class MCPToolset:
                 code="mcp_invalid_tool",
             )
         out: list[ToolDefinition] = []
+        named = set() if isinstance(self.requires_approval, bool) else set(self.requires_approval)
+        unknown = set(named)
         for entry in tools:
             mcp_name = str(entry.get("name"))
             shown = (self.prefix + TOOL_NAME_BAD.sub("_", mcp_name))[:64]
+            # a tool is named by its server's name or by its name on the model's menu
+            unknown -= {mcp_name, shown}
             approval = (
                 self.requires_approval
                 if isinstance(self.requires_approval, bool)
-                else mcp_name in self.requires_approval
+                else bool(named & {mcp_name, shown})
             )
             try:
                 out.append(
@@ -471,6 +481,18 @@ class MCPToolset:
                     server=self.name,
                     tool=mcp_name,
                 ) from exc
+        if unknown:
+            offered = ", ".join(repr(str(entry.get("name"))) for entry in tools) or "none"
+            raise ConfigurationError(
+                f"MCPToolset {self.name!r}: requires_approval names "
+                f"{', '.join(repr(n) for n in sorted(unknown))}, which is no tool of the server "
+                f"(its tools: {offered}), so the run was refused rather than let a call go "
+                "without approval. Fix the name (the server's or the menu's, with the prefix), "
+                "or pass requires_approval=True.",
+                code="invalid_argument",
+                server=self.name,
+                unknown=sorted(unknown),
+            )
         return out
 
     # -- calls -------------------------------------------------------------------------------

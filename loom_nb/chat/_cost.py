@@ -255,12 +255,13 @@ def run_usage(
     """Tokens and cost of every model call an agent run journaled (live or replayed), priced by
     the provider ``identity`` (``identity_of``).
 
-    The cost is None unless every call has a known price.
+    The cost is None unless every call has a known price; a run that made no call (refused by
+    a spending limit before its first) cost nothing.
     """
     responses = run_responses(journal, run_id)
     usage = sum((r.usage for r in responses), Usage())
     prices = [price_for(identity, r) for r in responses]
-    if not prices or any(p is None for p in prices):
+    if any(p is None for p in prices):
         return usage, None
     return usage, sum((p for p in prices if p is not None), Decimal(0))
 

@@ -110,7 +110,8 @@ class FallbackProvider:
     streams) and on a capability refusal; never on a 400, an authentication error or a guard
     refusal. ``response.provider`` names the provider that answered (its ``name`` attribute, else
     ``"anthropic"``, ``"openai"``, ``"openai-responses"``, ``"gemini"``, ``"scripted"``; a
-    repeated label gets ``#<position>``) and ``response.model`` its model.
+    repeated label gets ``#<position>``) and ``response.model`` its model. A ``FallbackProvider``
+    given among the providers is taken as its own providers, in its place.
     """
 
     def __init__(self, providers: Sequence[LlmProvider], *, name: str | None = None) -> None:
@@ -137,8 +138,15 @@ class FallbackProvider:
             raise ConfigurationError(
                 f"name is a non-empty string or None, not {name!r}.", code="invalid_argument"
             )
+        # A fallback among the providers is its own providers in its place (the same order,
+        # the same rules): an answer then names the provider that gave it, as pricing needs.
+        members = [
+            inner
+            for m in members
+            for inner in (m.providers if isinstance(m, FallbackProvider) else [m])
+        ]
         self.providers: tuple[LlmProvider, ...] = tuple(members)
-        """The providers, in the order they are tried."""
+        """The providers, in the order they are tried (a fallback given among them: its own)."""
         self.name = name or "fallback"
         """This provider's own name (errors and views)."""
         labels = [_label(p) for p in members]
@@ -164,10 +172,16 @@ class FallbackProvider:
 
     @property
     def max_tokens(self) -> int | None:
-        """The smallest default ``max_tokens`` among the providers (None: none sets one)."""
-        values = [getattr(p, "max_tokens", None) for p in self.providers]
-        ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
-        return min(ints) if ints else None
+        """The most tokens any provider generates when a call sets no ``max_tokens``: the largest
+        default (a provider's ``settings.max_tokens``, else its ``max_tokens``), None when a
+        provider sets none (it may generate without bound).
+
+        A spending limit's output cap is left off only when it is above this, so it bounds
+        whichever provider answers.
+        """
+        values = [_default_max_tokens(p) for p in self.providers]
+        ints = [v for v in values if v is not None]
+        return max(ints) if ints and len(ints) == len(values) else None
 
     @property
     def caches_prompts(self) -> bool:
@@ -229,17 +243,17 @@ class FallbackProvider:
                         return
                     yield chunk
                     emitted = emitted or chunk.kind != "reset"
+                # a stream that ends without its final response broke: the next provider answers
+                raise ProviderError(
+                    f"the stream of {self.labels[index]} ended without a final response. Retry.",
+                    code="stream_incomplete",
+                    provider=self.labels[index],
+                    retryable=True,
+                )
             except Exception as exc:
                 self._skip(exc, index, skipped)
                 if emitted:
                     yield LlmStreamChunk(kind="reset")
-                continue
-            raise ProviderError(
-                f"the stream of {self.labels[index]} ended without a final response. Retry.",
-                code="stream_incomplete",
-                provider=self.labels[index],
-                retryable=True,
-            )
 
     def _skip(self, error: Exception, index: int, skipped: list[dict[str, Any]]) -> None:
         """Note a provider that failed over; re-raise when the error is final or none is left."""
@@ -268,6 +282,15 @@ class FallbackProvider:
         if skipped:
             update["provider_data"] = {**response.provider_data, "fallback": list(skipped)}
         return response.model_copy(update=update)
+
+
+def _default_max_tokens(provider: object) -> int | None:
+    """The ``max_tokens`` a provider's call has when it sets none (None: unbounded)."""
+    settings = getattr(provider, "settings", None)
+    if isinstance(settings, ModelSettings) and settings.max_tokens is not None:
+        return settings.max_tokens
+    value = getattr(provider, "max_tokens", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _call_kwargs(

@@ -324,6 +324,30 @@ async def test_requires_approval_parks_the_named_tools(
     assert "hi" in str(done.messages[2].content[0].content)
 
 
+async def test_requires_approval_takes_the_menu_name_and_refuses_a_name_it_does_not_know(
+    journal: Journal, store: LocalContentStore
+) -> None:
+    """With a prefix, the approvals name the call as the model's menu does (``h_echo``): that
+    name parks it as the server's own (``echo``) does. A name no tool has (a typo) refuses the
+    run instead of letting every call go without approval."""
+    for asked in ({"h_echo"}, {"echo"}):
+        model = scripted(("h_echo", {"text": "hi"}))
+        async with hostile(prefix="h_", requires_approval=asked) as server:
+            chat = Chat(model, tools=[server], journal=journal, store=store, id=f"ask-{min(asked)}")
+            parked = await chat.run("go")
+        assert parked.status == "parked"
+        assert [d["name"] for d in parked.pending_approvals] == ["h_echo"]
+    model = scripted(("echo", {"text": "hi"}))
+    async with hostile(requires_approval={"ech0"}) as server:
+        chat = Chat(model, tools=[server], journal=journal, store=store, id="typo")
+        with pytest.raises(ConfigurationError) as refused:
+            await chat.run("go")
+    assert refused.value.code == "invalid_argument"
+    assert "'ech0'" in refused.value.message
+    assert "echo" in refused.value.message
+    assert model.requests == []
+
+
 async def test_a_trusted_server_s_results_are_not_marked(
     journal: Journal, store: LocalContentStore
 ) -> None:
@@ -347,6 +371,9 @@ def test_arguments_are_checked_when_the_toolset_is_built() -> None:
         lambda: MCPToolset.stdio("python", call_timeout=0),
         lambda: MCPToolset.stdio("python", requires_approval="echo"),  # type: ignore[arg-type]
         lambda: MCPToolset.http("ftp://example.com/mcp"),
+        lambda: MCPToolset.http("http://127.0.0.1:80OO/mcp"),  # a port that is not a number
+        lambda: MCPToolset.http("http://127.0.0.1:99999/mcp"),
+        lambda: MCPToolset.http("http://[::1/mcp"),
     ):
         with pytest.raises(ConfigurationError) as refused:
             build()

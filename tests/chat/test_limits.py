@@ -14,7 +14,8 @@ import pytest
 from loom_nb import BudgetExceededError, Chat, Journal, Limits, tool
 from loom_nb.content import LlmResponse, Usage
 from loom_nb.errors import ConfigurationError
-from loom_nb.providers import AnthropicProvider, OpenAIProvider, ScriptedProvider
+from loom_nb.providers import AnthropicProvider, FallbackProvider, OpenAIProvider, ScriptedProvider
+from loom_nb.settings import ModelSettings
 
 KEY = "k" * 24
 
@@ -113,6 +114,83 @@ async def test_max_tokens_is_not_raised_by_the_cap(tmp_path: Path) -> None:
     assert wire.sent[0]["max_tokens"] == 4096
 
 
+async def test_the_output_cap_reaches_a_fallback_member_without_a_default(
+    tmp_path: Path,
+) -> None:
+    """A FallbackProvider whose first member has a default max_tokens (Anthropic's 4096) and whose
+    second has none (OpenAI): with 5,000 output tokens left, the member that answers is capped
+    too. The fallback used to report the smaller default, so the cap looked needless and OpenAI
+    was sent no limit at all."""
+    sent: list[tuple[str, dict[str, Any]]] = []
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+
+    def down(request: httpx.Request) -> httpx.Response:
+        sent.append(("anthropic", json.loads(request.content)))
+        return httpx.Response(529, json=overloaded)
+
+    def up(request: httpx.Request) -> httpx.Response:
+        sent.append(("openai", json.loads(request.content)))
+        choice = {"index": 0, "message": {"role": "assistant", "content": "hi"}}
+        return httpx.Response(
+            200,
+            json={
+                "id": "c",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "gpt-4.1",
+                "choices": [{**choice, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+            },
+        )
+
+    fallback = FallbackProvider(
+        [
+            AnthropicProvider(
+                "claude-sonnet-4-5",
+                api_key=KEY,
+                http_client=httpx.AsyncClient(transport=httpx.MockTransport(down)),
+                max_retries=0,
+            ),
+            OpenAIProvider(
+                "gpt-4.1",
+                api_key=KEY,
+                http_client=httpx.AsyncClient(transport=httpx.MockTransport(up)),
+                max_retries=0,
+            ),
+        ]
+    )
+    chat = Chat(fallback, journal=journal(tmp_path), id="fb", limits=Limits(max_output_tokens=5000))
+    await chat("hi")
+    assert [who for who, _ in sent] == ["anthropic", "openai"]
+    assert sent[0][1]["max_tokens"] <= 5000
+    assert sent[1][1]["max_completion_tokens"] == 5000
+
+
+async def test_the_output_cap_reaches_a_fallback_member_whose_settings_raise_max_tokens(
+    tmp_path: Path,
+) -> None:
+    """A FallbackProvider member built with settings=ModelSettings(max_tokens=10_000): with 5,000
+    output tokens left its call is capped to 5,000, as it is without the fallback. The fallback
+    looked only at the members' max_tokens attributes (4096), so the member sent 10,000."""
+    wire = Wire(answer("a"))
+    client = httpx.AsyncClient(transport=httpx.MockTransport(wire))
+    big = AnthropicProvider(
+        "claude-sonnet-4-5",
+        api_key=KEY,
+        http_client=client,
+        settings=ModelSettings(max_tokens=10_000),
+    )
+    other = AnthropicProvider("claude-haiku-4-5", api_key=KEY)
+    chat = Chat(
+        FallbackProvider([big, other]),
+        journal=journal(tmp_path),
+        id="fb-settings",
+        limits=Limits(max_output_tokens=5000),
+    )
+    await chat("hi")
+    assert wire.sent[0]["max_tokens"] == 5000
+
+
 async def test_a_run_halts_at_its_request_limit_and_resumes_where_it_stopped(
     tmp_path: Path,
 ) -> None:
@@ -154,6 +232,35 @@ async def test_a_run_halts_at_its_request_limit_and_resumes_where_it_stopped(
     assert provider.remaining == 0  # only the refused call was made
     assert [t.status for t in chat.turns] == ["completed"]
     assert chat.usage == Usage(input_tokens=30, output_tokens=15)
+
+
+async def test_a_run_halted_before_its_first_call_costs_nothing(tmp_path: Path) -> None:
+    """A run refused before its first model call spent $0, not an unknown amount: the chat's
+    cost stays known and its max_cost limit goes on admitting calls. The halted turn's cost was
+    None, so chat.cost became "cost unknown" and every later call was refused as cost_unknown."""
+
+    @tool
+    def step(n: int) -> str:
+        """Take a step."""
+        return f"did {n}"
+
+    wire = Wire(answer("one"), answer("two"))
+    chat = Chat(
+        wire.provider(),
+        tools=[step],
+        journal=journal(tmp_path),
+        id="zero",
+        limits=Limits(max_cost=1),
+    )
+    await chat("first")
+    with pytest.raises(BudgetExceededError):
+        await chat.run("go", limits=Limits(max_requests=0))
+    assert [t.status for t in chat.turns] == ["completed", "halted"]
+    assert chat.turns[-1].cost == 0
+    assert chat.cost == Decimal("0.0045")
+    reply = await chat("second")
+    assert reply.content == "two"
+    assert len(wire.sent) == 2
 
 
 def _response(turn: dict[str, Any]) -> dict[str, Any]:

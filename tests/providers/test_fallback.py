@@ -22,6 +22,7 @@ from loom_nb.providers import (
     ScriptedProvider,
     collect_stream,
 )
+from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import RetryPolicy
 from loom_nb.taint import Untrusted
 from tests.display import displayed
@@ -214,6 +215,33 @@ async def test_a_stream_that_breaks_midway_is_reset_before_the_next_provider(
     assert response.tool_calls[0].name == "get_weather"
 
 
+async def test_a_stream_that_ends_without_a_final_response_moves_on_after_a_reset() -> None:
+    """A provider whose stream stops after a delta, with no terminal chunk, is a broken stream
+    (stream_incomplete): the partial text is withdrawn and the next provider answers. It used to
+    end the call with that error, the next provider never asked."""
+
+    class Cut(ScriptedProvider):
+        async def stream(self, request: Any, **kwargs: Any) -> Any:
+            yield LlmStreamChunk(kind="text", text="par")
+
+    texts: list[str] = []
+    resets: list[bool] = []
+    fallback = FallbackProvider([Cut([]), ScriptedProvider([{"text": "ok"}])])
+    response = await collect_stream(
+        fallback.stream(REQUEST),
+        on_text=texts.append,
+        on_tool_reset=lambda: resets.append(True),
+    )
+    assert (response.content, response.provider) == ("ok", "scripted")
+    assert texts[0] == "par"
+    assert resets
+    assert response.provider_data["fallback"][0]["code"] == "stream_incomplete"
+    with pytest.raises(ProviderError) as info:
+        await collect_stream(FallbackProvider([Cut([]), Cut([])]).stream(REQUEST))
+    assert info.value.code == "stream_incomplete"
+    assert len(info.value.details["fallback_attempts"]) == 2
+
+
 async def test_the_journal_keeps_who_answered_and_a_replay_calls_nobody(
     tmp_path: Any, sleeps: RecordingSleep
 ) -> None:
@@ -259,6 +287,39 @@ async def test_scripted_providers_fall_back_and_keep_their_own_settings() -> Non
     response = await fallback.complete(REQUEST)
     assert response.provider == "scripted#1"
     assert response.content == "ok"
+
+
+async def test_a_fallback_inside_a_fallback_prices_its_answers(tmp_path: Any) -> None:
+    """FallbackProvider([FallbackProvider([anthropic]), openai]) is the flat list of its
+    providers: the answer names the provider that gave it and is priced as that model, so a
+    cost limit keeps admitting calls. The outer fallback used to relabel the answer with the
+    inner one's name, whose price nobody knows: chat.cost was unknown and the second call under
+    Limits(max_cost=...) was refused as cost_unknown."""
+    from loom_nb import Limits
+
+    answer = {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1000, "output_tokens": 100},
+    }
+    first = Script((200, answer), (200, answer))
+    inner = FallbackProvider(
+        [AnthropicProvider("claude-sonnet-4-5", api_key=KEY, http_client=first.client())]
+    )
+    outer = FallbackProvider([inner, openai(Script())])
+    assert outer.labels == ("anthropic", "openai")
+    chat = Chat(
+        outer, journal=Journal(str(tmp_path / "j.sqlite")), id="n", limits=Limits(max_cost=1)
+    )
+    reply = await chat("a")
+    assert (reply.provider, reply.model) == ("anthropic", "claude-sonnet-4-5")
+    assert chat.cost == Decimal("0.0045")
+    await chat("b")
+    assert first.calls == 2
 
 
 def test_construction_is_checked() -> None:
