@@ -114,58 +114,6 @@ async def test_max_tokens_is_not_raised_by_the_cap(tmp_path: Path) -> None:
     assert wire.sent[0]["max_tokens"] == 4096
 
 
-async def test_the_output_cap_reaches_a_fallback_member_without_a_default(
-    tmp_path: Path,
-) -> None:
-    """A FallbackProvider whose first member has a default max_tokens (Anthropic's 4096) and whose
-    second has none (OpenAI): with 5,000 output tokens left, the member that answers is capped
-    too. The fallback used to report the smaller default, so the cap looked needless and OpenAI
-    was sent no limit at all."""
-    sent: list[tuple[str, dict[str, Any]]] = []
-    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-
-    def down(request: httpx.Request) -> httpx.Response:
-        sent.append(("anthropic", json.loads(request.content)))
-        return httpx.Response(529, json=overloaded)
-
-    def up(request: httpx.Request) -> httpx.Response:
-        sent.append(("openai", json.loads(request.content)))
-        choice = {"index": 0, "message": {"role": "assistant", "content": "hi"}}
-        return httpx.Response(
-            200,
-            json={
-                "id": "c",
-                "object": "chat.completion",
-                "created": 1,
-                "model": "gpt-4.1",
-                "choices": [{**choice, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5},
-            },
-        )
-
-    fallback = FallbackProvider(
-        [
-            AnthropicProvider(
-                "claude-sonnet-4-5",
-                api_key=KEY,
-                http_client=httpx.AsyncClient(transport=httpx.MockTransport(down)),
-                max_retries=0,
-            ),
-            OpenAIProvider(
-                "gpt-4.1",
-                api_key=KEY,
-                http_client=httpx.AsyncClient(transport=httpx.MockTransport(up)),
-                max_retries=0,
-            ),
-        ]
-    )
-    chat = Chat(fallback, journal=journal(tmp_path), id="fb", limits=Limits(max_output_tokens=5000))
-    await chat("hi")
-    assert [who for who, _ in sent] == ["anthropic", "openai"]
-    assert sent[0][1]["max_tokens"] <= 5000
-    assert sent[1][1]["max_completion_tokens"] == 5000
-
-
 async def test_the_output_cap_reaches_a_fallback_member_whose_settings_raise_max_tokens(
     tmp_path: Path,
 ) -> None:

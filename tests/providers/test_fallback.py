@@ -47,15 +47,30 @@ def openai_answer(text: str = "from openai") -> dict[str, Any]:
     }
 
 
+def anthropic_answer(text: str = "from anthropic") -> dict[str, Any]:
+    return {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1000, "output_tokens": 100},
+    }
+
+
 class Script:
-    """A MockTransport handler answering from a list of (status, body) or exceptions."""
+    """A MockTransport handler answering from a list of (status, body) or exceptions; ``sent``
+    holds the JSON body of every request it got."""
 
     def __init__(self, *answers: Any) -> None:
         self.answers = list(answers)
         self.calls = 0
+        self.sent: list[dict[str, Any]] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.calls += 1
+        self.sent.append(json.loads(request.content))
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
@@ -297,16 +312,7 @@ async def test_a_fallback_inside_a_fallback_prices_its_answers(tmp_path: Any) ->
     Limits(max_cost=...) was refused as cost_unknown."""
     from loom_nb import Limits
 
-    answer = {
-        "id": "m",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-5",
-        "content": [{"type": "text", "text": "ok"}],
-        "stop_reason": "end_turn",
-        "usage": {"input_tokens": 1000, "output_tokens": 100},
-    }
-    first = Script((200, answer), (200, answer))
+    first = Script((200, anthropic_answer("ok")), (200, anthropic_answer("ok")))
     inner = FallbackProvider(
         [AnthropicProvider("claude-sonnet-4-5", api_key=KEY, http_client=first.client())]
     )
@@ -320,6 +326,30 @@ async def test_a_fallback_inside_a_fallback_prices_its_answers(tmp_path: Any) ->
     assert chat.cost == Decimal("0.0045")
     await chat("b")
     assert first.calls == 2
+
+
+async def test_the_output_cap_reaches_a_fallback_member_without_a_default(
+    tmp_path: Any, sleeps: RecordingSleep
+) -> None:
+    """A FallbackProvider whose first member has a default max_tokens (Anthropic's 4096) and whose
+    second has none (OpenAI): with 5,000 output tokens left, the member that answers is capped
+    too. The fallback used to report the smaller default, so the cap looked needless and OpenAI
+    was sent no limit at all."""
+    from loom_nb import Limits
+
+    first = Script((529, OVERLOADED), (529, OVERLOADED), (529, OVERLOADED))
+    second = Script((200, openai_answer("hi")))
+    fallback = FallbackProvider([anthropic(first, sleeps), openai(second)])
+    chat = Chat(
+        fallback,
+        journal=Journal(str(tmp_path / "j.sqlite")),
+        id="fb",
+        limits=Limits(max_output_tokens=5000),
+    )
+    reply = await chat("hi")
+    assert (first.calls, second.calls, reply.provider) == (3, 1, "openai")
+    assert first.sent[0]["max_tokens"] <= 5000
+    assert second.sent[0]["max_completion_tokens"] == 5000
 
 
 def test_construction_is_checked() -> None:
