@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loom_nb.chat._catalog import chat_ids
 from loom_nb.chat._cost import identity_of
@@ -60,10 +60,14 @@ def resume_chat(chat: Chat, *, system_given: bool, settings_given: bool = False)
     execution = chat._open()
     execution.seek(len(log.steps))
     identity = started_identity(chat.journal, log.start) or identity_of(chat.provider)
-    if not system_given:
-        chat._system = _recorded_system(log, chat._system)
-    if not settings_given:
-        chat._settings = _recorded_settings(log, chat._settings)
+    last_call, last_turn = _recorded_requests(log)
+    if not system_given and last_call is not None:
+        chat._system = last_call.system
+    if not settings_given and last_turn is not None:
+        # The journaled settings: the provider's construction ``settings`` merged under the
+        # chat's (a resume on a provider built with other settings still sends these; pass
+        # ``settings=`` to choose).
+        chat._settings = last_turn.settings
 
     async def replay_run(target: Target, parked: Parked) -> None:
         assert target is chat
@@ -92,29 +96,22 @@ def resume_chat(chat: Chat, *, system_given: bool, settings_given: bool = False)
     return chat
 
 
-def _recorded_system(log: ChatLog, given: Any) -> Any:
-    """The system prompt the chat's last model call was sent with: a plain turn's or a run's."""
+def _recorded_requests(log: ChatLog) -> tuple[LlmRequest | None, LlmRequest | None]:
+    """The requests of the chat's last model call (a plain turn's or a run's: what its system
+    prompt is read from) and of its last plain turn (its settings: a run's calls carry none),
+    each read from the journal once."""
+    last_call: LlmRequest | None = None
     for step in reversed(log.steps):
         if step.kind == "model" and isinstance(step.input, dict):
-            return LlmRequest.model_validate(step.input).system
+            last_turn = LlmRequest.model_validate(step.input)
+            return last_call or last_turn, last_turn
         run_id = step.output.get("run_id") if isinstance(step.output, dict) else None
-        if step.kind == "run" and isinstance(run_id, str):
+        if last_call is None and step.kind == "run" and isinstance(run_id, str):
             for call in reversed(fold(log.journal, run_id).steps):
                 if call.step_id.endswith(":model") and isinstance(call.input, dict):
-                    return LlmRequest.model_validate(call.input).system
-    return given
-
-
-def _recorded_settings(log: ChatLog, given: Any) -> Any:
-    """The model settings the chat's last plain turn was sent with (a run's calls carry none).
-
-    They are the journaled ones: the provider's construction ``settings`` merged under the
-    chat's (a resume on a provider built with other settings still sends these; pass
-    ``settings=`` to ``Chat.resume`` to choose)."""
-    for step in reversed(log.steps):
-        if step.kind == "model" and isinstance(step.input, dict):
-            return LlmRequest.model_validate(step.input).settings
-    return given
+                    last_call = LlmRequest.model_validate(call.input)
+                    break
+    return last_call, None
 
 
 def restart_chat(chat: Chat) -> None:
