@@ -19,15 +19,16 @@ with other capabilities can rebuild a different transcript without a divergence 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
+from collections.abc import Awaitable, Callable, Sequence, Set
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from loom_nb._interrupt import wake_on_signals
 from loom_nb._strict import StrictModel
 from loom_nb.agent._approval import Approver, ask, digest_of, normalize_decision, refusal_of
 from loom_nb.agent._compaction import Compaction, is_tainted, summary_message
+from loom_nb.agent._loop_args import check_arguments, messages_of
 from loom_nb.agent._results import (
     build_result,
     error_result,
@@ -47,14 +48,13 @@ from loom_nb.content import (
     ToolSpec,
     ToolUsePart,
     assistant_message_of,
-    content_error,
 )
 from loom_nb.errors import AgentError
 from loom_nb.guard import PrefixFold
 from loom_nb.journal import Execution, LlmEffect, create_llm_effect
 from loom_nb.providers import LlmProvider
 from loom_nb.providers._base import ResetCallback, TextCallback, ToolDeltaCallback
-from loom_nb.settings import CacheSetting
+from loom_nb.settings import CacheSetting, ModelSettings
 from loom_nb.spending import Budget
 from loom_nb.store import ContentResolver, ResolveContext
 from loom_nb.taint import Untrusted
@@ -161,6 +161,7 @@ async def agent_loop(
     budget: Budget | None = None,
     cache: CacheSetting | None = None,
     cache_key: str | None = None,
+    settings: ModelSettings | None = None,
 ) -> AgentResult:
     r"""Run the model with tools until it answers without calling any, parks, or hits ``max_turns``.
 
@@ -184,16 +185,17 @@ async def agent_loop(
     ``budget`` (spending limits) is checked before every model call, compaction included: a
     reached limit raises ``BudgetExceededError`` before any I/O, journaled as that step's failure,
     and calling ``agent_loop`` again (limit raised) resumes there. ``cache`` / ``cache_key`` are
-    the prompt caching used when a request sets none (see ``create_llm_effect``).
+    the prompt caching used when a request sets none (see ``create_llm_effect``). ``settings``
+    (temperature, max_tokens...) go with every model call of the run, compaction's excepted.
     """
     if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
         raise AgentError(
             f"max_turns must be an int >= 1, got {max_turns!r}.", code="invalid_argument"
         )
-    _check_arguments(execution, tools, messages, compaction, system)
+    check_arguments(execution, tools, messages, compaction, system, settings)
     wake_on_signals()  # a kernel's interrupt ends a hung tool or model call at once
     menu, table = menu_of([t for t in tools if not isinstance(t, Toolset)])
-    transcript = _messages(messages)
+    transcript = messages_of(messages)
     effect = create_llm_effect(
         provider,
         resolve_content=resolver,
@@ -222,7 +224,7 @@ async def agent_loop(
         if compaction is not None and compaction.due(transcript):
             transcript = await _compact(execution, effect, compaction, turn, transcript, menu)
             compacted.append(turn)
-        request = LlmRequest(messages=transcript, tools=menu, system=system)
+        request = LlmRequest(messages=transcript, tools=menu, system=system, settings=settings)
         response = await effect(execution, f"#turn:{turn}:model", request)
         response, screened = screen_response(response)
         # One check of the transcript a turn serves both: the ids it used and its inline bytes.
@@ -271,35 +273,6 @@ async def agent_loop(
     return await _finish(
         execution, "max_turns", transcript, max_turns, response, log, compacted, complete_execution
     )
-
-
-def _check_arguments(
-    execution: object, tools: object, messages: object, compaction: object, system: object
-) -> None:
-    """Refuse wrong-typed arguments up front, as an ``AgentError`` naming the argument."""
-    problem: str | None = None
-    if not all(callable(getattr(execution, name, None)) for name in ("execute", "park", "rewind")):
-        problem = f"execution must be an Execution (journal.execution(id)), not {execution!r}"
-    elif isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Sequence):
-        problem = f"tools must be a list of ToolDefinition, not {type(tools).__name__}"
-    elif isinstance(messages, bytes | Mapping) or not isinstance(messages, Sequence):
-        problem = f"messages must be a list of messages, not {type(messages).__name__}"
-    elif compaction is not None and not isinstance(compaction, Compaction):
-        problem = f"compaction must be a Compaction or None, not {type(compaction).__name__}"
-    elif system is not None and not isinstance(system, str | Untrusted):
-        problem = f"system must be a str, an Untrusted str or None, not {type(system).__name__}"
-    if problem is not None:
-        raise AgentError(f"agent_loop: {problem}.", code="invalid_argument")
-
-
-def _messages(messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
-    out: list[Message] = []
-    for index, message in enumerate(messages):
-        try:
-            out.append(message if isinstance(message, Message) else Message.model_validate(message))
-        except ValidationError as exc:
-            raise content_error(exc, f"message {index} given to agent_loop") from exc
-    return out
 
 
 def _fresh_ids(response: LlmResponse, used: Set[str]) -> tuple[LlmResponse, dict[int, str]]:

@@ -36,6 +36,7 @@ from loom_nb.content import Message
 from loom_nb.errors import BudgetExceededError, ConfigurationError, ReplayDivergenceError
 from loom_nb.journal import Execution, Journal
 from loom_nb.providers._base import TextCallback
+from loom_nb.settings import ModelSettings
 from loom_nb.spending import Limits
 from loom_nb.store import ContentStore, Principal, StoreResolver
 from loom_nb.taint import Untrusted
@@ -70,6 +71,7 @@ class ChatRuns:
         _parked: Parked | None
         _halted: Parked | None
         _limits: Limits | None
+        _settings: ModelSettings | None
         _run_limits: Limits | None
         _identity: dict[str, Any] | None
         _recorded_runs: set[str]
@@ -286,6 +288,7 @@ class ChatRuns:
                 budget=budget,
                 cache="auto",
                 cache_key=self.id,
+                settings=self._settings,
             )
             landed = True
         except BudgetExceededError:

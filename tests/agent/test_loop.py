@@ -397,6 +397,15 @@ async def test_bad_arguments_are_refused_clearly(journal: Journal) -> None:
         await agent_loop(
             journal.execution("b"), provider, [ADD], [{"role": "tool", "content": "x"}]
         )
+    with pytest.raises(AgentError, match="settings must be a ModelSettings") as bad_settings:
+        await agent_loop(
+            journal.execution("c"),
+            provider,
+            [ADD],
+            [],
+            settings={"temperature": 0},  # type: ignore[arg-type]
+        )
+    assert bad_settings.value.code == "invalid_argument"
     assert provider.requests == []
 
 

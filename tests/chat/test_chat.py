@@ -56,6 +56,17 @@ def send_email(to: str, body: str) -> str:
     return f"sent to {to}"
 
 
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: The first.
+        b: The second.
+    """
+    return a + b
+
+
 async def test_a_turn_is_one_journaled_step_with_the_whole_history() -> None:
     """Each chat(...) is step #chat:<k>:model; the provider sees the history, system and tools."""
     provider = ScriptedProvider([{"text": "Hi!"}, {"text": "Fine."}])
@@ -532,6 +543,36 @@ async def test_settings_travel_on_every_request_and_are_journaled() -> None:
     assert step.payload["input"]["settings"] == {"max_tokens": 64, "temperature": 0.0}
     with pytest.raises(ConfigurationError):
         Chat(provider, settings="hot")  # type: ignore[arg-type]
+
+
+async def test_a_run_sends_the_chats_settings_on_every_model_call() -> None:
+    """chat.run(...) sends Chat(settings=...) with each of its model calls, as a plain turn does
+    (it used to send none: a run answered at the provider's default temperature and length)."""
+    from loom_nb import ModelSettings
+
+    provider = ScriptedProvider(
+        [
+            {"tool_calls": [{"id": "c1", "name": "add", "input": {"a": 1, "b": 2}}]},
+            {"text": "3"},
+        ]
+    )
+    journal = Journal()
+    settings = ModelSettings(temperature=0, max_tokens=64)
+    chat = Chat(provider, tools=[add], settings=settings, journal=journal, id="run-set")
+    result = await chat.run("add 1 and 2")
+    assert result.status == "completed"
+    assert len(provider.requests) == 2
+    assert [r.settings for r in provider.requests] == [settings, settings]
+    steps = [e for e in journal.events("run-set/run-0") if e.kind == "step_completed"]
+    models = [e for e in steps if e.step_id is not None and e.step_id.endswith(":model")]
+    assert [e.payload["input"]["settings"] for e in models] == [
+        {"max_tokens": 64, "temperature": 0.0}
+    ] * 2
+    # Re-running the cell replays the run from the log: the same settings, so no divergence.
+    again = Chat(
+        ScriptedProvider([]), tools=[add], settings=settings, journal=journal, id="run-set"
+    )
+    assert (await again.run("add 1 and 2")).text == "3"
 
 
 async def test_structured_output_is_validated_live_and_replayed(tmp_path: Path) -> None:
