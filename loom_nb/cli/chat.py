@@ -55,7 +55,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chat = subparsers.add_parser("chat", help="saved conversations: list, show")
     commands = chat.add_subparsers(dest="chat_command", metavar="COMMAND", required=True)
 
-    ls = commands.add_parser("ls", parents=[common], help="list the chats, newest first")
+    ls = commands.add_parser(
+        "ls", aliases=["list"], parents=[common], help="list the chats, newest first"
+    )
     ls.add_argument("--json", action="store_true", help="one JSON object per chat")
     ls.set_defaults(handler=_ls)
 

@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     commands = journal.add_subparsers(dest="journal_command", metavar="COMMAND", required=True)
 
-    ls = commands.add_parser("ls", parents=[common], help="list executions")
+    ls = commands.add_parser("ls", aliases=["list"], parents=[common], help="list executions")
     ls.add_argument("--json", action="store_true", help="one JSON object per execution")
     ls.set_defaults(handler=_ls)
 

@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     get.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     get.set_defaults(handler=_get)
 
-    ls = commands.add_parser("ls", parents=[common], help="list stored blobs")
+    ls = commands.add_parser("ls", aliases=["list"], parents=[common], help="list stored blobs")
     ls.add_argument("--json", action="store_true", help="one JSON object per blob")
     ls.set_defaults(handler=_ls)
 

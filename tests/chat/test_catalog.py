@@ -97,6 +97,14 @@ async def test_the_cli_lists_and_shows_chats(
     assert lines[1].endswith("\temail a\tawaiting approval")
     assert lines[2].split("\t")[1:3] == ["1 turn", "claude-sonnet-4-5"]
     assert lines[2].endswith("\twhat is this?")  # whitespace folded to one line
+    # `list`, the word the help text uses, is the same command (it was refused as unknown).
+    assert main(["chat", "list", "--journal", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines() == lines
+    assert main(["journal", "list", "--journal", str(path)]) == 0
+    executions = capsys.readouterr().out
+    assert main(["journal", "ls", "--journal", str(path)]) == 0
+    assert capsys.readouterr().out == executions
+    assert "old" in executions
 
     assert main(["chat", "ls", "--journal", str(path), "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
