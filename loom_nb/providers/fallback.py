@@ -45,6 +45,7 @@ from loom_nb.errors import (
     UnsupportedModalityError,
 )
 from loom_nb.providers._base import LlmProvider, LlmStreamChunk
+from loom_nb.providers._defaults import default_max_tokens
 from loom_nb.settings import ModelSettings
 
 __all__ = ["FallbackProvider", "falls_back"]
@@ -179,7 +180,7 @@ class FallbackProvider:
         A spending limit's output cap is left off only when it is above this, so it bounds
         whichever provider answers.
         """
-        values = [_default_max_tokens(p) for p in self.providers]
+        values = [default_max_tokens(p) for p in self.providers]
         ints = [v for v in values if v is not None]
         return max(ints) if ints and len(ints) == len(values) else None
 
@@ -282,15 +283,6 @@ class FallbackProvider:
         if skipped:
             update["provider_data"] = {**response.provider_data, "fallback": list(skipped)}
         return response.model_copy(update=update)
-
-
-def _default_max_tokens(provider: object) -> int | None:
-    """The ``max_tokens`` a provider's call has when it sets none (None: unbounded)."""
-    settings = getattr(provider, "settings", None)
-    if isinstance(settings, ModelSettings) and settings.max_tokens is not None:
-        return settings.max_tokens
-    value = getattr(provider, "max_tokens", None)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _call_kwargs(
