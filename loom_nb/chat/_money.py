@@ -20,7 +20,7 @@ from loom_nb.chat._cost import can_price, price_of, run_responses
 from loom_nb.chat._records import ChatTurn
 from loom_nb.content import LlmResponse, Usage
 from loom_nb.errors import ConfigurationError
-from loom_nb.providers._defaults import default_max_tokens
+from loom_nb.providers._defaults import default_max_tokens, default_thinking_budget
 from loom_nb.spending import Budget, Limits, Meter, Pricer, Spent
 
 if TYPE_CHECKING:
@@ -88,7 +88,12 @@ def make_budget(
         meters.append(Meter(run_limits, Spent(), scope))
     if not meters:
         return None
-    return Budget(meters, price=pricer(provider), default_max_tokens=default_max_tokens(provider))
+    return Budget(
+        meters,
+        price=pricer(provider),
+        default_max_tokens=default_max_tokens(provider),
+        default_thinking_budget=default_thinking_budget(provider),
+    )
 
 
 def tokens_text(usage: Usage) -> str:

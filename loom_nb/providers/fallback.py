@@ -45,7 +45,7 @@ from loom_nb.errors import (
     UnsupportedModalityError,
 )
 from loom_nb.providers._base import LlmProvider, LlmStreamChunk
-from loom_nb.providers._defaults import default_max_tokens
+from loom_nb.providers._defaults import default_max_tokens, default_thinking_budget
 from loom_nb.settings import ModelSettings
 
 __all__ = ["FallbackProvider", "falls_back"]
@@ -183,6 +183,19 @@ class FallbackProvider:
         values = [default_max_tokens(p) for p in self.providers]
         ints = [v for v in values if v is not None]
         return max(ints) if ints and len(ints) == len(values) else None
+
+    @property
+    def thinking_budget(self) -> int | None:
+        """The largest thinking budget a provider's settings set when a call sets none, None
+        when no provider sets one.
+
+        Unlike ``max_tokens``, a provider without one does not make this unknown: it does not
+        think, which asks for less. A spending limit whose output cap could not hold this refuses
+        the call, as it would refuse that provider alone (and the provider, capped, would refuse
+        the call itself, sending it to the next one).
+        """
+        values = [v for v in map(default_thinking_budget, self.providers) if v is not None]
+        return max(values) if values else None
 
     @property
     def caches_prompts(self) -> bool:

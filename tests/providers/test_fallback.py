@@ -352,6 +352,36 @@ async def test_the_output_cap_reaches_a_fallback_member_without_a_default(
     assert second.sent[0]["max_completion_tokens"] == 5000
 
 
+async def test_a_fallback_members_thinking_budget_counts_against_the_output_limit(
+    tmp_path: Any, sleeps: RecordingSleep
+) -> None:
+    """A member built with settings=ModelSettings(thinking_budget=2000) under
+    Limits(max_output_tokens=1500): the call is refused as budget_exceeded before any I/O, as it
+    is with that provider alone. The budget saw no thinking budget behind the fallback, so it
+    admitted the call capped to 1,500; the member then refused it (its thinking budget must be
+    below max_tokens) and the call silently went to the next model."""
+    from loom_nb import BudgetExceededError, Limits, ModelSettings
+
+    thinking = ModelSettings(thinking_budget=2000)
+    first, second = Script(), Script((200, openai_answer("not the model asked for")))
+    members = [anthropic(first, sleeps, settings=thinking), openai(second)]
+    fallback = FallbackProvider(members)
+    assert fallback.thinking_budget == 2000  # a member that does not think leaves it known
+    assert FallbackProvider([members[1]]).thinking_budget is None
+    for n, provider in enumerate([members[0], fallback]):
+        chat = Chat(
+            provider,
+            journal=Journal(str(tmp_path / f"{n}.sqlite")),
+            id="think",
+            limits=Limits(max_output_tokens=1500),
+        )
+        with pytest.raises(BudgetExceededError) as info:
+            await chat("hi")
+        assert info.value.limit == "max_output_tokens"
+        assert "thinking budget (2000)" in info.value.message
+    assert (first.calls, second.calls) == (0, 0)
+
+
 def test_construction_is_checked() -> None:
     """An empty list or a non-provider is refused as ConfigurationError."""
     from loom_nb.errors import ConfigurationError
