@@ -14,8 +14,10 @@ provider cannot answer now or cannot answer this* it goes to the next one:
 
 Anything else is raised at once, never retried elsewhere: a 400 (the request is wrong, and
 another vendor would be as wrong to take it), an authentication failure, a guard refusal (the
-request is unsafe whoever answers), an answer that does not validate. When every provider failed
-over, the last error is raised with ``details["fallback_attempts"]`` listing each one.
+request is unsafe whoever answers), an answer that does not validate. The error that ends the
+call after some provider was skipped (every provider failed over, or the next one failed in a way
+that never falls over) is raised as it is, with ``details["fallback_attempts"]`` listing each
+attempt in order, that error's last.
 
 There is no second pipeline: each provider still checks its capabilities and guards the request
 itself. The fallback declares the union of their capabilities, so a request any of them can take
@@ -270,19 +272,24 @@ class FallbackProvider:
                     yield LlmStreamChunk(kind="reset")
 
     def _skip(self, error: Exception, index: int, skipped: list[dict[str, Any]]) -> None:
-        """Note a provider that failed over; re-raise when the error is final or none is left."""
+        """Note a provider that failed over; re-raise when the error is final or none is left.
+
+        A raised error after a skipped provider lists every attempt (``fallback_attempts``), so
+        the user sees why a later provider was asked at all.
+        """
         entry = {
             "provider": self.labels[index],
             "code": getattr(error, "code", type(error).__name__),
             "message": str(error)[:300],
         }
-        if not falls_back(error):
-            raise error
-        skipped.append(entry)
-        if index == len(self.providers) - 1:
-            if isinstance(error, LoomError):
-                error.details["fallback_attempts"] = list(skipped)
-            raise error
+        moves_on = falls_back(error)
+        if moves_on and index < len(self.providers) - 1:
+            skipped.append(entry)
+            return
+        # every provider failed over, or this one failed for good after others were skipped
+        if isinstance(error, LoomError) and (moves_on or skipped):
+            error.details["fallback_attempts"] = [*skipped, entry]
+        raise error
 
     def _mark(
         self, response: LlmResponse, index: int, skipped: list[dict[str, Any]]

@@ -183,6 +183,42 @@ async def test_when_every_provider_is_down_the_last_error_lists_the_attempts(
     ]
 
 
+async def test_a_final_error_after_skipped_providers_lists_the_attempts(
+    sleeps: RecordingSleep,
+) -> None:
+    """Anthropic is overloaded (skipped), then OpenAI refuses the request with a 400: the 400 is
+    raised as it is (same type, status and code) and its details list both attempts. It used to
+    carry no record that Anthropic had been tried, so the user could not tell why OpenAI was
+    asked at all."""
+    invalid = {"error": {"message": "bad", "type": "invalid_request_error"}}
+    alone = openai(Script((400, invalid)), max_retries=0)
+    with pytest.raises(ProviderError) as plain:
+        await alone.complete(REQUEST)
+    first = Script((529, OVERLOADED), (529, OVERLOADED), (529, OVERLOADED))
+    second = Script((400, invalid))
+    fallback = FallbackProvider([anthropic(first, sleeps), openai(second, max_retries=0)])
+    with pytest.raises(ProviderError) as info:
+        await fallback.complete(REQUEST)
+    error = info.value
+    assert (type(error), error.status, error.code) == (ProviderError, 400, plain.value.code)
+    attempts = error.details["fallback_attempts"]
+    assert [(a["provider"], a["code"]) for a in attempts] == [
+        ("anthropic", "provider_overloaded"),
+        ("openai", plain.value.code),
+    ]
+    assert "fallback_attempts" not in plain.value.details  # nothing was skipped: nothing to list
+    # the same in a stream
+    first = Script((529, OVERLOADED), (529, OVERLOADED), (529, OVERLOADED))
+    second = Script((400, invalid))
+    fallback = FallbackProvider([anthropic(first, sleeps), openai(second, max_retries=0)])
+    with pytest.raises(ProviderError) as streamed:
+        await collect_stream(fallback.stream(REQUEST))
+    assert [a["provider"] for a in streamed.value.details["fallback_attempts"]] == [
+        "anthropic",
+        "openai",
+    ]
+
+
 async def test_a_stream_that_breaks_midway_is_reset_before_the_next_provider(
     sleeps: RecordingSleep,
 ) -> None:
