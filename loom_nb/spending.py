@@ -241,10 +241,12 @@ class Budget:
 
 
 def format_cost(cost: Decimal | None) -> str:
-    """``$0.0123`` (four significant decimals at least), or ``cost unknown``.
+    """``$0.0123`` (four decimals; six below a cent), ``$0`` for nothing, ``<$0.000001`` for a
+    positive cost that six decimals would round to zero, or ``cost unknown``.
 
     In the core layer so that every view of money (a chat's header, a comparison's cells and
-    totals) writes it the same way.
+    totals, a map's progress, the CLI) writes it the same way. A cost that was spent never reads
+    as ``$0.000000``, which looks free.
     """
     if cost is None:
         return "cost unknown"
@@ -252,7 +254,8 @@ def format_cost(cost: Decimal | None) -> str:
         return "$0"
     if cost >= Decimal("0.01"):
         return f"${cost:.4f}"
-    return f"${cost:.6f}"
+    text = f"${cost:.6f}"
+    return "<$0.000001" if cost > 0 and text == "$0.000000" else text
 
 
 def _refusal(
