@@ -143,7 +143,8 @@ class Budget:
 
     ``meters`` are the limits (a chat's, a run's), each with what was spent under it already;
     ``price`` prices one answer (see ``Pricer``); ``default_max_tokens`` is the output cap a
-    call has when its settings set none (a provider's own default, None: unbounded).
+    call has when its settings set none (a provider's own default, None: unbounded), and
+    ``default_thinking_budget`` the thinking budget (None: the provider does not think).
     """
 
     def __init__(
@@ -152,10 +153,12 @@ class Budget:
         *,
         price: Pricer | None = None,
         default_max_tokens: int | None = None,
+        default_thinking_budget: int | None = None,
     ) -> None:
         self.meters = [m for m in meters if not m.limits.is_empty()]
         self._price = price
         self._default_max_tokens = default_max_tokens
+        self._default_thinking_budget = default_thinking_budget
 
     def __bool__(self) -> bool:
         return bool(self.meters)
@@ -163,9 +166,10 @@ class Budget:
     def admit(self, max_tokens: int | None, thinking_budget: int | None = None) -> int | None:
         """Refuse the next call if a limit is reached; else the ``max_tokens`` it must use.
 
-        ``max_tokens`` is the call's own setting (None: the provider's default). Returns the
-        capped value when the output limit leaves less than that, else None (no change).
-        Raises ``BudgetExceededError`` (before any I/O).
+        ``max_tokens`` and ``thinking_budget`` are the call's own settings (None: the provider's
+        defaults). Returns the capped value when the output limit leaves less than that, else
+        None (no change). Raises ``BudgetExceededError`` (before any I/O), also when the cap
+        could not hold the thinking budget.
         """
         cap: int | None = None
         for meter in self.meters:
@@ -190,6 +194,8 @@ class Budget:
                 cap = left if cap is None else min(cap, left)
         if cap is None:
             return None
+        if thinking_budget is None:
+            thinking_budget = self._default_thinking_budget
         if thinking_budget is not None and cap <= thinking_budget:
             meter = next(m for m in self.meters if m.limits.max_output_tokens is not None)
             raise _refusal(
@@ -235,10 +241,12 @@ class Budget:
 
 
 def format_cost(cost: Decimal | None) -> str:
-    """``$0.0123`` (four significant decimals at least), or ``cost unknown``.
+    """``$0.0123`` (four decimals; six below a cent), ``$0`` for nothing, ``<$0.000001`` for a
+    positive cost that six decimals would round to zero, or ``cost unknown``.
 
     In the core layer so that every view of money (a chat's header, a comparison's cells and
-    totals) writes it the same way.
+    totals, a map's progress, the CLI) writes it the same way. A cost that was spent never reads
+    as ``$0.000000``, which looks free.
     """
     if cost is None:
         return "cost unknown"
@@ -246,7 +254,8 @@ def format_cost(cost: Decimal | None) -> str:
         return "$0"
     if cost >= Decimal("0.01"):
         return f"${cost:.4f}"
-    return f"${cost:.6f}"
+    text = f"${cost:.6f}"
+    return "<$0.000001" if cost > 0 and text == "$0.000000" else text
 
 
 def _refusal(

@@ -51,7 +51,7 @@ from loom_nb.chat._map_pace import THROTTLED, Pacer
 from loom_nb.chat._map_plan import MapPlan, journal_plan, make_plan, principal_of
 from loom_nb.chat._map_progress import MapProgress, show_progress
 from loom_nb.chat._map_result import MapResult
-from loom_nb.chat._money import check_limits, pricer, spent_of
+from loom_nb.chat._money import check_limits, make_budget
 from loom_nb.chat._sync import Pending, run_blocking
 from loom_nb.content import LlmResponse
 from loom_nb.errors import (
@@ -63,7 +63,7 @@ from loom_nb.errors import (
 from loom_nb.journal._open_many import open_new
 from loom_nb.journal._outcomes import give_back, step_outcomes
 from loom_nb.providers.batches import batch_api
-from loom_nb.spending import Budget, Limits, Meter, Spent
+from loom_nb.spending import Budget, Limits
 
 if TYPE_CHECKING:
     from loom_nb.chat._chat import Chat
@@ -183,7 +183,10 @@ async def run_map(
         provider=identity,
         store=lambda: chat.store,
     )
-    run = MapRun(chat, plan, identity, concurrency, _budget(chat, map_limits), retry_failed)
+    budget = make_budget(
+        chat.provider, chat.limits, chat.turns, chat.journal, map_limits, scope="map"
+    )
+    run = MapRun(chat, plan, identity, concurrency, budget, retry_failed)
     run.join = joined
     if _started is not None:
         _started(run)
@@ -192,22 +195,6 @@ async def run_map(
     if batch is not None:
         return await batch(run)
     return await run.go()
-
-
-def _budget(chat: Chat, limits: Limits | None) -> Budget | None:
-    meters = []
-    if chat.limits is not None and not chat.limits.is_empty():
-        meters.append(Meter(chat.limits, spent_of(chat.turns, chat.journal), "chat"))
-    if limits is not None and not limits.is_empty():
-        meters.append(Meter(limits, Spent(), "map"))
-    if not meters:
-        return None
-    default = getattr(chat.provider, "max_tokens", None)
-    return Budget(
-        meters,
-        price=pricer(chat.provider),
-        default_max_tokens=default if isinstance(default, int) else None,
-    )
 
 
 class MapRun:

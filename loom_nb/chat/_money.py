@@ -20,6 +20,7 @@ from loom_nb.chat._cost import can_price, price_of, run_responses
 from loom_nb.chat._records import ChatTurn
 from loom_nb.content import LlmResponse, Usage
 from loom_nb.errors import ConfigurationError
+from loom_nb.providers._defaults import default_max_tokens, default_thinking_budget
 from loom_nb.spending import Budget, Limits, Meter, Pricer, Spent
 
 if TYPE_CHECKING:
@@ -73,20 +74,25 @@ def make_budget(
     turns: Sequence[ChatTurn],
     journal: Journal | None,
     run_limits: Limits | None = None,
+    *,
+    scope: str = "run",
 ) -> Budget | None:
-    """The budget for the next model calls (None when no limit is set)."""
+    """The budget for the next model calls (None when no limit is set).
+
+    ``run_limits`` bound one run or one map (``scope``: ``"run"``, ``"map"``) from zero.
+    """
     meters: list[Meter] = []
     if chat_limits is not None and not chat_limits.is_empty():
         meters.append(Meter(chat_limits, spent_of(turns, journal), "chat"))
     if run_limits is not None and not run_limits.is_empty():
-        meters.append(Meter(run_limits, Spent(), "run"))
+        meters.append(Meter(run_limits, Spent(), scope))
     if not meters:
         return None
-    default = getattr(provider, "max_tokens", None)
     return Budget(
         meters,
         price=pricer(provider),
-        default_max_tokens=default if isinstance(default, int) else None,
+        default_max_tokens=default_max_tokens(provider),
+        default_thinking_budget=default_thinking_budget(provider),
     )
 
 

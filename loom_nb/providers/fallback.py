@@ -14,8 +14,10 @@ provider cannot answer now or cannot answer this* it goes to the next one:
 
 Anything else is raised at once, never retried elsewhere: a 400 (the request is wrong, and
 another vendor would be as wrong to take it), an authentication failure, a guard refusal (the
-request is unsafe whoever answers), an answer that does not validate. When every provider failed
-over, the last error is raised with ``details["fallback_attempts"]`` listing each one.
+request is unsafe whoever answers), an answer that does not validate. The error that ends the
+call after some provider was skipped (every provider failed over, or the next one failed in a way
+that never falls over) is raised as it is, with ``details["fallback_attempts"]`` listing each
+attempt in order, that error's last.
 
 There is no second pipeline: each provider still checks its capabilities and guards the request
 itself. The fallback declares the union of their capabilities, so a request any of them can take
@@ -45,6 +47,7 @@ from loom_nb.errors import (
     UnsupportedModalityError,
 )
 from loom_nb.providers._base import LlmProvider, LlmStreamChunk
+from loom_nb.providers._defaults import default_max_tokens, default_thinking_budget
 from loom_nb.settings import ModelSettings
 
 __all__ = ["FallbackProvider", "falls_back"]
@@ -179,9 +182,22 @@ class FallbackProvider:
         A spending limit's output cap is left off only when it is above this, so it bounds
         whichever provider answers.
         """
-        values = [_default_max_tokens(p) for p in self.providers]
+        values = [default_max_tokens(p) for p in self.providers]
         ints = [v for v in values if v is not None]
         return max(ints) if ints and len(ints) == len(values) else None
+
+    @property
+    def thinking_budget(self) -> int | None:
+        """The largest thinking budget a provider's settings set when a call sets none, None
+        when no provider sets one.
+
+        Unlike ``max_tokens``, a provider without one does not make this unknown: it does not
+        think, which asks for less. A spending limit whose output cap could not hold this refuses
+        the call, as it would refuse that provider alone (and the provider, capped, would refuse
+        the call itself, sending it to the next one).
+        """
+        values = [v for v in map(default_thinking_budget, self.providers) if v is not None]
+        return max(values) if values else None
 
     @property
     def caches_prompts(self) -> bool:
@@ -256,19 +272,24 @@ class FallbackProvider:
                     yield LlmStreamChunk(kind="reset")
 
     def _skip(self, error: Exception, index: int, skipped: list[dict[str, Any]]) -> None:
-        """Note a provider that failed over; re-raise when the error is final or none is left."""
+        """Note a provider that failed over; re-raise when the error is final or none is left.
+
+        A raised error after a skipped provider lists every attempt (``fallback_attempts``), so
+        the user sees why a later provider was asked at all.
+        """
         entry = {
             "provider": self.labels[index],
             "code": getattr(error, "code", type(error).__name__),
             "message": str(error)[:300],
         }
-        if not falls_back(error):
-            raise error
-        skipped.append(entry)
-        if index == len(self.providers) - 1:
-            if isinstance(error, LoomError):
-                error.details["fallback_attempts"] = list(skipped)
-            raise error
+        moves_on = falls_back(error)
+        if moves_on and index < len(self.providers) - 1:
+            skipped.append(entry)
+            return
+        # every provider failed over, or this one failed for good after others were skipped
+        if isinstance(error, LoomError) and (moves_on or skipped):
+            error.details["fallback_attempts"] = [*skipped, entry]
+        raise error
 
     def _mark(
         self, response: LlmResponse, index: int, skipped: list[dict[str, Any]]
@@ -282,15 +303,6 @@ class FallbackProvider:
         if skipped:
             update["provider_data"] = {**response.provider_data, "fallback": list(skipped)}
         return response.model_copy(update=update)
-
-
-def _default_max_tokens(provider: object) -> int | None:
-    """The ``max_tokens`` a provider's call has when it sets none (None: unbounded)."""
-    settings = getattr(provider, "settings", None)
-    if isinstance(settings, ModelSettings) and settings.max_tokens is not None:
-        return settings.max_tokens
-    value = getattr(provider, "max_tokens", None)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _call_kwargs(

@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from PIL import Image
 
@@ -479,6 +480,38 @@ def test_cost_comes_from_genai_prices_for_known_models() -> None:
     assert price_of(provider, unknown) is None
     assert format_cost(None) == "cost unknown"
     assert format_cost(Decimal("0.0105")) == "$0.0105"
+
+
+async def test_a_cost_below_a_millionth_of_a_dollar_is_not_shown_as_free() -> None:
+    """One input token on gpt-4.1-nano costs $0.0000001: the chat's header says "<$0.000001",
+    not "$0.000000", which reads as free; an exact zero stays "$0"."""
+    answer = {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4.1-nano",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1},
+    }
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda _request: httpx.Response(200, json=answer))
+    )
+    chat = Chat(
+        OpenAIProvider("gpt-4.1-nano", api_key="k" * 24, http_client=client),
+        journal=Journal(),
+        id="tiny",
+    )
+    await chat("hi")
+    assert chat.cost == Decimal("0.0000001")
+    assert chat.header().endswith(" · <$0.000001")
+    assert "&lt;$0.000001" in displayed(chat)["text/html"]  # escaped in the saved HTML
+    assert chat.to_markdown().splitlines()[0].endswith(r" · \<\$0\.000001")  # escaped Markdown
+    assert format_cost(Decimal("0.0000005")) == "<$0.000001"  # rounds to six zeros
+    assert format_cost(Decimal("0.00000051")) == "$0.000001"
+    assert format_cost(Decimal("0.000123")) == "$0.000123"
+    assert format_cost(Decimal(0)) == "$0"
 
 
 async def test_chat_and_values_display_as_transcripts() -> None:

@@ -139,6 +139,24 @@ async def test_the_output_cap_reaches_a_fallback_member_whose_settings_raise_max
     assert wire.sent[0]["max_tokens"] == 5000
 
 
+async def test_a_map_caps_a_provider_whose_settings_set_max_tokens(tmp_path: Path) -> None:
+    """A plain provider built with settings=ModelSettings(max_tokens=10_000) in a map under
+    Limits(max_output_tokens=5000): the item's call is capped to 5,000. (The map's budget read
+    the provider's max_tokens attribute, 4096, as its default; the journaled step merges the
+    provider's settings into the request first, so the cap was right all along.)"""
+    wire = Wire(answer("a"))
+    big = AnthropicProvider(
+        "claude-sonnet-4-5",
+        api_key=KEY,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(wire)),
+        settings=ModelSettings(max_tokens=10_000),
+    )
+    chat = Chat(big, journal=journal(tmp_path), id="map-settings")
+    result = await chat.map(["q"], limits=Limits(max_output_tokens=5000))
+    assert result.errors == {}
+    assert wire.sent[0]["max_tokens"] == 5000
+
+
 async def test_a_run_halts_at_its_request_limit_and_resumes_where_it_stopped(
     tmp_path: Path,
 ) -> None:

@@ -183,6 +183,42 @@ async def test_when_every_provider_is_down_the_last_error_lists_the_attempts(
     ]
 
 
+async def test_a_final_error_after_skipped_providers_lists_the_attempts(
+    sleeps: RecordingSleep,
+) -> None:
+    """Anthropic is overloaded (skipped), then OpenAI refuses the request with a 400: the 400 is
+    raised as it is (same type, status and code) and its details list both attempts. It used to
+    carry no record that Anthropic had been tried, so the user could not tell why OpenAI was
+    asked at all."""
+    invalid = {"error": {"message": "bad", "type": "invalid_request_error"}}
+    alone = openai(Script((400, invalid)), max_retries=0)
+    with pytest.raises(ProviderError) as plain:
+        await alone.complete(REQUEST)
+    first = Script((529, OVERLOADED), (529, OVERLOADED), (529, OVERLOADED))
+    second = Script((400, invalid))
+    fallback = FallbackProvider([anthropic(first, sleeps), openai(second, max_retries=0)])
+    with pytest.raises(ProviderError) as info:
+        await fallback.complete(REQUEST)
+    error = info.value
+    assert (type(error), error.status, error.code) == (ProviderError, 400, plain.value.code)
+    attempts = error.details["fallback_attempts"]
+    assert [(a["provider"], a["code"]) for a in attempts] == [
+        ("anthropic", "provider_overloaded"),
+        ("openai", plain.value.code),
+    ]
+    assert "fallback_attempts" not in plain.value.details  # nothing was skipped: nothing to list
+    # the same in a stream
+    first = Script((529, OVERLOADED), (529, OVERLOADED), (529, OVERLOADED))
+    second = Script((400, invalid))
+    fallback = FallbackProvider([anthropic(first, sleeps), openai(second, max_retries=0)])
+    with pytest.raises(ProviderError) as streamed:
+        await collect_stream(fallback.stream(REQUEST))
+    assert [a["provider"] for a in streamed.value.details["fallback_attempts"]] == [
+        "anthropic",
+        "openai",
+    ]
+
+
 async def test_a_stream_that_breaks_midway_is_reset_before_the_next_provider(
     sleeps: RecordingSleep,
 ) -> None:
@@ -350,6 +386,36 @@ async def test_the_output_cap_reaches_a_fallback_member_without_a_default(
     assert (first.calls, second.calls, reply.provider) == (3, 1, "openai")
     assert first.sent[0]["max_tokens"] <= 5000
     assert second.sent[0]["max_completion_tokens"] == 5000
+
+
+async def test_a_fallback_members_thinking_budget_counts_against_the_output_limit(
+    tmp_path: Any, sleeps: RecordingSleep
+) -> None:
+    """A member built with settings=ModelSettings(thinking_budget=2000) under
+    Limits(max_output_tokens=1500): the call is refused as budget_exceeded before any I/O, as it
+    is with that provider alone. The budget saw no thinking budget behind the fallback, so it
+    admitted the call capped to 1,500; the member then refused it (its thinking budget must be
+    below max_tokens) and the call silently went to the next model."""
+    from loom_nb import BudgetExceededError, Limits, ModelSettings
+
+    thinking = ModelSettings(thinking_budget=2000)
+    first, second = Script(), Script((200, openai_answer("not the model asked for")))
+    members = [anthropic(first, sleeps, settings=thinking), openai(second)]
+    fallback = FallbackProvider(members)
+    assert fallback.thinking_budget == 2000  # a member that does not think leaves it known
+    assert FallbackProvider([members[1]]).thinking_budget is None
+    for n, provider in enumerate([members[0], fallback]):
+        chat = Chat(
+            provider,
+            journal=Journal(str(tmp_path / f"{n}.sqlite")),
+            id="think",
+            limits=Limits(max_output_tokens=1500),
+        )
+        with pytest.raises(BudgetExceededError) as info:
+            await chat("hi")
+        assert info.value.limit == "max_output_tokens"
+        assert "thinking budget (2000)" in info.value.message
+    assert (first.calls, second.calls) == (0, 0)
 
 
 def test_construction_is_checked() -> None:
