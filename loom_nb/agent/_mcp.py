@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -133,7 +134,9 @@ class MCPToolset:
         self._starting_loop: asyncio.AbstractEventLoop | None = None
         self._fresh_listing: dict[str, Any] | None = None
         self._pending: tuple[Journal, dict[str, Any]] | None = None
-        self._checked: set[tuple[int, str]] = set()  # (id(journal), hash) verified this process
+        # The listing hashes verified per journal this process. Keyed by the journal object, not
+        # by id(): a collected journal's id can be reused by a new one with other pins.
+        self._checked: weakref.WeakKeyDictionary[Journal, set[str]] = weakref.WeakKeyDictionary()
 
     # -- construction ------------------------------------------------------------------------
 
@@ -352,8 +355,7 @@ class MCPToolset:
         return listing
 
     async def _check_pin(self, journal: Journal, listing: dict[str, Any]) -> None:
-        seen = (id(journal), listing["hash"])
-        if seen in self._checked:
+        if listing["hash"] in self._checked.get(journal, ()):
             return
         pin = await self._pin(journal)
         if pin is None:
@@ -376,7 +378,7 @@ class MCPToolset:
                 removed=names["removed"],
                 changed=names["changed"],
             )
-        self._checked.add(seen)
+        self._checked.setdefault(journal, set()).add(listing["hash"])
 
     async def _pin(self, journal: Journal) -> dict[str, Any] | None:
         """The journal's pin of this server; one recorded under the legacy key is moved over."""
@@ -413,7 +415,7 @@ class MCPToolset:
         journal, listing = self._pending
         _drive(accept_pin(journal, self.name, self.key, self.identity, listing))
         self._pending = None
-        self._checked.add((id(journal), listing["hash"]))
+        self._checked.setdefault(journal, set()).add(listing["hash"])
 
     async def tools(self, *, journal: Journal | None = None) -> list[ToolDefinition]:
         """List the server's tools live (starting it if needed) as ``ToolDefinition``\\ s.

@@ -239,3 +239,29 @@ async def test_an_ipv6_server_s_pin_under_the_unbracketed_identity_is_honoured(
     assert pin is not None
     assert pin["hash"] == pinned["hash"]
     assert pin["server"]["url"] == "http://[::1]:8000/mcp"
+
+
+async def test_a_pin_check_is_not_skipped_for_a_journal_that_reuses_another_s_id(
+    hostile_http: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two journals alike to ``id()`` (as a collected journal's id is reused by a new one): the
+    second one's pin is still checked, so its pinned menu still refuses a change."""
+    import loom_nb.agent._mcp as mcp_module
+
+    monkeypatch.setattr(mcp_module, "id", lambda _obj: 1, raising=False)
+    first, second = Journal(tmp_path / "a.sqlite"), Journal(tmp_path / "b.sqlite")
+    async with MCPToolset.http(hostile_http, name="web") as server:
+        listing = await listing_of(server)
+        tools = [{**t, "description": "pinned"} for t in listing["tools"]]
+        await accept_pin(
+            second,
+            "web",
+            server.key,
+            server.identity,
+            {"hash": definitions_hash(tools), "tools": tools},
+        )
+        await server.tools(journal=first)
+        with pytest.raises(MCPToolsChangedError):
+            await server.tools(journal=second)
+    first.close()
+    second.close()
