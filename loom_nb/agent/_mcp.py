@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from loom_nb.agent._mcp_options import TOOL_NAME_BAD, check_options, default_name, safe_name
 from loom_nb.agent._mcp_pins import (
@@ -44,6 +44,7 @@ from loom_nb.agent._mcp_results import (
     failed_outcome,
 )
 from loom_nb.agent._mcp_session import MCPSession, describe
+from loom_nb.agent._mcp_url import HTTPURL, parse_http_url
 from loom_nb.agent._tools import ToolDefinition
 from loom_nb.errors import ConfigurationError, LoomError, MCPToolsChangedError
 
@@ -77,6 +78,7 @@ class MCPToolset:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         url: str | None = None,
+        parsed_url: HTTPURL | None = None,
         headers: Mapping[str, str] | None = None,
         trusted: bool = False,
         requires_approval: bool | Collection[str] = False,
@@ -93,9 +95,15 @@ class MCPToolset:
         self.transport = transport
         """``"stdio"`` or ``"http"``."""
         self.identity = identity
-        """What the pin knows the server by: name, transport, command or URL (no env, no headers)."""
+        """What the pin knows the server by: name, transport, command or URL (no env, no headers,
+        no user, password or query values of the URL)."""
         self.key = identity_key(identity)
         """The ``sha256:`` of ``identity``."""
+        # The key versions before the query rule gave this server, when it differs (``_mcp_url``):
+        # a pin recorded under it is honoured and recorded again under ``key``. Never written.
+        self._legacy_key: str | None = None
+        if parsed_url is not None and parsed_url.legacy is not None:
+            self._legacy_key = identity_key({**identity, "url": parsed_url.legacy})
         self.trusted = bool(trusted)
         """Whether results are taken as trusted (not marked, not fenced)."""
         self.requires_approval = requires_approval
@@ -120,12 +128,15 @@ class MCPToolset:
             headers=headers,
             where=" ".join(argv) if argv is not None else str(identity.get("url")),
             startup_timeout=float(startup_timeout),
+            redactor=parsed_url,
         )
         self._starting: asyncio.Lock | None = None
         self._starting_loop: asyncio.AbstractEventLoop | None = None
         self._fresh_listing: dict[str, Any] | None = None
         self._pending: tuple[Journal, dict[str, Any]] | None = None
-        self._checked: set[tuple[int, str]] = set()  # (id(journal), hash) verified this process
+        # The listing hashes verified per journal this process. Keyed by the journal object, not
+        # by id(): a collected journal's id can be reused by a new one with other pins.
+        self._checked: weakref.WeakKeyDictionary[Journal, set[str]] = weakref.WeakKeyDictionary()
 
     # -- construction ------------------------------------------------------------------------
 
@@ -209,22 +220,14 @@ class MCPToolset:
     ) -> MCPToolset:
         """A server reached over streamable HTTP at ``url`` (e.g. ``http://127.0.0.1:8000/mcp``).
 
-        ``headers`` go with every request (an ``Authorization`` token, say); they never reach
-        the journal, and neither do a user and password in the URL. ``name`` defaults to the
-        URL's host.
+        ``headers`` go with every request (an ``Authorization`` token, say). Neither they, nor a
+        user and password in the URL, nor the values of its query string (``?api_key=...``)
+        reach the journal, ``repr`` or an error message: the pin knows the server by scheme,
+        host, port, path and the query's parameter names only (``https://x.example/mcp?api_key``;
+        see ``loom_nb.agent._mcp_url``), so URLs differing only in a query value are one server.
+        ``name`` defaults to the URL's host.
         """
-        parts: SplitResult | None
-        try:
-            parts = urlsplit(url) if isinstance(url, str) else None
-            port = parts.port if parts is not None else None  # raises for a port out of range
-        except ValueError:  # a malformed host or port
-            parts = port = None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigurationError(
-                f"MCPToolset.http() needs an http(s) URL such as 'http://127.0.0.1:8000/mcp', "
-                f"not {url!r}.",
-                code="invalid_argument",
-            )
+        parsed = parse_http_url(url)
         if headers is not None and not (
             isinstance(headers, Mapping)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
@@ -232,14 +235,13 @@ class MCPToolset:
             raise ConfigurationError(
                 "MCPToolset.http(headers=...) is a mapping of str to str.", code="invalid_argument"
             )
-        host = parts.hostname + (f":{port}" if port else "")
-        public = urlunsplit((parts.scheme, host, parts.path, parts.query, ""))
-        server = name if name is not None else safe_name(parts.hostname)
+        server = name if name is not None else safe_name(parsed.host)
         return cls(
             transport="http",
             name=server,
-            identity={"name": server, "transport": "http", "url": public},
+            identity={"name": server, "transport": "http", "url": parsed.public},
             url=url,
+            parsed_url=parsed,
             headers=headers,
             trusted=trusted,
             requires_approval=requires_approval,
@@ -308,7 +310,7 @@ class MCPToolset:
                     await session.close()
                     raise session.start_error(
                         f"failed to list its tools ({describe(exc)})"
-                    ) from exc
+                    ) from session.cause(exc)
             if self._fresh_listing is not None and journal is not None:
                 await self._check_pin(journal, self._fresh_listing)
             return session.client
@@ -347,16 +349,15 @@ class MCPToolset:
                 self._session.broken = True
                 raise self._session.start_error(
                     f"failed to list its tools ({describe(exc)})"
-                ) from exc
+                ) from self._session.cause(exc)
             if journal is not None:
                 await self._check_pin(journal, listing)
         return listing
 
     async def _check_pin(self, journal: Journal, listing: dict[str, Any]) -> None:
-        seen = (id(journal), listing["hash"])
-        if seen in self._checked:
+        if listing["hash"] in self._checked.get(journal, ()):
             return
-        _, pin = latest_pin(journal, self.name, self.key)
+        pin = await self._pin(journal)
         if pin is None:
             await accept_pin(journal, self.name, self.key, self.identity, listing)
         elif pin.get("hash") != listing["hash"]:
@@ -377,7 +378,17 @@ class MCPToolset:
                 removed=names["removed"],
                 changed=names["changed"],
             )
-        self._checked.add(seen)
+        self._checked.setdefault(journal, set()).add(listing["hash"])
+
+    async def _pin(self, journal: Journal) -> dict[str, Any] | None:
+        """The journal's pin of this server; one recorded under the legacy key is moved over."""
+        _, pin = latest_pin(journal, self.name, self.key)
+        if pin is None and self._legacy_key is not None:
+            _, pin = latest_pin(journal, self.name, self._legacy_key)
+            if pin is not None:  # trusted before: recorded again without the query's values
+                old = {"hash": pin["hash"], "tools": pin.get("tools", [])}
+                pin = await accept_pin(journal, self.name, self.key, self.identity, old)
+        return pin
 
     @property
     def pending_changes(self) -> str | None:
@@ -404,7 +415,7 @@ class MCPToolset:
         journal, listing = self._pending
         _drive(accept_pin(journal, self.name, self.key, self.identity, listing))
         self._pending = None
-        self._checked.add((id(journal), listing["hash"]))
+        self._checked.setdefault(journal, set()).add(listing["hash"])
 
     async def tools(self, *, journal: Journal | None = None) -> list[ToolDefinition]:
         """List the server's tools live (starting it if needed) as ``ToolDefinition``\\ s.
@@ -547,7 +558,8 @@ class MCPToolset:
         reason = await self._session.failure_reason(exc)
         if reason is not None:
             return failed_outcome(self.name, tool, *reason)
-        return failed_outcome(self.name, tool, "mcp_error", f"the call failed: {describe(exc)}")
+        why = self._session.redact(describe(exc))  # journaled and shown to the model
+        return failed_outcome(self.name, tool, "mcp_error", f"the call failed: {why}")
 
 
 def _drive(coroutine: Any) -> Any:

@@ -3,7 +3,8 @@
 An MCP server's tool names, descriptions and input schemas reach the model as instructions, so a
 server that changes them after it was trusted (a "rug pull") changes what the model is told to
 do. The first time a journal sees a server, identified by its name and its command or URL
-(never its environment or headers, which may hold secrets), the definitions the model would see
+(never its environment, headers, or the URL's password and query values, which may hold
+secrets: ``_mcp_url``), the definitions the model would see
 are recorded with their hash. When the same server later offers other definitions to any chat on
 that journal, the run is refused with a diff (``MCPToolsChangedError``, code
 ``mcp_tools_changed``) until the user accepts the change, which records the new definitions as

@@ -23,6 +23,7 @@ from loom_nb.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from loom_nb.agent._mcp_stdio import StdioProcess
+    from loom_nb.agent._mcp_url import HTTPURL
 
 __all__ = ["MCPSession", "describe"]
 
@@ -43,9 +44,11 @@ class MCPSession:
         headers: Mapping[str, str] | None,
         where: str,
         startup_timeout: float,
+        redactor: HTTPURL | None = None,
     ) -> None:
         self.name = name
         self.where = where
+        self._redactor = redactor
         self.startup_timeout = startup_timeout
         self._argv = argv
         self._env = dict(env) if env is not None else None
@@ -102,7 +105,9 @@ class MCPSession:
             ) from exc
         except Exception as exc:
             await self.close()
-            raise self.start_error(f"could not be started or connected ({describe(exc)})") from exc
+            raise self.start_error(
+                f"could not be started or connected ({describe(exc)})"
+            ) from self.cause(exc)
         self.client = client
         return client
 
@@ -215,8 +220,20 @@ class MCPSession:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
+    def redact(self, text: str) -> str:
+        """``text`` without the URL's query values, user or password (unchanged for stdio)."""
+        return self._redactor.redact(text) if self._redactor is not None else text
+
+    def cause(self, exc: BaseException) -> BaseException | None:
+        """What an error about ``exc`` is chained to: ``exc``, or None when its traceback would
+        quote a secret of the URL (its account is in the error's message, redacted)."""
+        if self._redactor is not None and self._redactor.quotes_a_secret(exc):
+            return None
+        return exc
+
     def start_error(self, what: str) -> ConfigurationError:
         """The refusal for a server that did not start, quoting its last stderr lines."""
+        what = self.redact(what)
         process = self.process
         code = f" (exit code {process.returncode})" if process and process.returncode else ""
         tail = self.stderr_tail()
