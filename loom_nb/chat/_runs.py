@@ -95,11 +95,14 @@ class ChatRuns:
         def _leave(self) -> None: ...
         def _delta(self, sink: TextCallback | None) -> TextCallback: ...
         def _refresh_views(self, messages: list[Message] | None = None) -> None: ...
+        @property
+        def busy(self) -> bool: ...
 
     @property
     def pending_approvals(self) -> list[dict[str, Any]]:
-        """The tool calls a parked run waits on (``[]`` when nothing is parked)."""
-        if self._parked is None or not self._turns or self._turns[-1].result is None:
+        """The tool calls a parked run waits on (``[]`` when nothing is parked, or while the run
+        is live again: a resumed run waits on nothing)."""
+        if self._parked is None or self.busy or not self._turns or self._turns[-1].result is None:
             return []
         return list(self._turns[-1].result.pending_approvals)
 
@@ -266,8 +269,8 @@ class ChatRuns:
         )
         await self._ready()
         self._enter()
-        if len(self._turns) == index:  # a new run (a resumed one shows its parked turn meanwhile)
-            self._refresh_views(messages)
+        # A new run shows its prompt; a resumed one its parked turn, now replying (no buttons).
+        self._refresh_views(messages if len(self._turns) == index else None)
         landed = False
         budget = make_budget(
             self._provider, self._limits, self._turns[:index], self.journal, self._run_limits
