@@ -31,7 +31,7 @@ from loom_nb.chat._cost import answered, run_usage
 from loom_nb.chat._log import halt_run
 from loom_nb.chat._money import check_limits, make_budget
 from loom_nb.chat._records import ChatTurn, Parked, chat_divergence, print_delta
-from loom_nb.chat._sync import Pending, run_blocking
+from loom_nb.chat._sync import Pending
 from loom_nb.content import Message
 from loom_nb.errors import BudgetExceededError, ConfigurationError, ReplayDivergenceError
 from loom_nb.journal import Execution, Journal
@@ -95,6 +95,7 @@ class ChatRuns:
         def _leave(self) -> None: ...
         def _delta(self, sink: TextCallback | None) -> TextCallback: ...
         def _refresh_views(self, messages: list[Message] | None = None) -> None: ...
+        def _blocking(self, call: Pending[AgentResult]) -> AgentResult: ...
         @property
         def busy(self) -> bool: ...
 
@@ -197,8 +198,9 @@ class ChatRuns:
     def approve_sync(
         self, decisions: bool | Mapping[str, Any] = True, *, reason: str | None = None
     ) -> AgentResult:
-        """``chat.approve(...)`` from synchronous code (as ``chat.sync``)."""
-        return run_blocking(self.approve(decisions, reason=reason))
+        """``chat.approve(...)`` from synchronous code (as ``chat.sync``: an interrupt stops the
+        run, which settles before the interrupt is raised)."""
+        return self._blocking(self.approve(decisions, reason=reason))
 
     async def _approve(
         self, decisions: bool | Mapping[str, Any], reason: str | None
