@@ -121,8 +121,8 @@ class Spent:
     cost: Decimal | None = field(default_factory=lambda: Decimal(0))
 
     def describe(self) -> str:
-        """``3 requests, 12,000 in / 800 out tokens, $0.0210``."""
-        money = "cost unknown" if self.cost is None else f"${self.cost:.4f}"
+        """``3 requests, 12,000 in / 800 out tokens, $0.0210`` (the cost as ``format_cost``)."""
+        money = format_cost(self.cost)
         return (
             f"{self.requests} request{'s' if self.requests != 1 else ''}, "
             f"{self.input_tokens:,} in / {self.output_tokens:,} out tokens, {money}"
@@ -226,7 +226,7 @@ class Budget:
             )
         assert spent is not None
         if spent >= allowed:
-            raise _refusal(meter, "max_cost", f"${allowed}", f"${spent:.6f}")
+            raise _refusal(meter, "max_cost", f"${allowed}", format_cost(spent))
 
     def record(self, response: Any) -> None:
         """Count one answer (an ``LlmResponse``, live or served from the log) under every limit."""

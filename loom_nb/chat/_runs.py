@@ -31,7 +31,7 @@ from loom_nb.chat._cost import answered, run_usage
 from loom_nb.chat._log import halt_run
 from loom_nb.chat._money import check_limits, make_budget
 from loom_nb.chat._records import ChatTurn, Parked, chat_divergence, print_delta
-from loom_nb.chat._sync import Pending, run_blocking
+from loom_nb.chat._sync import Pending
 from loom_nb.content import Message
 from loom_nb.errors import BudgetExceededError, ConfigurationError, ReplayDivergenceError
 from loom_nb.journal import Execution, Journal
@@ -95,11 +95,15 @@ class ChatRuns:
         def _leave(self) -> None: ...
         def _delta(self, sink: TextCallback | None) -> TextCallback: ...
         def _refresh_views(self, messages: list[Message] | None = None) -> None: ...
+        def _blocking(self, call: Pending[AgentResult]) -> AgentResult: ...
+        @property
+        def busy(self) -> bool: ...
 
     @property
     def pending_approvals(self) -> list[dict[str, Any]]:
-        """The tool calls a parked run waits on (``[]`` when nothing is parked)."""
-        if self._parked is None or not self._turns or self._turns[-1].result is None:
+        """The tool calls a parked run waits on (``[]`` when nothing is parked, or while the run
+        is live again: a resumed run waits on nothing)."""
+        if self._parked is None or self.busy or not self._turns or self._turns[-1].result is None:
             return []
         return list(self._turns[-1].result.pending_approvals)
 
@@ -194,8 +198,9 @@ class ChatRuns:
     def approve_sync(
         self, decisions: bool | Mapping[str, Any] = True, *, reason: str | None = None
     ) -> AgentResult:
-        """``chat.approve(...)`` from synchronous code (as ``chat.sync``)."""
-        return run_blocking(self.approve(decisions, reason=reason))
+        """``chat.approve(...)`` from synchronous code (as ``chat.sync``: an interrupt stops the
+        run, which settles before the interrupt is raised)."""
+        return self._blocking(self.approve(decisions, reason=reason))
 
     async def _approve(
         self, decisions: bool | Mapping[str, Any], reason: str | None
@@ -266,8 +271,8 @@ class ChatRuns:
         )
         await self._ready()
         self._enter()
-        if len(self._turns) == index:  # a new run (a resumed one shows its parked turn meanwhile)
-            self._refresh_views(messages)
+        # A new run shows its prompt; a resumed one its parked turn, now replying (no buttons).
+        self._refresh_views(messages if len(self._turns) == index else None)
         landed = False
         budget = make_budget(
             self._provider, self._limits, self._turns[:index], self.journal, self._run_limits

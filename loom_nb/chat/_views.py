@@ -174,7 +174,6 @@ class ChatDisplay:
         _principal: Principal
         _history: list[Message]
         _turns: list[ChatTurn]
-        _parked: Any
         _halted: Any
         _stats: TurnStats
         _views: LiveViews | None
@@ -210,8 +209,8 @@ class ChatDisplay:
         stopped = [t.index for t in self._turns if t.status == "stopped"]
         if stopped:
             parts.append("stopped: turn " + ", ".join(str(i) for i in stopped))
-        if self._parked is not None:
-            waiting = ", ".join(d["id"] for d in self.pending_approvals)
+        waiting = ", ".join(d["id"] for d in self.pending_approvals)  # none while a run is live
+        if waiting:
             parts.append(f"awaiting approval: {waiting}")
         return " · ".join(parts)
 
@@ -233,7 +232,7 @@ class ChatDisplay:
             "tools": tool_names(self._tools, self._toolsets),
             "approvals": self.approvals(),
             "stats": self._stats.of(self._turns, len(self._history)),
-            "on_decision": self._on_view_decision if self._parked is not None else None,
+            "on_decision": self._on_view_decision if self.pending_approvals else None,
             "on_view": self._attach_view,
         }
 
@@ -268,7 +267,7 @@ class ChatDisplay:
             views,
             transcript,
             header,
-            on_decision=self._on_view_decision if self._parked is not None else None,
+            on_decision=self._on_view_decision if self.pending_approvals else None,
             on_stop=self.stop
             if self._stoppable and self._caller is not None and not self._held
             else None,

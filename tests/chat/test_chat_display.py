@@ -333,3 +333,49 @@ async def test_a_view_that_cannot_update_never_fails_the_turn(
     assert [t.status for t in chat.turns] == ["completed", "completed"]
     completed = [e.step_id for e in journal.events("broken") if e.kind == "step_completed"]
     assert completed == ["#chat:0:model", "#chat:1:model"]
+
+
+async def test_a_live_run_shows_as_replying_not_awaiting_approval() -> None:
+    """During a run (new, or resumed after approval) the header and view say replying, never awaiting approval."""
+    seen: list[tuple[str, str, bool]] = []
+
+    @tool(requires_approval=True)
+    def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: Where.
+        """
+        seen.append((chat.header(), view.header, view.decidable))
+        return "done"
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: The key.
+        """
+        seen.append((chat.header(), view.header, view.decidable))
+        return "found"
+
+    provider = ScriptedProvider(
+        [
+            {"tool_calls": [{"id": "k1", "name": "lookup", "input": {"key": "a"}}]},
+            {"tool_calls": [{"id": "d1", "name": "deploy", "input": {"target": "prod"}}]},
+            {"text": "Deployed."},
+        ]
+    )
+    chat = Chat(provider, tools=[lookup, deploy], journal=Journal(), id="live")
+    view, _ = _displayed(chat)
+    await chat.run("deploy it")
+    assert "awaiting approval: d1" in chat.header()
+    assert view.decidable
+    await chat.approve()
+    assert len(seen) == 2
+    for header, shown, decidable in seen:
+        assert "awaiting" not in header
+        assert "awaiting" not in shown
+        assert shown.endswith("· replying")
+        assert not decidable
+    assert "awaiting" not in chat.header()

@@ -286,3 +286,17 @@ def test_limits_are_checked() -> None:
     assert repr(Limits(max_requests=3)) == "Limits(max_requests=3)"
     with pytest.raises(ConfigurationError):
         Chat(ScriptedProvider([]), limits={"max_cost": 1})  # type: ignore[arg-type]
+
+
+async def test_a_refusal_never_calls_money_spent_free(tmp_path: Path) -> None:
+    """A refusal after a tiny but paid call states its cost as format_cost does, never $0.0000."""
+    wire = Wire(answer("one", tokens_in=10, tokens_out=1))  # $0.000045 on claude-sonnet-4-5
+    chat = Chat(
+        wire.provider(), journal=journal(tmp_path), id="tiny", limits=Limits(max_requests=1)
+    )
+    await chat("first")
+    with pytest.raises(BudgetExceededError) as info:
+        await chat("second")
+    message = info.value.message
+    assert "$0.0000)" not in message
+    assert "1 request, 10 in / 1 out tokens, $0.000045" in message

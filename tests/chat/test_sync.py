@@ -232,3 +232,47 @@ def test_an_unknown_chat_resumed_in_sync_code_is_refused_before_any_loop(tmp_pat
     with pytest.raises(ConfigurationError) as unknown:
         Chat.resume("nothing", ScriptedProvider([]), journal=Journal(tmp_path / "j.sqlite"))
     assert unknown.value.code == "unknown_chat"
+
+
+@pytest.mark.usefixtures("sigint_raises")
+def test_an_interrupt_during_approve_sync_settles_the_run_as_run_sync_does() -> None:
+    """Ctrl-C while an approved call runs under approve_sync: the run settles before the
+    interrupt is raised (the chat is not left busy), as under run_sync."""
+    started = threading.Event()
+
+    @tool(requires_approval=True)
+    async def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: Where.
+        """
+        if not started.is_set():  # the first call hangs until the interrupt
+            started.set()
+            try:
+                await asyncio.Event().wait()
+            finally:
+                await asyncio.sleep(0.5)  # a tool that cleans up when cancelled
+        return "done"
+
+    provider = ScriptedProvider(
+        [
+            {"tool_calls": [{"id": "d1", "name": "deploy", "input": {"target": "prod"}}]},
+            {"text": "Deployed."},
+        ]
+    )
+    chat = Chat(provider, tools=[deploy], journal=Journal(), id="approve-int")
+    assert chat.run_sync("deploy").status == "parked"
+
+    def interrupt() -> None:
+        started.wait(30)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt).start()
+    with pytest.raises(KeyboardInterrupt):
+        chat.approve_sync()
+    assert not chat.busy  # the next cell's call is not refused as "still in flight"
+    assert chat.turns[-1].status == "parked"
+    assert chat.pending_approvals[0]["id"] == "d1"
+    result = chat.approve_sync()  # the interrupted run goes on where it stopped
+    assert (result.status, result.text) == ("completed", "Deployed.")
