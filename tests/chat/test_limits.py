@@ -16,20 +16,9 @@ from loom_nb.content import LlmResponse, Usage
 from loom_nb.errors import ConfigurationError
 from loom_nb.providers import AnthropicProvider, FallbackProvider, OpenAIProvider, ScriptedProvider
 from loom_nb.settings import ModelSettings
+from tests.providers.answers import anthropic_answer
 
 KEY = "k" * 24
-
-
-def answer(text: str, tokens_in: int = 1000, tokens_out: int = 100) -> dict[str, Any]:
-    return {
-        "id": "msg",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-5",
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
-        "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
-    }
 
 
 class Wire:
@@ -67,7 +56,7 @@ async def test_a_call_past_the_cost_limit_is_refused_before_any_io_and_journaled
 ) -> None:
     """Once the chat's cost reaches max_cost the next call is refused: the transport is not
     called, the error names the limit and what was spent, and the journal records the refusal."""
-    wire = Wire(answer("one"), answer("two"))
+    wire = Wire(anthropic_answer("one"), anthropic_answer("two"))
     j = journal(tmp_path)
     chat = Chat(wire.provider(), journal=j, id="cost", limits=Limits(max_cost="0.004"))
     await chat("first")  # 1000 in + 100 out on claude-sonnet-4-5: $0.0045
@@ -90,7 +79,7 @@ async def test_a_call_past_the_cost_limit_is_refused_before_any_io_and_journaled
 
 async def test_output_limit_caps_max_tokens_then_refuses(tmp_path: Path) -> None:
     """max_output_tokens caps each call's max_tokens to what is left; at zero left it refuses."""
-    wire = Wire(answer("a", tokens_out=700), answer("b", tokens_out=300))
+    wire = Wire(anthropic_answer("a", tokens_out=700), anthropic_answer("b", tokens_out=300))
     chat = Chat(
         wire.provider(), journal=journal(tmp_path), id="out", limits=Limits(max_output_tokens=1000)
     )
@@ -106,7 +95,7 @@ async def test_output_limit_caps_max_tokens_then_refuses(tmp_path: Path) -> None
 
 async def test_max_tokens_is_not_raised_by_the_cap(tmp_path: Path) -> None:
     """A cap larger than the call's own max_tokens leaves it alone (the provider default 4096)."""
-    wire = Wire(answer("a"))
+    wire = Wire(anthropic_answer("a"))
     chat = Chat(
         wire.provider(), journal=journal(tmp_path), id="cap", limits=Limits(max_output_tokens=10**6)
     )
@@ -120,7 +109,7 @@ async def test_the_output_cap_reaches_a_fallback_member_whose_settings_raise_max
     """A FallbackProvider member built with settings=ModelSettings(max_tokens=10_000): with 5,000
     output tokens left its call is capped to 5,000, as it is without the fallback. The fallback
     looked only at the members' max_tokens attributes (4096), so the member sent 10,000."""
-    wire = Wire(answer("a"))
+    wire = Wire(anthropic_answer("a"))
     client = httpx.AsyncClient(transport=httpx.MockTransport(wire))
     big = AnthropicProvider(
         "claude-sonnet-4-5",
@@ -144,7 +133,7 @@ async def test_a_map_caps_a_provider_whose_settings_set_max_tokens(tmp_path: Pat
     Limits(max_output_tokens=5000): the item's call is capped to 5,000. (The map's budget read
     the provider's max_tokens attribute, 4096, as its default; the journaled step merges the
     provider's settings into the request first, so the cap was right all along.)"""
-    wire = Wire(answer("a"))
+    wire = Wire(anthropic_answer("a"))
     big = AnthropicProvider(
         "claude-sonnet-4-5",
         api_key=KEY,
@@ -210,7 +199,7 @@ async def test_a_run_halted_before_its_first_call_costs_nothing(tmp_path: Path) 
         """Take a step."""
         return f"did {n}"
 
-    wire = Wire(answer("one"), answer("two"))
+    wire = Wire(anthropic_answer("one"), anthropic_answer("two"))
     chat = Chat(
         wire.provider(),
         tools=[step],
@@ -290,7 +279,9 @@ def test_limits_are_checked() -> None:
 
 async def test_a_refusal_never_calls_money_spent_free(tmp_path: Path) -> None:
     """A refusal after a tiny but paid call states its cost as format_cost does, never $0.0000."""
-    wire = Wire(answer("one", tokens_in=10, tokens_out=1))  # $0.000045 on claude-sonnet-4-5
+    wire = Wire(
+        anthropic_answer("one", tokens_in=10, tokens_out=1)
+    )  # $0.000045 on claude-sonnet-4-5
     chat = Chat(
         wire.provider(), journal=journal(tmp_path), id="tiny", limits=Limits(max_requests=1)
     )

@@ -35,6 +35,7 @@ from loom_nb.providers._cache_wire import anthropic_cache_breakpoints
 from loom_nb.providers.conformance import CONFORMANCE_PNG
 from loom_nb.settings import ModelSettings, PromptCache
 from loom_nb.taint import Untrusted
+from tests.providers.answers import anthropic_answer
 from tests.providers.sdk_types import SdkTypeError, check_typed
 
 KEY = "k" * 24
@@ -336,18 +337,6 @@ def test_gemini_takes_any_cache_setting_and_sends_nothing() -> None:
         assert gemini.wire_body(request, settings=ModelSettings(cache=setting)) == plain
 
 
-def anthropic_answer(text: str) -> dict[str, Any]:
-    return {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-5",
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
-        "usage": {"input_tokens": 3, "output_tokens": 2, "cache_read_input_tokens": 1111},
-    }
-
-
 async def test_chat_sends_auto_breakpoints_without_journaling_them(tmp_path: Any) -> None:
     """A Chat on Anthropic sends breakpoints by default, while the journaled request carries no
     cache setting (old recordings replay unchanged); OpenAI's key is the chat's id."""
@@ -355,7 +344,12 @@ async def test_chat_sends_auto_breakpoints_without_journaling_them(tmp_path: Any
 
     def handler(request: httpx.Request) -> httpx.Response:
         sent.append(json.loads(request.content))
-        return httpx.Response(200, json=anthropic_answer(f"answer {len(sent)}"))
+        return httpx.Response(
+            200,
+            json=anthropic_answer(
+                f"answer {len(sent)}", tokens_in=3, tokens_out=2, cache_read_input_tokens=1111
+            ),
+        )
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
     journal = Journal(str(tmp_path / "j.sqlite"))

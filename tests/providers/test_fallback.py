@@ -26,37 +26,13 @@ from loom_nb.providers._base import LlmStreamChunk
 from loom_nb.providers._http import RetryPolicy
 from loom_nb.taint import Untrusted
 from tests.display import displayed
+from tests.providers.answers import anthropic_answer, openai_answer
 from tests.providers.conftest import RecordingSleep
 from tests.providers.recordings import load_recording
 
 KEY = "k" * 24
 REQUEST = LlmRequest(messages=[Message(role="user", content="hi")])
 OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-
-
-def openai_answer(text: str = "from openai") -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "gpt-4.1-2025-04-14",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
-        "usage": {"prompt_tokens": 1000, "completion_tokens": 10, "total_tokens": 1010},
-    }
-
-
-def anthropic_answer(text: str = "from anthropic") -> dict[str, Any]:
-    return {
-        "id": "m",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-5",
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
-        "usage": {"input_tokens": 1000, "output_tokens": 100},
-    }
 
 
 class Script:

@@ -22,6 +22,7 @@ from loom_nb.providers import (
 )
 from loom_nb.providers._structured import anthropic_schema, strict_openai_schema
 from loom_nb.settings import ModelSettings
+from tests.providers.answers import anthropic_answer, openai_answer
 
 HI = LlmRequest(messages=[Message(role="user", content="Who wrote Dune?")])
 
@@ -44,22 +45,6 @@ class Book(BaseModel):
 ANSWER = '{"title": "Dune", "author": {"name": "Frank Herbert", "born": 1920, "alias": null}}'
 
 
-def anthropic_answer(text: str) -> dict[str, Any]:
-    return {
-        "id": "msg_j", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-        "usage": {"input_tokens": 3, "output_tokens": 9},
-    }  # fmt: skip
-
-
-def openai_answer(text: str) -> dict[str, Any]:
-    return {
-        "id": "c1", "object": "chat.completion", "model": "gpt-4o",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 9},
-    }  # fmt: skip
-
-
 def gemini_answer(text: str) -> dict[str, Any]:
     return {
         "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}],
@@ -79,7 +64,9 @@ async def test_openai_sends_a_strict_json_schema_and_returns_the_model() -> None
     """response_format is json_schema, strict, every object closed and fully required; output is a Book."""
     bodies: list[dict[str, Any]] = []
     provider = OpenAIProvider(
-        "gpt-4o", api_key="k", http_client=mock(openai_answer(ANSWER), bodies)
+        "gpt-4o",
+        api_key="k",
+        http_client=mock(openai_answer(ANSWER, model="gpt-4o", tokens_in=3, tokens_out=9), bodies),
     )
     reply = await provider.complete(HI, output_type=Book)
     assert isinstance(reply.output, Book)
@@ -116,7 +103,9 @@ async def test_anthropic_uses_native_output_config_format() -> None:
     """Anthropic gets output_config.format json_schema; numeric limits move into the description."""
     bodies: list[dict[str, Any]] = []
     provider = AnthropicProvider(
-        "claude-sonnet-4-5", api_key="k", http_client=mock(anthropic_answer(ANSWER), bodies)
+        "claude-sonnet-4-5",
+        api_key="k",
+        http_client=mock(anthropic_answer(ANSWER, tokens_in=3, tokens_out=9), bodies),
     )
     reply = await provider.complete(HI, output_type=Book)
     assert reply.output == Book.model_validate_json(ANSWER)
@@ -157,7 +146,11 @@ async def test_an_answer_that_does_not_validate_is_a_typed_error_with_the_raw_te
     text: str, field: str
 ) -> None:
     """A mismatch is StructuredOutputError(output_invalid) naming the field and keeping the text."""
-    provider = OpenAIProvider("gpt-4o", api_key="k", http_client=mock(openai_answer(text), []))
+    provider = OpenAIProvider(
+        "gpt-4o",
+        api_key="k",
+        http_client=mock(openai_answer(text, model="gpt-4o", tokens_in=3, tokens_out=9), []),
+    )
     with pytest.raises(StructuredOutputError) as info:
         await provider.complete(HI, output_type=Book)
     assert info.value.code == "output_invalid"
@@ -169,7 +162,9 @@ async def test_text_that_is_not_json_or_empty_is_refused() -> None:
     """Prose, or no text at all, where JSON was asked for is StructuredOutputError too."""
     for text in ("Frank Herbert wrote it.", ""):
         provider = AnthropicProvider(
-            "claude-sonnet-4-5", api_key="k", http_client=mock(anthropic_answer(text), [])
+            "claude-sonnet-4-5",
+            api_key="k",
+            http_client=mock(anthropic_answer(text, tokens_in=3, tokens_out=9), []),
         )
         with pytest.raises(StructuredOutputError) as info:
             await provider.complete(HI, output_type=Book)
@@ -209,7 +204,11 @@ async def test_a_schema_on_the_request_without_a_type_gives_the_json_value() -> 
 async def test_output_type_must_be_a_pydantic_model() -> None:
     """Anything but a BaseModel subclass is ConfigurationError(invalid_output_type) before any I/O."""
     bodies: list[dict[str, Any]] = []
-    provider = OpenAIProvider("gpt-4o", api_key="k", http_client=mock(openai_answer("{}"), bodies))
+    provider = OpenAIProvider(
+        "gpt-4o",
+        api_key="k",
+        http_client=mock(openai_answer("{}", model="gpt-4o", tokens_in=3, tokens_out=9), bodies),
+    )
     for bad in (dict, Book(title="x", author=Author(name="y", born=1900)), "Book"):
         with pytest.raises(ConfigurationError) as info:
             await provider.complete(HI, output_type=bad)  # type: ignore[arg-type]
@@ -292,7 +291,7 @@ async def test_structured_output_a_model_cannot_do_is_refused_before_io(
 ) -> None:
     """Older Claude models, and Gemini before 3 with tools, refuse output_type with a code; nothing is sent."""
     bodies: list[dict[str, Any]] = []
-    provider = make(mock(anthropic_answer(ANSWER), bodies))
+    provider = make(mock(anthropic_answer(ANSWER, tokens_in=3, tokens_out=9), bodies))
     tool = ToolSpec(name="f", description="d", input_schema={"type": "object"})
     request = LlmRequest(messages=HI.messages, tools=[tool] if tools else [])
     with pytest.raises(ConfigurationError) as info:
@@ -306,7 +305,9 @@ async def test_newer_models_take_structured_output() -> None:
     for model in ("claude-opus-4-1-20250805", "claude-haiku-4-5"):
         bodies: list[dict[str, Any]] = []
         p = AnthropicProvider(
-            model, api_key="k", http_client=mock(anthropic_answer(ANSWER), bodies)
+            model,
+            api_key="k",
+            http_client=mock(anthropic_answer(ANSWER, tokens_in=3, tokens_out=9), bodies),
         )
         await p.complete(HI, output_type=Book)
         assert "output_config" in bodies[0]
