@@ -25,7 +25,7 @@ import html
 import threading
 import warnings
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from loom_nb.errors import ConfigurationError
 
@@ -124,7 +124,9 @@ def run_blocking(
 
     A ``KeyboardInterrupt`` while waiting calls ``on_interrupt`` (the chat's ``stop``: True when
     it stopped a reply, which then settles with its partial text), or cancels the call, waits
-    for it to settle, and is raised again.
+    for it to settle, and is raised again. The call's future exists before the call can start,
+    so an interrupt at any moment (even one that lands as the call is handed to the loop, which
+    may have reached the call's first await by then) finds it to stop and wait for.
     """
     if threading.current_thread() is _thread:
         awaitable.close()
@@ -134,16 +136,59 @@ def run_blocking(
             "itself. Make that code async and `await` the chat instead.",
             code="sync_in_sync",
         )
-    loop = _private_loop()
-    future = asyncio.run_coroutine_threadsafe(awaitable, loop)
+    call = _Call(awaitable, _private_loop())
     try:
-        return _wait(future)
+        call.start()
+        return _wait(call.future)
     except KeyboardInterrupt:
         if on_interrupt is None or not on_interrupt():
-            future.cancel()  # nothing to stop yet (or no stop): cancel the call itself
+            call.cancel()  # nothing to stop yet (or no stop): cancel the call itself
         with contextlib.suppress(BaseException):  # the interrupt is what the caller hears about
-            _wait(future)
+            _wait(call.future)
         raise
+
+
+class _Call(Generic[T]):
+    """One coroutine on the private loop, and the future a waiting thread reads its end from.
+
+    The future resolves only when the coroutine has ended (or was cancelled before it began),
+    never while it still unwinds: a cancelled call's cleanup is over once its waiter returns.
+    """
+
+    def __init__(self, awaitable: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> None:
+        self.future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._awaitable = awaitable
+        self._loop = loop
+        self._task: asyncio.Task[None] | None = None  # held here: a pending task is not collected
+
+    def start(self) -> None:
+        """Hand the call to the loop (from the waiting thread)."""
+        self._loop.call_soon_threadsafe(self._begin)
+
+    def cancel(self) -> None:
+        """Cancel the call (from the waiting thread): before it began, or while it runs."""
+        if not self.future.cancel():  # it began: cancel its task (after ``_begin``, in order)
+            self._loop.call_soon_threadsafe(self._cancel_task)
+
+    def _begin(self) -> None:
+        if not self.future.set_running_or_notify_cancel():
+            self._awaitable.close()  # cancelled before it began: it never runs
+            return
+        self._task = self._loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            result = await self._awaitable
+        except BaseException as exc:  # its error, or its cancellation, is the waiter's to raise
+            self.future.set_exception(exc)
+            if not isinstance(exc, Exception | asyncio.CancelledError):
+                raise  # SystemExit and the like end the loop's task as well
+        else:
+            self.future.set_result(result)
+
+    def _cancel_task(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
 
 def _wait(future: concurrent.futures.Future[T]) -> T:

@@ -12,11 +12,13 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from loom_nb import Chat, ConfigurationError, Journal, ScriptedProvider, tool
-from loom_nb.chat import NotAwaitedWarning
+from loom_nb.chat import NotAwaitedWarning, _sync
+from loom_nb.chat._sync import run_blocking
 from tests.chat.hanging import Hanging
 from tests.display import displayed
 
@@ -276,3 +278,80 @@ def test_an_interrupt_during_approve_sync_settles_the_run_as_run_sync_does() -> 
     assert chat.pending_approvals[0]["id"] == "d1"
     result = chat.approve_sync()  # the interrupted run goes on where it stopped
     assert (result.status, result.text) == ("completed", "Deployed.")
+
+
+def test_an_interrupt_as_the_call_is_handed_to_the_loop_still_settles_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C that lands while the waiting thread is still handing the call to the private loop,
+    which has already reached the call's first await: the call is cancelled and its cleanup is
+    over before the interrupt is raised (it was once lost, and the task collected mid-cleanup)."""
+    began = threading.Event()
+    cleaned: list[bool] = []
+
+    async def work() -> str:
+        began.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0.2)
+            cleaned.append(True)
+        return "never"
+
+    hand_over = _sync._Call.start
+
+    def hand_over_then_interrupt(call: _sync._Call[Any]) -> None:
+        hand_over(call)
+        assert began.wait(30)  # the loop runs the call: the interrupt lands now
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_sync._Call, "start", hand_over_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run_blocking(work())
+    assert cleaned == [True]
+
+
+def test_an_interrupt_as_approve_sync_hands_over_the_run_leaves_the_chat_idle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same moment under approve_sync, the run already in its tool: the chat's stop ends the
+    run, which settles parked, so the next cell's call is not refused as busy."""
+    started = threading.Event()
+
+    @tool(requires_approval=True)
+    async def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: Where.
+        """
+        if not started.is_set():
+            started.set()
+            try:
+                await asyncio.Event().wait()
+            finally:
+                await asyncio.sleep(0.2)
+        return "done"
+
+    provider = ScriptedProvider(
+        [
+            {"tool_calls": [{"id": "d1", "name": "deploy", "input": {"target": "prod"}}]},
+            {"text": "Deployed."},
+        ]
+    )
+    chat = Chat(provider, tools=[deploy], journal=Journal(), id="approve-handover")
+    assert chat.run_sync("deploy").status == "parked"
+    hand_over = _sync._Call.start
+
+    def hand_over_then_interrupt(call: _sync._Call[Any]) -> None:
+        hand_over(call)
+        assert started.wait(30)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_sync._Call, "start", hand_over_then_interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            chat.approve_sync()
+    assert not chat.busy
+    assert chat.pending_approvals[0]["id"] == "d1"
+    assert chat.approve_sync().text == "Deployed."
