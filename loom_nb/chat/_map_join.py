@@ -151,8 +151,11 @@ async def join_map(run: MapRun, todo: list[int], *, lease: float = DEFAULT_LEASE
     base = (progress.done, progress.failed)
     loop = asyncio.get_running_loop()
     halt = asyncio.Event()
+    following = True
 
     def show(counts: WorkCounts) -> None:  # on the loop: everyone's items, from the queue
+        if not following:  # a look that landed as the map ended: the result's counts stand
+            return
         progress.done, progress.failed = base[0] + counts.done, base[1] + counts.failed
         progress.update()
 
@@ -216,6 +219,7 @@ async def join_map(run: MapRun, todo: list[int], *, lease: float = DEFAULT_LEASE
     finally:
         run._tasks.discard(worker)
         follow.stop()
+        following = False
     _gather(run, [i for i in todo if i not in settled_before])
 
 

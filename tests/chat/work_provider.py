@@ -8,7 +8,9 @@ worker, ``$LOOM_TEST_WORK_KILL_AT`` the call during which the worker SIGKILLs it
 ``$LOOM_TEST_WORK_GATE`` a file each call waits for (after logging its start) before it answers:
 the test opens the gate once every worker has the calls in flight it needs, so that a slow
 start under load (one worker answering most items before another began) cannot take a
-worker's chance to reach its ``kill_at``.
+worker's chance to reach its ``kill_at``. A kernel's ``Logged(log, hold=...)`` keeps each call
+from answering until ``hold()`` is true (or ``HOLD`` seconds passed), so that a test can see
+what the kernel shows while others answer, however the machine schedules the processes.
 """
 
 from __future__ import annotations
@@ -17,9 +19,14 @@ import asyncio
 import os
 import random
 import signal
+import time
+from collections.abc import Callable
 from typing import Any
 
 from loom_nb import LlmRequest, LlmResponse, ScriptedProvider, Usage, text_of
+
+HOLD = 120.0
+"""The longest a held call waits for its ``hold()`` (then it answers, and the test says why)."""
 
 
 def _append(path: str, line: str) -> None:
@@ -43,12 +50,14 @@ class Logged:
         kill_at: int = 0,
         delay: tuple[float, float] = (0.005, 0.03),
         gate: str | None = None,
+        hold: Callable[[], bool] | None = None,
     ) -> None:
         self.capabilities = ScriptedProvider([]).capabilities
         self.log = log
         self.kill_at = kill_at
         self.delay = delay
         self.gate = gate
+        self.hold = hold
         self.calls = 0
 
     async def complete(self, request: LlmRequest, **_options: Any) -> LlmResponse:
@@ -60,6 +69,10 @@ class Logged:
         while self.gate is not None and not os.path.exists(self.gate):  # noqa: ASYNC110, ASYNC240
             await asyncio.sleep(0.01)
         await asyncio.sleep(random.uniform(*self.delay))
+        deadline = time.monotonic() + HOLD
+        # A condition of the test's progress view, looked at between sleeps (no event to await).
+        while self.hold is not None and not self.hold() and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
         if nth == self.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
         _append(self.log, f"end {text} {os.getpid()}")
