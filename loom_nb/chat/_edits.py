@@ -135,7 +135,8 @@ class ChatEdits:
 
         Re-running a notebook forks again: the fork made last time is reopened and replayed. A
         ``<id>/fork-<n>`` that holds another log (a fork of the turns a restart archived) is
-        passed over for the next number; an id the caller ``chosen`` is reopened as it is.
+        passed over for the next number; an id the caller ``chosen`` that holds another log is
+        refused (``execution_exists``): its turns are not this chat's.
         With nothing journaled yet there is nothing to share (None: the child opens its own).
         """
         if self._execution is None or position == 0:
@@ -146,8 +147,17 @@ class ChatEdits:
             except JournalError as exc:
                 if exc.code != "execution_exists":
                     raise
-            if chosen or self._forked_here(new_id, position):
+            if self._forked_here(new_id, position):
                 return self.journal.execution(new_id, principal=self._principal), new_id
+            if chosen:
+                raise ConfigurationError(
+                    f"the journal already holds an execution {new_id!r} that is not a fork of "
+                    f"chat {self.id!r} before this turn (another chat, or a fork of this chat's "
+                    "log as it was before an edit): forking into it would write this chat's "
+                    "turns into that log. Pass another id, or none (`<chat id>/fork-<n>` is "
+                    "chosen for you).",
+                    code="execution_exists",
+                )
             self._forks += 1
             new_id = f"{self.id}/fork-{self._forks}"
 

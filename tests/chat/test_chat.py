@@ -302,6 +302,40 @@ async def test_fork_after_undo_replays_the_undo_from_the_shared_log(tmp_path: Pa
     assert [s for _, s in _kinds(journal, "fu/other")][-2:] == ["#chat:4:undo", "#chat:5:model"]
 
 
+async def test_a_fork_into_an_id_another_log_holds_is_refused_and_that_log_untouched() -> None:
+    """fork(turn, id=...) naming another chat's execution is refused before anything is written
+    (it once appended this chat's turns to that chat's log); re-running the notebook's own
+    fork with a chosen id still reopens and replays it."""
+    journal = Journal()
+    other = Chat(ScriptedProvider([{"text": "o1"}]), journal=journal, id="other")
+    await other("x")
+    before = [(e.kind, e.step_id) for e in journal.events("other")]
+    chat = Chat(
+        ScriptedProvider([{"text": "a1"}, {"text": "a2"}, {"text": "alt"}]), journal=journal, id="a"
+    )
+    await chat("p")
+    await chat("q")
+    with pytest.raises(ConfigurationError) as taken:
+        chat.fork(1, id="other")
+    assert taken.value.code == "execution_exists"
+    assert "'other'" in str(taken.value)
+    assert "another id" in str(taken.value)
+    assert [(e.kind, e.step_id) for e in journal.events("other")] == before
+    assert [
+        m.content for m in Chat.resume("other", ScriptedProvider([]), journal=journal).history
+    ] == [
+        "x",
+        "o1",
+    ]
+    alt = chat.fork(1, id="a/alt")
+    assert (await alt("r")).content == "alt"
+    again = Chat(ScriptedProvider([{"text": "a1"}, {"text": "a2"}]), journal=journal, id="a")
+    await again("p")
+    await again("q")
+    replayed = again.fork(1, id="a/alt")  # the notebook re-run: its own fork, reopened
+    assert (await replayed("r")).content == "alt"
+
+
 async def test_fork_shares_the_log_up_to_the_turn(tmp_path: Path) -> None:
     """fork(1) keeps turn 0, copies its log, and goes on differently; re-forking replays."""
     journal = Journal(tmp_path / "j.sqlite")
