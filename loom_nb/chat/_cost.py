@@ -250,17 +250,28 @@ def run_responses(journal: Journal, run_id: str) -> list[LlmResponse]:
 
 
 def run_usage(
-    journal: Journal, run_id: str, identity: Mapping[str, Any] | None
+    journal: Journal,
+    run_id: str,
+    identity: Mapping[str, Any] | None,
+    served: tuple[Mapping[str, Any], int] | None = None,
 ) -> tuple[Usage, Decimal | None]:
     """Tokens and cost of every model call an agent run journaled (live or replayed), priced by
-    the provider ``identity`` (``identity_of``).
+    the provider ``identity`` (``identity_of``); with ``served`` (``(identity, count)``), the
+    first ``count`` calls by the provider that answered them before the run was resumed on
+    another one (or by ``identity`` where that one has no price for the call's model).
 
     The cost is None unless every call has a known price; a run that made no call (refused by
     a spending limit before its first) cost nothing.
     """
     responses = run_responses(journal, run_id)
     usage = sum((r.usage for r in responses), Usage())
-    prices = [price_for(identity, r) for r in responses]
+    first, count = served if served is not None else (identity, 0)
+    prices = []
+    for index, response in enumerate(responses):
+        price = price_for(first, response) if index < count else None
+        # A replayed answer its recorded provider cannot price (a run approved after a resume
+        # on another vendor, resumed again) is priced by the chat's provider, if it can.
+        prices.append(price if price is not None else price_for(identity, response))
     if any(p is None for p in prices):
         return usage, None
     return usage, sum((p for p in prices if p is not None), Decimal(0))

@@ -12,11 +12,11 @@ and stored, and (after a ``FallbackProvider`` chose) which provider and model an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from loom_nb.chat._cost import can_price, price_of, run_responses
+from loom_nb.chat._cost import can_price, price_for, price_of, run_responses
 from loom_nb.chat._records import ChatTurn
 from loom_nb.content import LlmResponse, Usage
 from loom_nb.errors import ConfigurationError
@@ -40,12 +40,29 @@ def check_limits(limits: Any, where: str) -> Limits | None:
     )
 
 
-def pricer(provider: object) -> Pricer:
-    """The budget's pricing of ``provider``'s answers (None asks whether they have a price)."""
+Served = tuple[Mapping[str, Any], int]
+"""``(identity, count)``: the first ``count`` answers a run records were answered by the provider
+``identity`` names (a run resumed on another provider replays them), the rest by the chat's."""
+
+
+def pricer(provider: object, served: Served | None = None) -> Pricer:
+    """The budget's pricing of ``provider``'s answers (None asks whether they have a price).
+
+    With ``served``, the first answers the budget records are priced by the provider that
+    answered them, not by ``provider``: a run resumed on another vendor replays its recorded
+    answers first, and another vendor's price table does not know their model.
+    """
+    recorded = 0
 
     def price(response: LlmResponse | None) -> Decimal | None:
+        nonlocal recorded
         if response is None:
             return Decimal(0) if can_price(provider) else None
+        recorded += 1
+        if served is not None and recorded <= served[1]:
+            price = price_for(served[0], response)
+            if price is not None:
+                return price
         return price_of(provider, response)
 
     return price
@@ -76,10 +93,12 @@ def make_budget(
     run_limits: Limits | None = None,
     *,
     scope: str = "run",
+    served: Served | None = None,
 ) -> Budget | None:
     """The budget for the next model calls (None when no limit is set).
 
-    ``run_limits`` bound one run or one map (``scope``: ``"run"``, ``"map"``) from zero.
+    ``run_limits`` bound one run or one map (``scope``: ``"run"``, ``"map"``) from zero;
+    ``served``: the answers a resumed run replays first, and who answered them (``pricer``).
     """
     meters: list[Meter] = []
     if chat_limits is not None and not chat_limits.is_empty():
@@ -90,7 +109,7 @@ def make_budget(
         return None
     return Budget(
         meters,
-        price=pricer(provider),
+        price=pricer(provider, served),
         default_max_tokens=default_max_tokens(provider),
         default_thinking_budget=default_thinking_budget(provider),
     )

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from loom_nb.agent import AgentResult, ToolDefinition, Toolset, agent_loop
 from loom_nb.chat._attach import user_message
-from loom_nb.chat._cost import answered, run_usage
+from loom_nb.chat._cost import answered, identity_of, run_responses, run_usage
 from loom_nb.chat._log import halt_run
 from loom_nb.chat._money import check_limits, make_budget
 from loom_nb.chat._records import ChatTurn, Parked, chat_divergence, print_delta
@@ -270,12 +270,23 @@ class ChatRuns:
             divergence="ignore_inputs" if lenient else "fail",
         )
         await self._ready()
+        identity = self._identity or started or {}  # who answered what the log holds
+        # A run resumed on another provider (``Chat.resume`` on another vendor, then approved)
+        # replays its recorded answers first: they are priced by the provider that gave them,
+        # the calls made now by the chat's provider.
+        live = identity_of(self._provider)
+        served = (identity, len(run_responses(self.journal, run_id))) if identity != live else None
         self._enter()
         # A new run shows its prompt; a resumed one its parked turn, now replying (no buttons).
         self._refresh_views(messages if len(self._turns) == index else None)
         landed = False
         budget = make_budget(
-            self._provider, self._limits, self._turns[:index], self.journal, self._run_limits
+            self._provider,
+            self._limits,
+            self._turns[:index],
+            self.journal,
+            self._run_limits,
+            served=served,
         )
         keeps_media = self._store is not None or bool(self._toolsets)  # MCP media is stored
         try:
@@ -303,8 +314,10 @@ class ChatRuns:
             self._leave()
             if not landed:
                 self._refresh_views()
-        identity = self._identity or started or {}
-        usage, cost = run_usage(self.journal, run_id, identity)
+        if served is not None and len(run_responses(self.journal, run_id)) > served[1]:
+            identity = live  # the run answered live after its replayed part
+        pricing = live if served is not None else identity
+        usage, cost = run_usage(self.journal, run_id, pricing, served)
         response = result.response
         turn = ChatTurn(
             index=index,
@@ -313,7 +326,7 @@ class ChatRuns:
             status=result.status,
             response=response,
             usage=usage,
-            cost=cost if identity == (started or identity) else None,  # one provider, one price
+            cost=cost,
             position=position,
             run_id=run_id,
             result=result,

@@ -16,7 +16,7 @@ from loom_nb.content import LlmResponse, Usage
 from loom_nb.errors import ConfigurationError
 from loom_nb.providers import AnthropicProvider, FallbackProvider, OpenAIProvider, ScriptedProvider
 from loom_nb.settings import ModelSettings
-from tests.providers.answers import anthropic_answer
+from tests.providers.answers import anthropic_answer, openai_answer
 
 KEY = "k" * 24
 
@@ -291,3 +291,53 @@ async def test_a_refusal_never_calls_money_spent_free(tmp_path: Path) -> None:
     message = info.value.message
     assert "$0.0000)" not in message
     assert "1 request, 10 in / 1 out tokens, $0.000045" in message
+
+
+async def test_a_run_resumed_on_another_vendor_prices_each_answer_by_its_own_vendor(
+    tmp_path: Path,
+) -> None:
+    """A run parked on Anthropic, resumed (``Chat.resume``) on OpenAI under ``max_cost`` and
+    approved: its replayed Anthropic answer is priced by Anthropic, the new call by OpenAI, so
+    the call is sent (it was refused ``cost_unknown``) and the turn's cost is their sum, also
+    when the chat is resumed again."""
+
+    @tool(requires_approval=True)
+    async def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: Where.
+        """
+        return "done"
+
+    call = anthropic_answer(tokens_in=100, tokens_out=10)
+    call["content"] = [
+        {"type": "tool_use", "id": "t1", "name": "deploy", "input": {"target": "prod"}}
+    ]
+    call["stop_reason"] = "tool_use"
+    j = journal(tmp_path)
+    limits = Limits(max_cost=1.0)
+    first = Chat(Wire(call).provider(), tools=[deploy], journal=j, id="v", limits=limits)
+    assert (await first.run("deploy")).status == "parked"
+    assert first.cost == Decimal("0.00045")  # 100 in at $3/M, 10 out at $15/M
+
+    sent: list[httpx.Request] = []
+
+    def openai(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json=openai_answer("deployed"))
+
+    def on_openai() -> OpenAIProvider:
+        client = httpx.AsyncClient(transport=httpx.MockTransport(openai))
+        return OpenAIProvider("gpt-4.1", api_key=KEY, http_client=client)
+
+    resumed = Chat.resume("v", on_openai(), tools=[deploy], journal=j, limits=limits)
+    result = await resumed.approve()
+    assert (result.status, result.text) == ("completed", "deployed")
+    assert len(sent) == 1
+    # gpt-4.1: 1,000 in at $2/M, 10 out at $8/M = $0.00208; with the Anthropic call, $0.00253.
+    assert resumed.turns[-1].cost == Decimal("0.00253")
+    assert resumed.turns[-1].model == "gpt-4.1-2025-04-14"
+    again = Chat.resume("v", on_openai(), tools=[deploy], journal=j, limits=limits)
+    assert again.cost == Decimal("0.00253")
+    assert len(sent) == 1  # the resume replayed the run: no call
