@@ -172,7 +172,10 @@ class MCPSession:
             if not ready.done():
                 ready.set_exception(exc)
             else:
-                _log.debug("MCP server %r: the session ended with %r", self.name, exc)
+                shown = repr(exc)  # the HTTP stack's errors quote the URL, query values too
+                if self._redactor is not None:
+                    shown = self._redactor.redact(shown)
+                _log.debug("MCP server %r: the session ended with %s", self.name, shown)
             if not isinstance(exc, Exception):
                 raise
         finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import sqlite3
 import traceback
 from contextlib import closing
@@ -19,6 +21,7 @@ from loom_nb.agent._mcp_pins import (
     identity_key,
     latest_pin,
 )
+from loom_nb.agent._mcp_session import MCPSession
 from loom_nb.agent._mcp_url import parse_http_url
 from loom_nb.journal import Journal
 from loom_nb.store import LocalContentStore
@@ -265,3 +268,50 @@ async def test_a_pin_check_is_not_skipped_for_a_journal_that_reuses_another_s_id
             await server.tools(journal=second)
     first.close()
     second.close()
+
+
+async def test_the_debug_log_of_a_session_that_ends_does_not_quote_the_token(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A session that ends with an error after it started logs it at DEBUG, without the URL's
+    query values (the HTTP stack's message quotes the URL)."""
+    url = with_token("https://x.example/mcp")
+
+    class Ends:
+        """A client that starts, then ends with the error an HTTP stack raises."""
+
+        def __init__(self, transport: Any, cache: Any) -> None:
+            pass
+
+        async def __aenter__(self) -> Ends:
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            raise RuntimeError(f"Server disconnected for url '{url}'")
+
+    session = MCPSession(
+        "x",
+        argv=None,
+        env=None,
+        cwd=None,
+        url=url,
+        headers=None,
+        where="test",
+        startup_timeout=5,
+        redactor=parse_http_url(url),
+    )
+
+    async def no_transport(stack: Any) -> None:
+        return None
+
+    session._transport = no_transport  # type: ignore[method-assign]
+    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+    stop.set()  # the session ends as soon as it started
+    with caplog.at_level(logging.DEBUG, logger="loom_nb.agent._mcp_session"):
+        await session._run(Ends, ready, stop)
+    assert isinstance(ready.result(), Ends)
+    logged = caplog.text
+    assert "session ended" in logged
+    assert "Server disconnected for url 'https://x.example/mcp?api_key&region'" in logged
+    assert SECRET not in logged
