@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Priced",
+    "Served",
     "Totals",
     "answered",
     "answerer",
@@ -52,10 +53,16 @@ __all__ = [
     "identity_of",
     "price_for",
     "price_of",
+    "responses_usage",
     "run_responses",
     "run_usage",
+    "served_price",
     "vendor_of",
 ]
+
+Served = tuple[Mapping[str, Any], int]
+"""``(identity, count)``: the first ``count`` answers of a run were answered by the provider
+``identity`` names (a run resumed on another provider replays them), the rest by the chat's."""
 
 _VENDORS = {
     "AnthropicProvider": "anthropic",
@@ -249,28 +256,38 @@ def run_responses(journal: Journal, run_id: str) -> list[LlmResponse]:
     return responses
 
 
+def served_price(served: Served | None, index: int, response: LlmResponse) -> Decimal | None:
+    """The price of a run's ``index``-th answer by the provider that gave it, when the answer is
+    one ``served`` names and that provider can price its model; None otherwise (the chat's
+    provider prices it: a run approved after a resume on another vendor, resumed again)."""
+    if served is None or index >= served[1]:
+        return None
+    return price_for(served[0], response)
+
+
 def run_usage(
-    journal: Journal,
-    run_id: str,
-    identity: Mapping[str, Any] | None,
-    served: tuple[Mapping[str, Any], int] | None = None,
+    journal: Journal, run_id: str, identity: Mapping[str, Any] | None
 ) -> tuple[Usage, Decimal | None]:
     """Tokens and cost of every model call an agent run journaled (live or replayed), priced by
-    the provider ``identity`` (``identity_of``); with ``served`` (``(identity, count)``), the
-    first ``count`` calls by the provider that answered them before the run was resumed on
-    another one (or by ``identity`` where that one has no price for the call's model).
+    the provider ``identity`` (``responses_usage``)."""
+    return responses_usage(run_responses(journal, run_id), identity)
+
+
+def responses_usage(
+    responses: Sequence[LlmResponse],
+    identity: Mapping[str, Any] | None,
+    served: Served | None = None,
+) -> tuple[Usage, Decimal | None]:
+    """Tokens and cost of a run's answers, priced by the provider ``identity`` (``identity_of``);
+    with ``served``, its first answers by the provider that gave them (``served_price``).
 
     The cost is None unless every call has a known price; a run that made no call (refused by
     a spending limit before its first) cost nothing.
     """
-    responses = run_responses(journal, run_id)
     usage = sum((r.usage for r in responses), Usage())
-    first, count = served if served is not None else (identity, 0)
     prices = []
     for index, response in enumerate(responses):
-        price = price_for(first, response) if index < count else None
-        # A replayed answer its recorded provider cannot price (a run approved after a resume
-        # on another vendor, resumed again) is priced by the chat's provider, if it can.
+        price = served_price(served, index, response)
         prices.append(price if price is not None else price_for(identity, response))
     if any(p is None for p in prices):
         return usage, None

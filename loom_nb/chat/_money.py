@@ -12,11 +12,11 @@ and stored, and (after a ``FallbackProvider`` chose) which provider and model an
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from loom_nb.chat._cost import can_price, price_for, price_of, run_responses
+from loom_nb.chat._cost import Served, can_price, price_of, run_responses, served_price
 from loom_nb.chat._records import ChatTurn
 from loom_nb.content import LlmResponse, Usage
 from loom_nb.errors import ConfigurationError
@@ -40,11 +40,6 @@ def check_limits(limits: Any, where: str) -> Limits | None:
     )
 
 
-Served = tuple[Mapping[str, Any], int]
-"""``(identity, count)``: the first ``count`` answers a run records were answered by the provider
-``identity`` names (a run resumed on another provider replays them), the rest by the chat's."""
-
-
 def pricer(provider: object, served: Served | None = None) -> Pricer:
     """The budget's pricing of ``provider``'s answers (None asks whether they have a price).
 
@@ -59,11 +54,8 @@ def pricer(provider: object, served: Served | None = None) -> Pricer:
         if response is None:
             return Decimal(0) if can_price(provider) else None
         recorded += 1
-        if served is not None and recorded <= served[1]:
-            price = price_for(served[0], response)
-            if price is not None:
-                return price
-        return price_of(provider, response)
+        price = served_price(served, recorded - 1, response)
+        return price if price is not None else price_of(provider, response)
 
     return price
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from loom_nb.agent import AgentResult, ToolDefinition, Toolset, agent_loop
 from loom_nb.chat._attach import user_message
-from loom_nb.chat._cost import answered, identity_of, run_responses, run_usage
+from loom_nb.chat._cost import answered, identity_of, responses_usage, run_responses
 from loom_nb.chat._log import halt_run
 from loom_nb.chat._money import check_limits, make_budget
 from loom_nb.chat._records import ChatTurn, Parked, chat_divergence, print_delta
@@ -314,10 +314,11 @@ class ChatRuns:
             self._leave()
             if not landed:
                 self._refresh_views()
-        if served is not None and len(run_responses(self.journal, run_id)) > served[1]:
+        responses = run_responses(self.journal, run_id)
+        if served is not None and len(responses) > served[1]:
             identity = live  # the run answered live after its replayed part
         pricing = live if served is not None else identity
-        usage, cost = run_usage(self.journal, run_id, pricing, served)
+        usage, cost = responses_usage(responses, pricing, served)
         response = result.response
         turn = ChatTurn(
             index=index,
