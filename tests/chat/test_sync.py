@@ -236,11 +236,10 @@ def test_an_unknown_chat_resumed_in_sync_code_is_refused_before_any_loop(tmp_pat
     assert unknown.value.code == "unknown_chat"
 
 
-@pytest.mark.usefixtures("sigint_raises")
-def test_an_interrupt_during_approve_sync_settles_the_run_as_run_sync_does() -> None:
-    """Ctrl-C while an approved call runs under approve_sync: the run settles before the
-    interrupt is raised (the chat is not left busy), as under run_sync."""
-    started = threading.Event()
+def parked_deploy(chat_id: str, started: threading.Event, cleanup: float) -> Chat:
+    """A chat whose run is parked on a ``deploy`` call needing approval; approved, the call
+    sets ``started`` and hangs until cancelled, then cleans up for ``cleanup`` seconds (a second
+    call answers at once)."""
 
     @tool(requires_approval=True)
     async def deploy(target: str) -> str:
@@ -254,7 +253,7 @@ def test_an_interrupt_during_approve_sync_settles_the_run_as_run_sync_does() -> 
             try:
                 await asyncio.Event().wait()
             finally:
-                await asyncio.sleep(0.5)  # a tool that cleans up when cancelled
+                await asyncio.sleep(cleanup)  # a tool that cleans up when cancelled
         return "done"
 
     provider = ScriptedProvider(
@@ -263,8 +262,17 @@ def test_an_interrupt_during_approve_sync_settles_the_run_as_run_sync_does() -> 
             {"text": "Deployed."},
         ]
     )
-    chat = Chat(provider, tools=[deploy], journal=Journal(), id="approve-int")
+    chat = Chat(provider, tools=[deploy], journal=Journal(), id=chat_id)
     assert chat.run_sync("deploy").status == "parked"
+    return chat
+
+
+@pytest.mark.usefixtures("sigint_raises")
+def test_an_interrupt_during_approve_sync_settles_the_run_as_run_sync_does() -> None:
+    """Ctrl-C while an approved call runs under approve_sync: the run settles before the
+    interrupt is raised (the chat is not left busy), as under run_sync."""
+    started = threading.Event()
+    chat = parked_deploy("approve-int", started, cleanup=0.5)
 
     def interrupt() -> None:
         started.wait(30)
@@ -317,30 +325,7 @@ def test_an_interrupt_as_approve_sync_hands_over_the_run_leaves_the_chat_idle(
     """The same moment under approve_sync, the run already in its tool: the chat's stop ends the
     run, which settles parked, so the next cell's call is not refused as busy."""
     started = threading.Event()
-
-    @tool(requires_approval=True)
-    async def deploy(target: str) -> str:
-        """Deploy.
-
-        Args:
-            target: Where.
-        """
-        if not started.is_set():
-            started.set()
-            try:
-                await asyncio.Event().wait()
-            finally:
-                await asyncio.sleep(0.2)
-        return "done"
-
-    provider = ScriptedProvider(
-        [
-            {"tool_calls": [{"id": "d1", "name": "deploy", "input": {"target": "prod"}}]},
-            {"text": "Deployed."},
-        ]
-    )
-    chat = Chat(provider, tools=[deploy], journal=Journal(), id="approve-handover")
-    assert chat.run_sync("deploy").status == "parked"
+    chat = parked_deploy("approve-handover", started, cleanup=0.2)
     hand_over = _sync._Call.start
 
     def hand_over_then_interrupt(call: _sync._Call[Any]) -> None:
