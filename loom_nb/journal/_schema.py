@@ -141,6 +141,46 @@ def m006_work_items(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX work_items_by_state ON work_items (queue, state, seq)")
 
 
+def m007_events_by_rowid(conn: sqlite3.Connection) -> None:
+    """Number events by rowid, not ``AUTOINCREMENT``: the same ``seq`` values, one write less per row.
+
+    ``AUTOINCREMENT`` only differs from a plain ``INTEGER PRIMARY KEY`` when the row with the
+    largest ``seq`` is deleted (its number is then never used again), which the append-only
+    triggers refuse; what it costs is an update of ``sqlite_sequence`` with every insert, about a
+    fifth of a journaled step's SQL time. The table is rebuilt with every row and its ``seq``
+    kept (once, inside the migration's transaction: a large journal takes a moment to open the
+    first time), then its indexes and triggers are made again.
+    """
+    conn.execute(
+        """
+        CREATE TABLE events_by_rowid (
+            seq INTEGER PRIMARY KEY,
+            execution_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            step_id TEXT,
+            position INTEGER,
+            payload TEXT NOT NULL,
+            created TEXT NOT NULL,
+            ordinal INTEGER
+        )
+        """
+    )
+    conn.execute(
+        "INSERT INTO events_by_rowid "
+        "(seq, execution_id, kind, step_id, position, payload, created, ordinal) "
+        "SELECT seq, execution_id, kind, step_id, position, payload, created, ordinal "
+        "FROM events ORDER BY seq"
+    )
+    for action in ("update", "delete"):
+        conn.execute(f"DROP TRIGGER events_no_{action}")
+    conn.execute("DROP TABLE events")
+    conn.execute("DELETE FROM sqlite_sequence WHERE name = 'events'")
+    conn.execute("ALTER TABLE events_by_rowid RENAME TO events")
+    conn.execute("CREATE INDEX events_by_execution ON events (execution_id, seq)")
+    conn.execute("CREATE UNIQUE INDEX events_by_ordinal ON events (execution_id, ordinal)")
+    m002_append_only(conn)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_events,
     m002_append_only,
@@ -148,6 +188,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m004_leases,
     m005_content_pins,
     m006_work_items,
+    m007_events_by_rowid,
 ]
 """Every migration, oldest first; the function name is the migration's identity."""
 

@@ -69,3 +69,44 @@ def test_journal_from_a_newer_version_is_refused(tmp_path: Path) -> None:
         Journal(path)
     assert info.value.code == "journal_too_new"
     assert "m999_future" in info.value.message
+
+
+async def test_a_journal_numbered_by_autoincrement_keeps_its_seqs_and_rules(tmp_path: Path) -> None:
+    """m007 rebuilds ``events`` without AUTOINCREMENT: every row and seq kept (gaps too), the
+    append-only triggers and the ordinal uniqueness back, and new rows numbered after the last."""
+    path = tmp_path / "old.sqlite"
+    old_journal(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DROP TRIGGER events_no_delete")  # a gap in seq, as a rolled-back insert leaves
+    conn.execute("DELETE FROM events WHERE seq = 3")
+    conn.execute(  # the delete trigger back, as it was
+        "CREATE TRIGGER events_no_delete BEFORE DELETE ON events "
+        "BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END"
+    )
+    before = conn.execute("SELECT seq, execution_id, kind, payload FROM events").fetchall()
+    conn.close()
+    journal = Journal(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    after = conn.execute("SELECT seq, execution_id, kind, payload FROM events").fetchall()
+    assert after == before
+    assert [row[0] for row in after] == [1, 2, 4, 5, 6]
+    (table,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()
+    assert "AUTOINCREMENT" not in table
+    assert conn.execute("SELECT name FROM sqlite_sequence WHERE name = 'events'").fetchall() == []
+    indexes = {
+        row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+    }
+    assert {"events_by_execution", "events_by_ordinal"} <= indexes
+    for statement in ("UPDATE events SET kind = 'x'", "DELETE FROM events"):
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute(statement)
+    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+        conn.execute(
+            "INSERT INTO events (execution_id, kind, payload, created, ordinal) "
+            "VALUES ('a', 'x', '{}', 'now', 0)"
+        )
+    conn.close()
+    execution = journal.execution("b")
+    assert await execution.execute("s", lambda _: "live", 99) == "b"  # served as before
+    assert await execution.execute("t", lambda x: x, 2) == 2
+    assert [e.seq for e in journal.events("b")][-2:] == [7, 8]  # after the last, no reuse
