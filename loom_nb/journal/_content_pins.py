@@ -33,24 +33,54 @@ from typing import Any
 
 from loom_nb.content import LlmRequest, RefSource
 from loom_nb.errors import ConfigurationError
-from loom_nb.guard import iter_media
+from loom_nb.guard import MediaLocation, iter_media
 from loom_nb.journal._backend import JournalBackend
 from loom_nb.journal._sql import PINNED, PINNED_ADDRESS
 from loom_nb.store._gc import CONTENT_MARKER, cited_in
 
-__all__ = ["input_pins", "pinned_content", "request_pins", "request_pins_later"]
+__all__ = ["MediaOnce", "input_pins", "pinned_content", "request_pins", "request_pins_later"]
 
 Pins = tuple[str, ...]
 
 
 def request_pins(request: LlmRequest) -> Pins:
     """The addresses of every media ref in a model request (what its resolution will read)."""
-    found = {
-        part.source.ref.address
-        for part in (item.part for item in iter_media(request))
-        if isinstance(part.source, RefSource)
-    }
-    return tuple(sorted(found))
+    return MediaOnce(request).pins()
+
+
+class MediaOnce:
+    """A model request's media parts, walked once, when first asked.
+
+    A live model step asks twice: for its pins (before the call) and whether there is any media
+    to check and resolve (``create_llm_effect``); the second ask reads the first walk's list.
+    """
+
+    __slots__ = ("_found", "_request")
+
+    def __init__(self, request: LlmRequest) -> None:
+        self._request = request
+        self._found: list[MediaLocation] | None = None
+
+    def found(self) -> list[MediaLocation]:
+        """Every media part of the request, in message order (``iter_media``)."""
+        if self._found is None:
+            self._found = list(iter_media(self._request))
+        return self._found
+
+    def pins(self) -> Pins:
+        """The addresses of the request's media refs, sorted, each once."""
+        found = self.found()
+        if not found:
+            return ()
+        return tuple(
+            sorted(
+                {
+                    item.part.source.ref.address
+                    for item in found
+                    if isinstance(item.part.source, RefSource)
+                }
+            )
+        )
 
 
 def request_pins_later(request: LlmRequest) -> Callable[[], Pins]:

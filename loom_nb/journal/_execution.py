@@ -209,17 +209,20 @@ class Execution(ExecutionControl):
         capabilities: Any,
         *,
         reads_input: bool = False,
+        pins: Callable[[], Pins] | None = None,
     ) -> Any:
         """A model call: its messages journaled as a delta, its hash over the whole request.
 
         ``fn`` gets the journaled input when ``reads_input`` (a caller's function through
         ``execute``); the effect's own function reads nothing, so the input is journaled
-        straight from the canonical JSON the hashing made and ``fn`` gets None.
+        straight from the canonical JSON the hashing made and ``fn`` gets None. ``pins``: the
+        request's media refs when asked (live only; default: ``request_pins_later(request)``).
         """
         check_step(step_id, fn)
         prepared = model_input(request, self.model_base, self._next, capabilities)
         make_input = prepared.journaled if reads_input else lambda: prepared.journaled_text(step_id)
-        pins = request_pins_later(request)  # its refs, earlier turns' too: read if run live
+        if pins is None:
+            pins = request_pins_later(request)  # its refs, earlier turns' too: read if run live
         try:
             output = await self._execute(
                 step_id, fn, make_input, lambda: prepared.input_hash, pins, prepared.assembled

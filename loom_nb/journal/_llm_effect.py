@@ -14,7 +14,7 @@ Live, the step runs, in this order: ``guard_request`` (structure, provenance, fe
 ``assert_request_supported`` against the provider's declared capabilities (before any I/O) →
 ``resolve_request_content`` (refs become bytes immediately before the call, attributed to this
 execution, step and principal) → ``provider.complete``, or ``provider.stream`` drained by
-``collect_stream``. A request with no media part at all (one ``iter_media`` walk says so) has
+``collect_stream``. A request with no media part at all (the walk that found the step's pins says so) has
 nothing for the capability check to refuse and nothing to resolve: both are skipped (the
 context's tenant is still checked). Replayed, none of that happens: the recorded response is served, so a replay
 needs neither the blobs nor the resolver nor an API key.
@@ -51,7 +51,8 @@ from pydantic import BaseModel
 from loom_nb.capabilities import assert_request_supported
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import ConfigurationError, ContentAccessDeniedError
-from loom_nb.guard import guard_request, handing_over, iter_media
+from loom_nb.guard import guard_request, handing_over
+from loom_nb.journal._content_pins import MediaOnce
 from loom_nb.journal._execution import Execution
 from loom_nb.journal._requests import ModelStepInput
 from loom_nb.limits import MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES
@@ -127,13 +128,15 @@ class LlmEffect:
             self.output_type,
         )
 
+        media = MediaOnce(req)  # walked only live: for the step's pins, then for the checks
+
         async def call(_input: Any) -> LlmResponse:
             # The budget first: a refusal is this step's journaled failure, before any I/O.
-            return await self._live(execution, step_id, req, self._call_settings(req))
+            return await self._live(execution, step_id, req, self._call_settings(req), media)
 
         capabilities = getattr(self.provider, "capabilities", None)
         if isinstance(cast(object, execution), Execution):
-            output = await execution._model_step(step_id, call, req, capabilities)
+            output = await execution._model_step(step_id, call, req, capabilities, pins=media.pins)
         else:
             # A stand-in (a wrapper that records or filters steps) gets the plain contract,
             # execute(step_id, fn, input) with the whole request, which the execution behind it
@@ -182,10 +185,13 @@ class LlmEffect:
         step_id: str,
         request: LlmRequest,
         settings: ModelSettings | None = None,
+        media: MediaOnce | None = None,
     ) -> LlmResponse:
         guarded = guard_request(request)
         capabilities = self.provider.capabilities
-        if next(iter_media(guarded), None) is None and _resolver_ok(self._resolver):
+        if media is None or guarded is not request:  # a fenced copy: its own walk
+            media = MediaOnce(guarded)
+        if not media.found() and _resolver_ok(self._resolver):
             # No media part anywhere (one walk, kept for the checks below when there is one):
             # nothing for the capability check to refuse and no ref to resolve. The context's
             # tenant is still checked against the execution's, as resolving would.

@@ -33,7 +33,8 @@ from loom_nb import (
 )
 from loom_nb.capabilities import guard_supported
 from loom_nb.chat._cost import price_for
-from loom_nb.journal._content_pins import request_pins
+from loom_nb.guard import iter_media
+from loom_nb.journal._content_pins import MediaOnce
 from tests.chat.priced import ANTHROPIC, anthropic
 
 USAGE = {"input_tokens": 1200, "output_tokens": 300}
@@ -139,19 +140,20 @@ async def test_a_provider_called_directly_still_guards() -> None:
 
 
 async def test_a_replayed_turn_does_not_walk_its_request_for_pins() -> None:
-    """Pins (the stored content a live call will read) are found for turns that run live only:
-    a replayed chat serves every turn from the log without walking its media."""
+    """Pins (the stored content a live call will read) are found for turns that run live only,
+    by the one media walk a live turn makes (the effect's media check reads the same walk): a
+    replayed chat serves every turn from the log without walking its media."""
     journal = Journal()
     chat = Chat(ScriptedProvider([{"text": f"a{i}"} for i in range(3)]), journal=journal, id="p")
-    with _Executions(request_pins) as live:
+    with _Executions(MediaOnce.pins, iter_media) as live:
         for i in range(3):
             await chat(f"q{i}")
     again = Chat(ScriptedProvider([]), journal=journal, id="p")
-    with _Executions(request_pins) as replayed:
+    with _Executions(MediaOnce.pins, iter_media) as replayed:
         for i in range(3):
             await again(f"q{i}")
-    assert live.counts == {"request_pins": 3}
-    assert replayed.counts == {"request_pins": 0}
+    assert live.counts == {"MediaOnce.pins": 3, "iter_media": 3}
+    assert replayed.counts == {"MediaOnce.pins": 0, "iter_media": 0}
     assert [m.content for m in again.history] == [m.content for m in chat.history]
 
 
