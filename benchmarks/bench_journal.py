@@ -48,7 +48,7 @@ def bare_inserts(path: Path, n: int) -> float:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={SYNCHRONOUS}")
     conn.execute(
-        "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, execution_id TEXT, "
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY, execution_id TEXT, "
         "kind TEXT, step_id TEXT, position INTEGER, payload TEXT, created TEXT)"
     )
     conn.execute("CREATE INDEX events_by_execution ON events (execution_id, seq)")
