@@ -133,11 +133,12 @@ def _guard(
     messages = req.messages
     if not isinstance(messages, list):
         raise refuse("bad_request", "messages", "messages is not a list", "Pass a list of Message.")
-    lineages = _GUARDED.get((max_inline_bytes, max_inline_total_bytes))
+    caps = (max_inline_bytes, max_inline_total_bytes)
+    lineages = _GUARDED.get(caps)
     if lineages is None:  # a new cap setting; kept only by a walk that remembers
         lineages = Lineages()
         if remembering():
-            _GUARDED[(max_inline_bytes, max_inline_total_bytes)] = lineages
+            _GUARDED[caps] = lineages
     start, dirty, seen, fences = 0, [], EMPTY_JSON_SEEN, None
     last = lineages.take(messages)
     if last is not None:

@@ -184,12 +184,12 @@ class LlmEffect:
         execution: Execution,
         step_id: str,
         request: LlmRequest,
-        settings: ModelSettings | None = None,
-        media: MediaOnce | None = None,
+        settings: ModelSettings | None,
+        media: MediaOnce,
     ) -> LlmResponse:
         guarded = guard_request(request)
         capabilities = self.provider.capabilities
-        if media is None or guarded is not request:  # a fenced copy: its own walk
+        if guarded is not request:  # a fenced copy: its own walk
             media = MediaOnce(guarded)
         if not media.found() and _resolver_ok(self._resolver):
             # No media part anywhere (one walk, kept for the checks below when there is one):

@@ -9,7 +9,7 @@ import pytest
 
 from loom_nb.errors import JournalError
 from loom_nb.journal import Journal
-from loom_nb.journal._schema import MIGRATIONS, m001_events, m002_append_only
+from loom_nb.journal._schema import MIGRATIONS, _refuse, m001_events, m002_append_only
 
 
 def old_journal(path: Path) -> None:
@@ -77,12 +77,9 @@ async def test_a_journal_numbered_by_autoincrement_keeps_its_seqs_and_rules(tmp_
     path = tmp_path / "old.sqlite"
     old_journal(path)
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("DROP TRIGGER events_no_delete")  # a gap in seq, as a rolled-back insert leaves
+    conn.execute("DROP TRIGGER events_no_delete")  # a gap in seq: copied, never renumbered
     conn.execute("DELETE FROM events WHERE seq = 3")
-    conn.execute(  # the delete trigger back, as it was
-        "CREATE TRIGGER events_no_delete BEFORE DELETE ON events "
-        "BEGIN SELECT RAISE(ABORT, 'the journal is append-only'); END"
-    )
+    _refuse(conn, "DELETE")  # the delete trigger back, as m002 made it
     before = conn.execute("SELECT seq, execution_id, kind, payload FROM events").fetchall()
     conn.close()
     journal = Journal(path)
