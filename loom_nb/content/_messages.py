@@ -9,15 +9,13 @@ serialization that requests are hashed and recorded in.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from pydantic import (
     BaseModel,
     Field,
-    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
-    model_serializer,
 )
 
 from loom_nb._strict import content_error
@@ -28,7 +26,7 @@ from loom_nb.content._parts import (
     ToolResultContent,
     ToolUsePart,
 )
-from loom_nb.content._sources import _Model, _OmitNone
+from loom_nb.content._sources import _Model, _OmitNone, omitted_when_none
 from loom_nb.errors import ContentValidationError
 from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted
@@ -81,18 +79,16 @@ class LlmRequest(_OmitNone):
     request that uses neither serializes (and hashes) exactly as before they existed.
     """
 
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"settings", "output_schema"})
-
     messages: list[Message]
     """The conversation so far."""
     tools: list[ToolSpec] = Field(default_factory=list)
     """The tools the model may call."""
     system: str | Untrusted | None = None
     """The system prompt (never untrusted: the guard refuses an untrusted one)."""
-    settings: ModelSettings | None = None
+    settings: ModelSettings | None = omitted_when_none()
     """Generation settings (max tokens, temperature ...); providers merge their own defaults
     under these and a call's ``settings=`` over them. An empty ``ModelSettings()`` becomes None."""
-    output_schema: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = omitted_when_none()
     """The JSON Schema the answer must match (set from ``output_type=``); providers send it in
     the vendor's native structured-output mode. Part of the journaled request, so replay is
     exact and a changed schema diverges."""
@@ -106,20 +102,26 @@ class LlmRequest(_OmitNone):
 class ToolCall(_OmitNone):
     """A tool call in a model's response."""
 
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"provider_data"})
-
     id: str
     """The call's id (providers synthesize one when the vendor gives none)."""
     name: str
     """The tool called."""
     input: dict[str, Any] = Field(default_factory=dict)
     """The arguments, parsed from the vendor's JSON."""
-    provider_data: dict[str, str] | None = None
+    provider_data: dict[str, str] | None = omitted_when_none()
     """Opaque vendor data that must travel with the call (e.g. Gemini's thought signature).
 
     ``assistant_message_of`` copies it onto the ``tool_use``; it is never shown to the model as
     text, and it is left out of the serialized form while None.
     """
+
+
+def _is_zero(value: object) -> bool:
+    return value == 0
+
+
+def _is_empty(value: object) -> bool:
+    return not value
 
 
 class Usage(_Model):
@@ -135,22 +137,12 @@ class Usage(_Model):
     """Tokens read, including cached ones."""
     output_tokens: int = 0
     """Tokens generated."""
-    cache_read_tokens: int = 0
+    cache_read_tokens: int = Field(default=0, exclude_if=_is_zero)
     """Input tokens served from the prompt cache (Anthropic ``cache_read_input_tokens``, OpenAI
     ``cached_tokens``, Gemini ``cachedContentTokenCount``); part of ``input_tokens``."""
-    cache_write_tokens: int = 0
+    cache_write_tokens: int = Field(default=0, exclude_if=_is_zero)
     """Input tokens written to the prompt cache (Anthropic ``cache_creation_input_tokens``);
     part of ``input_tokens``."""
-
-    @model_serializer(mode="wrap")
-    def _drop_zero_cache(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            if not data.get("cache_read_tokens", 1):
-                del data["cache_read_tokens"]
-            if not data.get("cache_write_tokens", 1):
-                del data["cache_write_tokens"]
-        return data
 
     def __repr_args__(self) -> Any:
         """The fields ``repr`` shows: the cache counts only when not 0 (as the JSON leaves them)."""
@@ -201,21 +193,11 @@ class LlmResponse(_Model):
 
     Never serialized: the journal keeps the raw text in ``content`` and a replay validates it
     again, so the recorded response is the same with or without structured output."""
-    reasoning: list[ReasoningPart] = Field(default_factory=list)
+    reasoning: list[ReasoningPart] = Field(default_factory=list, exclude_if=_is_empty)
     """The model's thinking, one part per vendor block, in order (empty when it showed none)."""
-    provider: str | None = None
+    provider: str | None = omitted_when_none()
     """Which provider answered, when a ``FallbackProvider`` chose among several (its label for
     the one that did, e.g. ``"anthropic"``); None otherwise. Journaled, so a replay shows it."""
-
-    @model_serializer(mode="wrap")
-    def _drop_empty_reasoning(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            if not data.get("reasoning", True):
-                del data["reasoning"]
-            if data.get("provider", 0) is None:
-                del data["provider"]
-        return data
 
 
 def text_of(content: MessageContent | ToolResultContent) -> str:

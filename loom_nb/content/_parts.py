@@ -10,7 +10,7 @@ files, bytes and PIL images by ``ImagePart.from_path`` and friends, which sniff 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
     Discriminator,
@@ -60,26 +60,23 @@ from loom_nb.content._sources import (
     MediaSource,
     RefSource,
     _OmitNone,
+    omitted_when_none,
 )
 
 
 class TextPart(_OmitNone):
     """Text. Untrusted when ``origin`` is set or ``text`` is an ``Untrusted`` value."""
 
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin"})
-
     type: Literal["text"] = "text"
     """Discriminator: always ``"text"``."""
     text: str | Untrusted
     """The text itself."""
-    origin: str | None = None
+    origin: str | None = omitted_when_none()
     """Where untrusted text came from (``"tool:web_fetch"``); None for the application's own text."""
 
 
 class ImagePart(_OmitNone):
     """An image (``image/png``, ``image/jpeg``, ...)."""
-
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin"})
 
     type: Literal["image"] = "image"
     """Discriminator: always ``"image"``."""
@@ -87,7 +84,7 @@ class ImagePart(_OmitNone):
     """The image's media type; the guard requires ``image/*``."""
     source: MediaSource
     """Where the bytes are: a store ref or inline base64."""
-    origin: str | None = None
+    origin: str | None = omitted_when_none()
     """Set when an untrusted party supplied the image; providers then fence it."""
 
     @classmethod
@@ -146,15 +143,13 @@ class ImagePart(_OmitNone):
 class AudioPart(_OmitNone):
     """An audio clip (``audio/wav``, ``audio/mpeg``, ...)."""
 
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin"})
-
     type: Literal["audio"] = "audio"
     """Discriminator: always ``"audio"``."""
     media_type: str
     """The clip's media type; the guard requires ``audio/*``."""
     source: MediaSource
     """Where the bytes are: a store ref or inline base64."""
-    origin: str | None = None
+    origin: str | None = omitted_when_none()
     """Set when an untrusted party supplied the clip; providers then fence it."""
 
     @classmethod
@@ -176,17 +171,15 @@ class AudioPart(_OmitNone):
 class FilePart(_OmitNone):
     """A document such as a PDF (``application/pdf``) or plain text."""
 
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin", "name"})
-
     type: Literal["file"] = "file"
     """Discriminator: always ``"file"``."""
     media_type: str
     """The document's media type (any well-formed type)."""
     source: MediaSource
     """Where the bytes are: a store ref or inline base64."""
-    name: str | None = None
+    name: str | None = omitted_when_none()
     """A file name shown to the model (dropped by the guard when the part is untrusted)."""
-    origin: str | None = None
+    origin: str | None = omitted_when_none()
     """Set when an untrusted party supplied the file; providers then fence it."""
 
     @classmethod
@@ -279,8 +272,6 @@ tool call more than the rest of its validation."""
 class ToolUsePart(_OmitNone):
     """A tool call the model made; appears only in assistant messages."""
 
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"provider_data"})
-
     type: Literal["tool_use"] = "tool_use"
     """Discriminator: always ``"tool_use"``."""
     id: str | Untrusted
@@ -289,7 +280,7 @@ class ToolUsePart(_OmitNone):
     """The tool's name."""
     input: ToolInput = Field(default_factory=dict)
     """The call's arguments (a JSON object)."""
-    provider_data: dict[str, str] | None = None
+    provider_data: dict[str, str] | None = omitted_when_none()
     """Opaque vendor data that must travel with the call (e.g. Gemini's thought signature).
 
     Only the mapper of the vendor that wrote it reads it; it is never shown to the model as text,
@@ -316,8 +307,6 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 class ToolResultPart(_OmitNone):
     """The answer to one tool call; appears only in user messages, after the call's assistant turn."""
 
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"origin"})
-
     type: Literal["tool_result"] = "tool_result"
     """Discriminator: always ``"tool_result"``."""
     tool_use_id: str
@@ -326,7 +315,7 @@ class ToolResultPart(_OmitNone):
     """The result: text, an untrusted value, or a list of text and media parts."""
     is_error: bool = False
     """True when the tool failed or the call was refused; the model sees it as an error."""
-    origin: str | None = None
+    origin: str | None = omitted_when_none()
     """Set when the whole result is untrusted (e.g. a tool declared untrusted)."""
 
 
@@ -338,20 +327,18 @@ class ReasoningPart(_OmitNone):
     optional fields are left out of the serialized form.
     """
 
-    _omit_when_none: ClassVar[frozenset[str]] = frozenset({"signature", "data", "provider_data"})
-
     type: Literal["reasoning"] = "reasoning"
     """Discriminator: always ``"reasoning"``."""
     text: str = ""
     """The visible thinking or its summary ("" when the vendor shows none, e.g. redacted)."""
-    signature: str | None = None
+    signature: str | None = omitted_when_none()
     """The vendor's signature over the thinking (Anthropic ``signature``, Gemini ``thoughtSignature``)."""
     redacted: bool = False
     """True when the vendor withheld the thinking and sent only an opaque ``data`` payload."""
-    data: str | None = None
+    data: str | None = omitted_when_none()
     """An opaque payload sent back unchanged (Anthropic ``redacted_thinking.data``, OpenAI
     Responses ``encrypted_content``)."""
-    provider_data: dict[str, Any] | None = None
+    provider_data: dict[str, Any] | None = omitted_when_none()
     """Other vendor metadata, plain JSON: ``vendor`` (who produced it: ``"anthropic"``,
     ``"openai"``, ``"gemini"``), item ids, the wire field it came in."""
 
