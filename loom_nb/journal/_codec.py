@@ -27,7 +27,6 @@ __all__ = [
     "check_step",
     "decode",
     "dumps",
-    "encode_model",
     "encode_text",
     "encode_value",
     "is_storable_id",
@@ -190,22 +189,6 @@ def encode_value(value: Any, *, step_id: str, what: str = "output") -> tuple[str
             what=what,
         ) from exc
     return text, decoded
-
-
-def encode_model(value: Any, *, step_id: str, what: str = "output") -> tuple[str, Any]:
-    """``encode_value`` for a caller that validates the value back into its model at once.
-
-    A pydantic model's ``model_dump(mode="json")`` holds only what JSON holds (fresh dicts,
-    lists, strings, numbers, booleans, None); once the encoder has written it (which refuses NaN
-    and infinity), parsing the text back gives equal values, so the dump is returned instead of
-    a second parse. Its dicts keep the model's field order rather than the text's sorted order,
-    which only a caller that validates it back into a model may ignore (the model step's
-    effect). Anything else goes through ``encode_value``.
-    """
-    if not isinstance(value, BaseModel):
-        return encode_value(value, step_id=step_id, what=what)
-    dumped = value.model_dump(mode="json")
-    return encode_text(dumped, step_id=step_id, what=what), dumped
 
 
 def text_hash(text: str) -> str:

@@ -46,7 +46,6 @@ from loom_nb.journal._claims import claimed_field, payload_text, recorded_fields
 from loom_nb.journal._codec import (
     check_step,
     dumps,
-    encode_model,
     encode_text,
     encode_value,
     storable_text,
@@ -339,10 +338,8 @@ class Execution(ExecutionControl):
             if type(input) is EncodedInput:  # a model step's input, already canonical JSON
                 input_text = storable_text(input.text, input.value)
                 input = None  # the effect's function never reads it (the request is beside it)
-                model = True
             else:
                 input_text = encode_text(input, step_id=step_id, what="input")
-                model = False
             digest = input_hash() if input_hash is not None else text_hash(input_text)
             if pins is None or callable(pins):
                 pins = input_pins(input_text) if pins is None else pins()
@@ -353,9 +350,7 @@ class Execution(ExecutionControl):
             self._release(position)
             raise
         try:
-            return await self._run_held(
-                position, step_id, fn, input, input_text, digest, pins, model=model
-            )
+            return await self._run_held(position, step_id, fn, input, input_text, digest, pins)
         finally:
             self._journal._let_go(self._id, owner)
 
@@ -368,14 +363,8 @@ class Execution(ExecutionControl):
         input_text: str,
         digest: str,
         pins: Pins,
-        *,
-        model: bool = False,
     ) -> Any:
         """Run the step and journal its outcome, holding the execution's claim (``_run``).
-
-        ``model``: a model step, whose effect validates the output back into an ``LlmResponse``
-        at once, so the response's dump is returned without parsing its text again
-        (``encode_model``).
 
         A step with ``pins`` journals its start (and the pins) before ``fn`` runs, so the
         content it reads is pinned before the store is read (``_content_pins``); its outcome unpins.
@@ -400,8 +389,7 @@ class Execution(ExecutionControl):
                 # land), its start is made durable first, so a log cut short shows which step
                 # was in flight; one that never suspends is journaled in one commit below.
                 result = await (result if started else StartOnSuspend(result, start))
-            encode = encode_model if model else encode_value
-            output_text, output = encode(result, step_id=step_id, what="output")
+            output_text, output = encode_value(result, step_id=step_id, what="output")
         except BaseException as exc:
             error = {
                 "code": getattr(exc, "code", None),

@@ -178,20 +178,3 @@ async def test_a_chats_cache_settings_are_made_once_and_still_sent() -> None:
         await chat(f"q{i}")
     assert len(sent) == 2  # the second request holds an earlier turn (auto would mark it)
     assert not any(b'"cache_control"' in request.content for request in sent[1:])
-
-
-async def test_a_live_turn_does_not_parse_its_response_back_from_the_journal_text() -> None:
-    """A live turn journals its response's canonical JSON and hands the effect the response's
-    dump, which it validates back into an ``LlmResponse`` at once: the text is not parsed again
-    (``encode_model``). The turn returns what a replay of it returns."""
-    import json
-
-    journal = Journal()
-    chat = Chat(ScriptedProvider([{"text": f"a{i}"} for i in range(3)]), journal=journal, id="j")
-    await chat("warm up")
-    with _Executions(json.loads) as parsed:
-        live = [await chat(f"q{i}") for i in range(2)]
-    assert parsed.counts == {"loads": 0}
-    again = Chat(ScriptedProvider([]), journal=journal, id="j")
-    await again("warm up")
-    assert [await again(f"q{i}") for i in range(2)] == live
