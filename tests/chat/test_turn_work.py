@@ -178,3 +178,17 @@ async def test_a_chats_cache_settings_are_made_once_and_still_sent() -> None:
         await chat(f"q{i}")
     assert len(sent) == 2  # the second request holds an earlier turn (auto would mark it)
     assert not any(b'"cache_control"' in request.content for request in sent[1:])
+
+
+async def test_a_live_answer_has_the_key_order_its_replay_has() -> None:
+    """A live turn returns its answer as read back from the journaled text, so what a notebook
+    shows of it (a tool call's input, in the order the model wrote) is what a replay shows:
+    the journal's canonical JSON sorts keys, and both sides come from that text."""
+    call = {"id": "c1", "name": "send", "input": {"to": "ana@example.com", "summary": "May"}}
+    journal = Journal()
+    chat = Chat(ScriptedProvider([{"text": "", "tool_calls": [call]}]), journal=journal, id="k")
+    live = await chat("send it")
+    again = Chat(ScriptedProvider([]), journal=journal, id="k")
+    replayed = await again("send it")
+    assert list(live.tool_calls[0].input) == list(replayed.tool_calls[0].input)
+    assert list(live.tool_calls[0].input) == ["summary", "to"]
