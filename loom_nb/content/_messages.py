@@ -26,7 +26,7 @@ from loom_nb.content._parts import (
     ToolResultContent,
     ToolUsePart,
 )
-from loom_nb.content._sources import _Model, _OmitNone, omitted_when_none
+from loom_nb.content._sources import _Model, omitted_when_none
 from loom_nb.errors import ContentValidationError
 from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted
@@ -72,7 +72,7 @@ class ToolSpec(_Model):
     """JSON Schema of the tool's input object."""
 
 
-class LlmRequest(_OmitNone):
+class LlmRequest(_Model):
     """What is sent to a model: messages, the tool menu, the system prompt, settings, output schema.
 
     ``settings`` and ``output_schema`` are left out of the serialized form while None, so a
@@ -99,7 +99,7 @@ class LlmRequest(_OmitNone):
         return None if value is not None and value.is_empty() else value
 
 
-class ToolCall(_OmitNone):
+class ToolCall(_Model):
     """A tool call in a model's response."""
 
     id: str

@@ -59,12 +59,12 @@ from loom_nb.content._sources import (
     DataSource,
     MediaSource,
     RefSource,
-    _OmitNone,
+    _Model,
     omitted_when_none,
 )
 
 
-class TextPart(_OmitNone):
+class TextPart(_Model):
     """Text. Untrusted when ``origin`` is set or ``text`` is an ``Untrusted`` value."""
 
     type: Literal["text"] = "text"
@@ -75,7 +75,7 @@ class TextPart(_OmitNone):
     """Where untrusted text came from (``"tool:web_fetch"``); None for the application's own text."""
 
 
-class ImagePart(_OmitNone):
+class ImagePart(_Model):
     """An image (``image/png``, ``image/jpeg``, ...)."""
 
     type: Literal["image"] = "image"
@@ -140,7 +140,7 @@ class ImagePart(_OmitNone):
         return cls.from_bytes(data, store=store, tenant=tenant, origin=origin)
 
 
-class AudioPart(_OmitNone):
+class AudioPart(_Model):
     """An audio clip (``audio/wav``, ``audio/mpeg``, ...)."""
 
     type: Literal["audio"] = "audio"
@@ -168,7 +168,7 @@ class AudioPart(_OmitNone):
         return part
 
 
-class FilePart(_OmitNone):
+class FilePart(_Model):
     """A document such as a PDF (``application/pdf``) or plain text."""
 
     type: Literal["file"] = "file"
@@ -269,7 +269,7 @@ as an ``Untrusted`` (a model with its own ``__init__``) and build a refusal for 
 tool call more than the rest of its validation."""
 
 
-class ToolUsePart(_OmitNone):
+class ToolUsePart(_Model):
     """A tool call the model made; appears only in assistant messages."""
 
     type: Literal["tool_use"] = "tool_use"
@@ -304,7 +304,7 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 """Exact types that are never an ``Untrusted`` or its marker object."""
 
 
-class ToolResultPart(_OmitNone):
+class ToolResultPart(_Model):
     """The answer to one tool call; appears only in user messages, after the call's assistant turn."""
 
     type: Literal["tool_result"] = "tool_result"
@@ -319,7 +319,7 @@ class ToolResultPart(_OmitNone):
     """Set when the whole result is untrusted (e.g. a tool declared untrusted)."""
 
 
-class ReasoningPart(_OmitNone):
+class ReasoningPart(_Model):
     """The model's thinking (or its summary); appears only in assistant messages, before the answer.
 
     Vendors that sign their reasoning (Anthropic, Gemini, OpenAI Responses) require the part back

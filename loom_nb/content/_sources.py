@@ -52,11 +52,7 @@ def omitted_when_none() -> Any:
     return Field(default=None, exclude_if=_is_none)
 
 
-class _OmitNone(_Model):
-    """A content value whose optional fields (``omitted_when_none()``) are left out while None."""
-
-
-class ContentRef(_OmitNone):
+class ContentRef(_Model):
     """A claim-check for bytes in the content store."""
 
     address: str
