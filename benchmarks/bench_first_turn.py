@@ -19,6 +19,8 @@ that a load spike hits every kind alike:
   store, a function tool whose input is validated against its JSON Schema, prompt caching, cost)
   on an ``AnthropicProvider`` whose ``httpx.MockTransport`` serves a recorded Anthropic answer,
   and ONE turn, ``await chat("...")``;
+- plain turn: the same chat with no tool (the first cell of most notebooks: ``await
+  chat("...")``): ``jsonschema`` is imported when the first tool is defined, so it is not here;
 - tool run: the same chat, but the turn is ``chat.run(...)`` where the recorded answer calls the
   tool, so the tool's input is validated against its schema and the tool runs, then a second
   recorded answer ends the run (two model calls).
@@ -60,7 +62,7 @@ RECORDING = ROOT / "tests/fixtures/provider-traffic/anthropic/tool-roundtrip-non
 ROUNDS = 3 if quick() else 9
 TARGET = 4.0
 
-_CHAT = """
+_HEAD = """
 import asyncio, json, os, sys
 import loom_nb
 from loom_nb import Chat, Journal, LocalContentStore, ToolDefinition
@@ -75,6 +77,9 @@ def answer(request):
     served.append(request)
     return httpx.Response(200, content=body, headers={"content-type": "application/json"})
 
+"""
+
+_TOOL = """
 weather = ToolDefinition(
     "get_weather",
     "Get the current weather for a city.",
@@ -86,6 +91,10 @@ weather = ToolDefinition(
         "additionalProperties": False,
     },
 )
+tools = [weather]
+"""
+
+_MAKE = """
 here = os.environ["BENCH_DIR"]
 chat = Chat(
     AnthropicProvider(
@@ -93,11 +102,19 @@ chat = Chat(
         api_key="sk-test",
         http_client=httpx.AsyncClient(transport=httpx.MockTransport(answer)),
     ),
-    tools=[weather],
+    tools=tools,
     journal=Journal(os.path.join(here, "journal.sqlite")),
     store=LocalContentStore(os.path.join(here, "store")),
     id="first",
 )
+"""
+
+_CHAT = _HEAD + _TOOL + _MAKE
+"""The chat of a first turn: every feature on, a schema-checked tool included."""
+
+_TURN = """
+reply = asyncio.run(chat("What's the weather in Paris?"))
+assert reply.content and chat.cost is not None, (reply, chat.cost)
 """
 
 SCRIPTS = {
@@ -124,11 +141,8 @@ db.execute("INSERT INTO events (payload) VALUES (?)", ('{"text": "hi"}',))
 db.commit()
 db.close()
 """,
-    "turn": _CHAT
-    + """
-reply = asyncio.run(chat("What's the weather in Paris?"))
-assert reply.content and chat.cost is not None, (reply, chat.cost)
-""",
+    "turn": _CHAT + _TURN,
+    "plain turn": _HEAD + "tools = []\n" + _MAKE + _TURN,
     "tool run": _CHAT
     + """
 result = asyncio.run(chat.run("What's the weather in Paris?"))
@@ -175,7 +189,7 @@ step("loom_nb.providers (Anthropic)")
 from loom_nb.journal import Journal
 step("loom_nb.journal (the SQLite journal)")
 from loom_nb.agent import ToolDefinition
-step("loom_nb.agent: ToolDefinition (with jsonschema)")
+step("loom_nb.agent: ToolDefinition (jsonschema waits for the first tool)")
 from loom_nb.chat import Chat
 step("loom_nb.chat: Chat (with the agent loop, the journaled effect)")
 """
@@ -184,7 +198,7 @@ BREAKDOWN = (
     _BREAKDOWN_HEAD
     + _CHAT
     + """
-step("the Chat: tool schema checked, journal file opened, store")
+step("the Chat: its tool (jsonschema imported, the schema checked), journal, store")
 reply = asyncio.run(chat("What's the weather in Paris?"))
 step("the turn: one recorded HTTP answer, journaled")
 assert reply.content and chat.cost is not None, (reply, chat.cost)
@@ -249,6 +263,7 @@ def _measure(rounds: int, bytecode: str) -> int:
     }
     envs = dict.fromkeys(SCRIPTS, base_env)
     envs["turn"] = {**base_env, "BENCH_BODIES": _bodies(first_calls_tool=False)}
+    envs["plain turn"] = envs["turn"]
     envs["tool run"] = {**base_env, "BENCH_BODIES": _bodies(first_calls_tool=True)}
     envs["breakdown"] = envs["turn"]
     walls: dict[str, list[float]] = {kind: [] for kind in SCRIPTS}
@@ -265,7 +280,7 @@ def _measure(rounds: int, bytecode: str) -> int:
         steps.append((cpu, out))
     for kind in SCRIPTS:
         print(
-            f"{kind:>9}: wall {statistics.median(walls[kind]) * 1e3:8.1f} ms, CPU "
+            f"{kind:>12}: wall {statistics.median(walls[kind]) * 1e3:8.1f} ms, CPU "
             f"{statistics.median(cpus[kind]) * 1e3:8.1f} ms  (medians of {rounds})"
         )
     rows: list[Row] = []
@@ -291,6 +306,14 @@ def _measure(rounds: int, bytecode: str) -> int:
             rows.append(
                 Row(f"{label}: {kind} / import, vs floor in use", ratio, used, kind="bound")
             )
+        ratio = median["plain turn"] / base
+        print(
+            f"{label}: plain turn (the same chat with no tool: jsonschema is never imported) "
+            f"{ratio:.2f}x import, {ratio / used:.2f}x the floor in use"
+        )
+        rows.append(
+            Row(f"{label}: plain turn / import, vs floor in use", ratio, used, kind="bound")
+        )
         if bound > TARGET:
             print(
                 f"{label}: the {TARGET:.0f}x target is below the floor bound ({bound:.2f}x): "

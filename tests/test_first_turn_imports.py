@@ -87,7 +87,34 @@ def test_a_first_chat_turn_loads_no_renderer_other_vendor_batch_or_mcp(tmp_path)
     loaded = set(json.loads(done.stdout.splitlines()[-1]))
     assert "loom_nb.providers.anthropic" in loaded
     assert "loom_nb.agent._tools" in loaded
+    assert "jsonschema" in loaded  # the tool's schema is checked, its input validated
     assert sorted(set(NOT_IN_A_FIRST_TURN) & loaded) == []
+
+
+def test_jsonschema_waits_for_the_first_tool(tmp_path) -> None:
+    """A first turn of a chat with no tool leaves jsonschema unloaded (about 25 ms of a fresh
+    process); defining a tool imports it, and the tool's input is validated against its schema."""
+    code = FIRST_TURN.format(answer=ANSWER, here=str(tmp_path)).replace(
+        "tools=[weather]", "tools=[]"
+    )
+    defined = code.index("weather = ToolDefinition(")
+    code = code[:defined] + "assert 'jsonschema' not in sys.modules\n" + code[defined:]
+    code = code.replace("weather = ToolDefinition(", "weather = None and ToolDefinition(", 1)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = set(json.loads(done.stdout.splitlines()[-1]))
+    assert "loom_nb.agent._tools" in loaded  # the agent loop is in; only jsonschema waits
+    assert "jsonschema" not in loaded
+    check = (
+        "import sys\n"
+        "from loom_nb import ToolDefinition\n"
+        "assert 'jsonschema' not in sys.modules\n"
+        "t = ToolDefinition('t', 'd', fn=str, input_schema={'type': 'object', "
+        "'properties': {'city': {'type': 'string'}}})\n"
+        "assert 'jsonschema' in sys.modules\n"
+        "assert t.validate_input({'city': 1}) == (None, \"city: 1 is not of type 'string'\")\n"
+    )
+    subprocess.run([sys.executable, "-c", check], check=True)
 
 
 def test_genai_prices_gets_its_http_client_on_first_use() -> None:
