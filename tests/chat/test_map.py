@@ -379,15 +379,14 @@ async def test_an_update_too_soon_is_drawn_when_due_and_the_end_cancels_it() -> 
     await asyncio.sleep(0.35)
     assert [line.split(" · ")[0] for line in seen.lines] == ["map m: 1/3", "map m: 2/3"]
     progress.done = 3
-    progress.update()  # too soon again
+    progress.update()  # too soon again (on a loaded machine the loop may wake late: drawn now)
     progress.finished = True
     progress.update(force=True)  # the end: drawn now, nothing due after it
+    drawn = [line.split(" · ")[0] for line in seen.lines]
     await asyncio.sleep(0.35)
-    assert [line.split(" · ")[0] for line in seen.lines] == [
-        "map m: 1/3",
-        "map m: 2/3",
-        "map m: 3/3",
-    ]
+    assert [line.split(" · ")[0] for line in seen.lines] == drawn  # nothing drawn after the end
+    assert drawn[:3] == ["map m: 1/3", "map m: 2/3", "map m: 3/3"]
+    assert set(drawn[3:]) <= {"map m: 3/3"}  # the late-woken case draws 3/3 twice, never more
     assert seen.lines[-1].endswith("done")
 
 
