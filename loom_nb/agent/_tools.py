@@ -12,7 +12,6 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_serializer
@@ -33,15 +32,6 @@ MEDIA_RESULT_MARKER = "__loomMediaResult"
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 _PARTS = TypeAdapter(list[ResultPart])
-_JSONSCHEMA: list[ModuleType] = []
-
-
-def _jsonschema() -> ModuleType:
-    """``jsonschema``, imported when the first tool is defined (about 25 ms: a chat with no tool
-    never pays it), its costly format grammars deferred further, to their first use."""
-    if not _JSONSCHEMA:
-        _JSONSCHEMA.append(import_jsonschema())
-    return _JSONSCHEMA[0]
 
 
 class MediaResult(BaseModel):
@@ -150,7 +140,7 @@ class ToolDefinition:
         self.returns_media = bool(returns_media)
         self.untrusted = bool(untrusted)
         self.requires_approval = bool(requires_approval)
-        self._validator = _jsonschema().Draft202012Validator(schema)
+        self._validator = import_jsonschema().Draft202012Validator(schema)  # see _check_schema
 
     def __repr__(self) -> str:
         flags = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
@@ -211,7 +201,9 @@ def _check_schema(name: str, schema: Any) -> None:
             "(the providers take only object inputs).",
             code="invalid_tool_definition",
         )
-    jsonschema = _jsonschema()
+    # jsonschema is imported by the first tool defined (about 25 ms: a chat with no tool never
+    # pays it; later calls find it in sys.modules), its format grammars later still.
+    jsonschema = import_jsonschema()
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
