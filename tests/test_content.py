@@ -392,6 +392,26 @@ def test_canonical_json_is_order_independent() -> None:
     assert canonical_json(request) == canonical_json(json.loads(request.model_dump_json()))
 
 
+@given(
+    text=st.text(alphabet=st.characters(codec=None)), role=st.sampled_from(["user", "assistant"])
+)
+def test_a_plain_string_message_has_the_canonical_json_of_its_dump(text: str, role: str) -> None:
+    """A message with a string content is written without the dump (the commonest case, hashed
+    twice a chat turn): the text is exactly what dumping and encoding it gives, for any text
+    (quotes, control characters, line separators, lone surrogates)."""
+    message = Message(role=role, content=text)  # type: ignore[arg-type]
+    general = json.dumps(
+        message.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    assert canonical_json(message) == general
+    assert canonical_json(Message(role=role, content=[TextPart(text=text)])) == json.dumps(  # type: ignore[arg-type]
+        {"content": [{"text": text, "type": "text"}], "role": role},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
 def test_parts_are_frozen_and_forbid_unknown_fields() -> None:
     """Parts are immutable values; an unknown field is an error, not silently dropped."""
     part = TextPart(text="x")

@@ -9,6 +9,7 @@ serialization that requests are hashed and recorded in.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
 
 from pydantic import (
@@ -278,6 +279,12 @@ def canonical_json(value: Any) -> str:
 
     Models are dumped in JSON mode first, so the same request always gives the same string.
     """
+    if type(value) is Message:
+        # The commonest message, a role and a plain string (every chat turn hashes two), written
+        # directly: the same text the dump and the encoder make, without either.
+        content, role = value.content, value.role
+        if type(content) is str and (role == "user" or role == "assistant"):
+            return '{"content":' + _STRING(content) + ',"role":"' + role + '"}'
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     return _CANONICAL.encode(value)
@@ -286,6 +293,8 @@ def canonical_json(value: Any) -> str:
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 """The encoder ``json.dumps`` would build on every call with these options, built once (the
 same output: ``json.dumps`` with options is ``JSONEncoder(**options).encode``)."""
+_STRING: Callable[[str], str] = json.encoder.encode_basestring
+"""The function ``_CANONICAL`` writes a string with (``ensure_ascii=False``)."""
 
 
 def parse_request(data: Any) -> LlmRequest:
