@@ -282,9 +282,9 @@ def canonical_json(value: Any) -> str:
     if type(value) is Message:
         # The commonest message, a role and a plain string (every chat turn hashes two), written
         # directly: the same text the dump and the encoder make, without either.
-        content, role = value.content, value.role
-        if type(content) is str and (role == "user" or role == "assistant"):
-            return '{"content":' + _STRING(content) + ',"role":"' + role + '"}'
+        role = value.role
+        if isinstance(value.content, str) and (role == "user" or role == "assistant"):
+            return '{"content":' + _STRING(value.content) + ',"role":"' + role + '"}'
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     return _CANONICAL.encode(value)
