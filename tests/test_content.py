@@ -518,3 +518,19 @@ def test_optional_fields_are_left_out_inside_pydantic_without_a_python_serialize
     assert TextPart(text="a").model_dump() == {"type": "text", "text": "a"}
     assert TextPart(text="a", origin="web").model_dump()["origin"] == "web"
     assert LlmResponse.model_validate(dumped) == shown
+
+
+def test_a_constructed_message_with_an_odd_role_takes_the_general_path() -> None:
+    """A role that is not an exact str (a subclass that says it equals anything, slipped past
+    validation with model_construct) is never written into the canonical JSON as is: the
+    general encoder escapes it, so the text stays one valid JSON object."""
+
+    class Sly(str):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = str.__hash__
+
+    message = Message.model_construct(role=Sly('user","evil":"x'), content="hi")
+    text = canonical_json(message)
+    assert json.loads(text) == {"content": "hi", "role": 'user","evil":"x'}

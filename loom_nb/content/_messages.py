@@ -282,8 +282,10 @@ def canonical_json(value: Any) -> str:
     if type(value) is Message:
         # The commonest message, a role and a plain string (every chat turn hashes two), written
         # directly: the same text the dump and the encoder make, without either.
-        role = value.role
-        if isinstance(value.content, str) and (role == "user" or role == "assistant"):
+        # An exact str role, compared with str's own __eq__: a subclass built around validation
+        # (model_construct) takes the general path, never the text as written here.
+        role: object = value.role
+        if type(role) is str and role in _ROLES and isinstance(value.content, str):
             return '{"content":' + _STRING(value.content) + ',"role":"' + role + '"}'
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
@@ -294,6 +296,7 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 """The encoder ``json.dumps`` would build on every call with these options, built once (the
 same output: ``json.dumps`` with options is ``JSONEncoder(**options).encode``)."""
 _STRING: Callable[[str], str] = json.encoder.encode_basestring
+_ROLES = ("user", "assistant")
 """The function ``_CANONICAL`` writes a string with (``ensure_ascii=False``)."""
 
 
