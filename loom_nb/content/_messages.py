@@ -281,9 +281,8 @@ def canonical_json(value: Any) -> str:
     """
     if type(value) is Message:
         # The commonest message, a role and a plain string (every chat turn hashes two), written
-        # directly: the same text the dump and the encoder make, without either.
-        # An exact str role, compared with str's own __eq__: a subclass built around validation
-        # (model_construct) takes the general path, never the text as written here.
+        # directly: the same text the dump and the encoder make, without either. Only an exact
+        # str role qualifies (a subclass slipped past validation takes the general path).
         role: object = value.role
         if type(role) is str and role in _ROLES and isinstance(value.content, str):
             return '{"content":' + _STRING(value.content) + ',"role":"' + role + '"}'
@@ -296,8 +295,9 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 """The encoder ``json.dumps`` would build on every call with these options, built once (the
 same output: ``json.dumps`` with options is ``JSONEncoder(**options).encode``)."""
 _STRING: Callable[[str], str] = json.encoder.encode_basestring
-_ROLES = ("user", "assistant")
 """The function ``_CANONICAL`` writes a string with (``ensure_ascii=False``)."""
+_ROLES = ("user", "assistant")
+"""The roles ``canonical_json`` writes directly (an exact ``str`` found here by ``str.__eq__``)."""
 
 
 def parse_request(data: Any) -> LlmRequest:
