@@ -61,6 +61,8 @@ class MCPSession:
         self._ready: asyncio.Future[Any] | None = None
         self.process: StdioProcess | None = None
         self._errlog: IO[bytes] | None = None
+        self._last_words = b""
+        """The end of a closed server's stderr (its file is closed with the connection)."""
         self.broken = False
         self.starts = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -118,6 +120,7 @@ class MCPSession:
         self.client = None
         self._runner = self._stop = self._ready = None
         if runner is None:
+            self._keep_last_words()
             return
         if stop is not None:
             stop.set()
@@ -131,8 +134,21 @@ class MCPSession:
                 cancelled = True  # reap first; the cancellation is re-raised below
             except Exception:  # the reaping is bounded well below this; give up waiting
                 break
+        self._keep_last_words()
         if cancelled:
             raise asyncio.CancelledError
+
+    def _keep_last_words(self) -> None:
+        """Close the stderr file of a connection that ended, keeping its end for ``stderr_tail``
+        (an error raised after the close quotes it), so no descriptor stays open until the
+        toolset is collected."""
+        log, self._errlog = self._errlog, None
+        if log is None:
+            return
+        try:
+            self._last_words = _tail_of(log)
+        finally:
+            log.close()
 
     def leave_foreign_loop(self) -> None:
         """Drop a connection made in another event loop (now closed, or not this one's to await).
@@ -193,10 +209,10 @@ class MCPSession:
 
         from loom_nb.agent._mcp_stdio import stdio_transport
 
-        if self._errlog is not None:
-            self._errlog.close()
-        # Kept open after the process ends, so a failure can quote the server's last words.
-        self._errlog = tempfile.TemporaryFile()  # noqa: SIM115 - closed at the next start
+        self._keep_last_words()
+        self._last_words = b""
+        # Open until the connection is closed; then its end is kept (``_keep_last_words``).
+        self._errlog = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close() or the next start
         assert self._argv is not None
 
         def started(process: StdioProcess) -> None:
@@ -213,15 +229,8 @@ class MCPSession:
     def stderr_tail(self, lines: int = 20) -> str:
         """The last lines the stdio server wrote to stderr ("" for HTTP or before a start)."""
         log = self._errlog
-        if log is None or log.closed:
-            return ""
-        try:
-            size = log.seek(0, os.SEEK_END)
-            log.seek(max(0, size - 16384))
-            text = log.read().decode("utf-8", "replace")
-        except (OSError, ValueError):
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        data = self._last_words if log is None or log.closed else _tail_of(log)
+        return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
 
     def redact(self, text: str) -> str:
         """``text`` without the URL's query values, user or password (unchanged for stdio)."""
@@ -284,3 +293,13 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(describe(e) for e in exc.exceptions)[:500]
     return (str(exc) or type(exc).__name__)[:500]
+
+
+def _tail_of(log: IO[bytes]) -> bytes:
+    """The last 16 KiB of a stderr file (b"" when it cannot be read)."""
+    try:
+        size = log.seek(0, os.SEEK_END)
+        log.seek(max(0, size - 16384))
+        return log.read()
+    except (OSError, ValueError):
+        return b""

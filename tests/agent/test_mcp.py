@@ -309,6 +309,31 @@ async def test_a_server_that_does_not_start_is_a_configuration_error_quoting_std
     assert missing.pid is None
 
 
+def deleted_files_open() -> int:
+    """How many descriptors of this process point to deleted files (an unnamed temporary file)."""
+    count = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            count += os.readlink(fd).endswith("(deleted)")
+    return count
+
+
+async def test_a_closed_server_leaves_no_stderr_file_open_and_still_quotes_it() -> None:
+    """The server's stderr file is closed with the connection (not left open until the toolset
+    is collected), and stderr_tail still quotes the server's last lines after the close."""
+    before = deleted_files_open()
+    async with hostile(env={"HOSTILE_FAIL_START": "1"}) as server:
+        with pytest.raises(ConfigurationError):
+            await server.tools()
+        assert deleted_files_open() == before
+        assert "cannot open the database at /nowhere" in server.stderr_tail()
+    async with hostile() as server:
+        await server.tools()
+        assert deleted_files_open() == before + 1  # the running server's stderr
+    assert deleted_files_open() == before
+    assert server.stderr_tail() == server.stderr_tail(50)  # read from what was kept
+
+
 async def test_requires_approval_parks_the_named_tools(
     journal: Journal, store: LocalContentStore
 ) -> None:
