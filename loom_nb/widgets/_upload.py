@@ -15,6 +15,7 @@ import base64
 import binascii
 import os
 import tempfile
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -52,6 +53,18 @@ class _Incoming:
     next_index: int = 0
 
 
+def _discard(incoming: _Incoming) -> None:
+    """Close an unfinished upload's temporary file and remove it."""
+    incoming.file.close()
+    Path(incoming.path).unlink(missing_ok=True)
+
+
+def _discard_all(incoming: dict[str, _Incoming]) -> None:
+    """Discard every unfinished upload in ``incoming`` (emptying it)."""
+    while incoming:
+        _discard(incoming.popitem()[1])
+
+
 class MediaUpload(StaticFallbackWidget):
     """Upload images, audio, PDFs and text files into ``store`` for ``tenant``.
 
@@ -84,7 +97,16 @@ class MediaUpload(StaticFallbackWidget):
         self._tenant = tenant
         self._parts: list[UploadPart] = []
         self._incoming: dict[str, _Incoming] = {}
+        # An upload the browser never ended (the page reloaded or closed mid-file) has an open
+        # temporary file of up to MAX_UPLOAD_BYTES: removed by close(), when the widget is
+        # collected, or when the kernel exits.
+        weakref.finalize(self, _discard_all, self._incoming)
         self.on_msg(self._on_custom_msg)
+
+    def close(self) -> None:
+        """Close the widget, removing the temporary files of uploads still in flight."""
+        _discard_all(self._incoming)
+        super().close()
 
     @property
     def parts(self) -> list[UploadPart]:
@@ -232,8 +254,7 @@ class MediaUpload(StaticFallbackWidget):
     def _drop(self, uid: str) -> None:
         incoming = self._incoming.pop(uid, None)
         if incoming is not None:
-            incoming.file.close()
-            Path(incoming.path).unlink(missing_ok=True)
+            _discard(incoming)
 
     # -- storing ---------------------------------------------------------------------------------
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +200,63 @@ def test_saved_output_of_an_empty_upload_says_so_and_shows_refusals(
     assert "0 uploads · tenant me · nothing uploaded yet" in upload.to_static_html()
     send_file(upload, "x.svg", "image/svg+xml", b"<svg/>")
     assert "refused: x.svg: SVG is not accepted" in upload.to_static_html()
+
+
+def begin_half(upload: MediaUpload, blob: bytes) -> None:
+    """Begin an upload of ``blob`` and send its first half only (a browser that went away)."""
+    upload.send = lambda _reply: None  # type: ignore[method-assign]
+    upload._handle_custom_msg(
+        {
+            "type": "begin",
+            "upload": "u1",
+            "name": "a.pdf",
+            "media_type": "application/pdf",
+            "size": len(blob),
+        },
+        [],
+    )
+    upload._handle_custom_msg(
+        {"type": "chunk", "upload": "u1", "index": 0}, [memoryview(blob[: len(blob) // 2])]
+    )
+
+
+def test_close_removes_the_file_of_an_upload_never_ended(
+    store: LocalContentStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upload the browser began and never ended keeps a temporary file; close() removes it."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    upload = MediaUpload(store, "acme")
+    begin_half(upload, b"%PDF-1.4\n" + bytes(4096))
+    assert [p.name.startswith("loom-upload-") for p in temp.iterdir()] == [True]
+    upload.close()
+    assert list(temp.iterdir()) == []
+    assert upload.parts == []
+
+
+def test_a_kernel_that_exits_mid_upload_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """A process that exits with an upload in flight (the widget never closed) removes its file."""
+    script = (
+        "import sys\n"
+        "from loom_nb import MediaUpload\n"
+        "from loom_nb.store import LocalContentStore\n"
+        "from tests.widgets.test_media_upload import begin_half\n"
+        f"upload = MediaUpload(LocalContentStore({str(tmp_path / 'store')!r}), 'acme')\n"
+        "begin_half(upload, b'%PDF-1.4\\n' + bytes(4096))\n"
+        "print(len(upload._incoming))\n"
+    )
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "TMPDIR": str(temp)},
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"  # the upload was in flight when the process ended
+    assert list(temp.iterdir()) == []
