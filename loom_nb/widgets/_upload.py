@@ -105,7 +105,9 @@ class MediaUpload(StaticFallbackWidget):
 
     def close(self) -> None:
         """Close the widget, removing the temporary files of uploads still in flight."""
-        _discard_all(self._incoming)
+        incoming = getattr(self, "_incoming", None)  # None: the constructor refused its input
+        if incoming is not None:
+            _discard_all(incoming)
         super().close()
 
     @property
