@@ -209,7 +209,8 @@ class MCPSession:
 
         from loom_nb.agent._mcp_stdio import stdio_transport
 
-        self._keep_last_words()
+        if self._errlog is not None:  # a connection dropped without a close (another loop's)
+            self._errlog.close()
         self._last_words = b""
         # Open until the connection is closed; then its end is kept (``_keep_last_words``).
         self._errlog = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close() or the next start
@@ -229,7 +230,7 @@ class MCPSession:
     def stderr_tail(self, lines: int = 20) -> str:
         """The last lines the stdio server wrote to stderr ("" for HTTP or before a start)."""
         log = self._errlog
-        data = self._last_words if log is None or log.closed else _tail_of(log)
+        data = self._last_words if log is None else _tail_of(log)
         return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
 
     def redact(self, text: str) -> str:
