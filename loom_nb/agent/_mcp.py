@@ -99,11 +99,13 @@ class MCPToolset:
         no user, password or query values of the URL)."""
         self.key = identity_key(identity)
         """The ``sha256:`` of ``identity``."""
-        # The key versions before the query rule gave this server, when it differs (``_mcp_url``):
-        # a pin recorded under it is honoured and recorded again under ``key``. Never written.
-        self._legacy_key: str | None = None
-        if parsed_url is not None and parsed_url.legacy is not None:
-            self._legacy_key = identity_key({**identity, "url": parsed_url.legacy})
+        # The keys versions before the query and path rules gave this server, where they differ
+        # (``_mcp_url``): a pin recorded under one is honoured and recorded again under ``key``.
+        # Never written.
+        self._legacy_keys = tuple(
+            identity_key({**identity, "url": form})
+            for form in (parsed_url.legacy if parsed_url is not None else ())
+        )
         self.trusted = bool(trusted)
         """Whether results are taken as trusted (not marked, not fenced)."""
         self.requires_approval = requires_approval
@@ -222,9 +224,11 @@ class MCPToolset:
 
         ``headers`` go with every request (an ``Authorization`` token, say). Neither they, nor a
         user and password in the URL, nor the values of its query string (``?api_key=...``)
-        reach the journal, ``repr`` or an error message: the pin knows the server by scheme,
-        host, port, path and the query's parameter names only (``https://x.example/mcp?api_key``;
-        see ``loom_nb.agent._mcp_url``), so URLs differing only in a query value are one server.
+        reach the journal, ``repr`` or an error message, nor a path segment that looks like a token
+        or an id (``https://actions.zapier.com/mcp/sk-ak-.../sse``): the pin knows the server by
+        scheme, host, port, the path with such segments written ``…``, and the query's parameter
+        names only (``https://x.example/mcp?api_key``; see ``loom_nb.agent._mcp_url``), so URLs
+        differing only in a query value or a token segment are one server.
         ``name`` defaults to the URL's host.
         """
         parsed = parse_http_url(url)
@@ -381,11 +385,13 @@ class MCPToolset:
         self._checked.setdefault(journal, set()).add(listing["hash"])
 
     async def _pin(self, journal: Journal) -> dict[str, Any] | None:
-        """The journal's pin of this server; one recorded under the legacy key is moved over."""
+        """The journal's pin of this server; one recorded under a legacy key is moved over."""
         _, pin = latest_pin(journal, self.name, self.key)
-        if pin is None and self._legacy_key is not None:
-            _, pin = latest_pin(journal, self.name, self._legacy_key)
-            if pin is not None:  # trusted before: recorded again without the query's values
+        for legacy in self._legacy_keys:
+            if pin is not None:
+                break
+            _, pin = latest_pin(journal, self.name, legacy)
+            if pin is not None:  # trusted before: recorded again without the URL's secrets
                 old = {"hash": pin["hash"], "tools": pin.get("tools", [])}
                 pin = await accept_pin(journal, self.name, self.key, self.identity, old)
         return pin

@@ -12,10 +12,20 @@ token. So two URLs that differ only in a value are one server to the pin, as two
 ``Authorization`` headers are. A part of the query without ``=`` is all value and nothing of it
 is kept.
 
-A URL with no query and no IPv6 host is written as it was before this rule, so the pins of
-existing journals keep their key. For the others ``legacy`` is the form versions before wrote
-(the whole query, the IPv6 host without brackets): a pin recorded under it is looked up once and
-recorded again under the new form (``MCPToolset._check_pin``). It is only ever held in memory.
+Hosted servers also put the token in the path, as a capability URL: Zapier's
+``https://actions.zapier.com/mcp/sk-ak-.../sse``, Pipedream's ``https://mcp.pipedream.net/<uuid>/gmail``.
+So a path segment that looks generated rather than named is taken for a secret and written
+``…``: a UUID, or 16 characters or more of letters, digits and ``-_.~+=`` holding both letters
+and digits (``https://actions.zapier.com/mcp/…/sse``). A long, named segment with a number in it
+(``server-everything-2025``) is written ``…`` too: the pin then knows two such servers on one host
+as one, as it does two tokens, and nothing secret is written by mistake. The segment is also
+taken out of messages, as a query value is.
+
+A URL with no query, no IPv6 host and no such segment is written as it was before these rules,
+so the pins of existing journals keep their key. For the others ``legacy`` holds the forms
+versions before wrote (the whole query and the IPv6 host without brackets; then, before the path
+rule, the path as given): a pin recorded under one is looked up once and recorded again under the
+new form (``MCPToolset._pin``). They are only ever held in memory.
 """
 
 from __future__ import annotations
@@ -32,6 +42,12 @@ __all__ = ["HTTPURL", "parse_http_url"]
 _REDACTED = "…"
 _SHORTEST_SECRET = 4
 """Values shorter than this are not looked for in free text (every "1" would go), only in URLs."""
+_GENERATED = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    r"|(?=[^/]*[0-9])(?=[^/]*[a-z])[a-z0-9._~+=-]{16,}",
+    re.IGNORECASE,
+)
+"""A path segment (decoded) that looks generated, a token or an id, not named: see the top."""
 
 
 @dataclass(frozen=True)
@@ -42,8 +58,8 @@ class HTTPURL:
     """The host name, lower case and without brackets: the server's default name."""
     public: str
     """What the pin, ``repr`` and errors show: no user, password or query values."""
-    legacy: str | None
-    """The form versions before the query rule wrote, when it differs from ``public``."""
+    legacy: tuple[str, ...]
+    """The forms versions before the query and path rules wrote that differ from ``public``."""
     secrets: tuple[str, ...]
     """Query values, user and password in every spelling a message may hold, longest first."""
     queries: tuple[str, ...]
@@ -84,14 +100,18 @@ def parse_http_url(url: object) -> HTTPURL:
     at = f":{port}" if port else ""
     bracketed = f"[{host}]" if ":" in host else host
     names = sorted({p.split("=", 1)[0] for p in parts.query.split("&") if "=" in p} - {""})
-    public = urlunsplit((parts.scheme, bracketed + at, parts.path, "&".join(names), ""))
-    legacy = urlunsplit((parts.scheme, host + at, parts.path, parts.query, ""))
+    tokens = [s for s in parts.path.split("/") if _GENERATED.fullmatch(unquote(s))]
+    path = "/".join(_REDACTED if s in tokens else s for s in parts.path.split("/"))
+    public = urlunsplit((parts.scheme, bracketed + at, path, "&".join(names), ""))
+    before_path = urlunsplit((parts.scheme, bracketed + at, parts.path, "&".join(names), ""))
+    before_query = urlunsplit((parts.scheme, host + at, parts.path, parts.query, ""))
     values = [p.split("=", 1)[-1] for p in parts.query.split("&")]
     values += [v for v in (parts.username, parts.password) if v]
+    values += tokens
     return HTTPURL(
         host=host,
         public=public,
-        legacy=legacy if legacy != public else None,
+        legacy=tuple(dict.fromkeys(f for f in (before_query, before_path) if f != public)),
         secrets=_spellings(values, shortest=_SHORTEST_SECRET),
         queries=tuple("?" + q for q in _spellings([parts.query], shortest=1)),
         public_query="?" + "&".join(names) if names else "",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -110,13 +111,20 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def hostile_http() -> Iterator[str]:
-    """The hostile server over streamable HTTP on 127.0.0.1: its URL; stopped after the module."""
+@contextlib.contextmanager
+def serving_hostile_http(path: str = "/mcp") -> Iterator[str]:
+    """The hostile server over streamable HTTP on 127.0.0.1, answering at ``path``: its URL."""
     port = free_port()
     env = {**os.environ, "HOSTILE_TOKEN": HOSTILE_TOKEN}
     process = subprocess.Popen(
-        [sys.executable, str(HOSTILE_SERVER), "http", str(port), f"--token={HOSTILE_TOKEN}"],
+        [
+            sys.executable,
+            str(HOSTILE_SERVER),
+            "http",
+            str(port),
+            f"--token={HOSTILE_TOKEN}",
+            f"--path={path}",
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -131,7 +139,7 @@ def hostile_http() -> Iterator[str]:
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the hostile HTTP MCP server did not start") from None
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}{path}"
     finally:
         process.terminate()
         try:
@@ -139,3 +147,10 @@ def hostile_http() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="module")
+def hostile_http() -> Iterator[str]:
+    """The hostile server over streamable HTTP on 127.0.0.1: its URL; stopped after the module."""
+    with serving_hostile_http() as url:
+        yield url

@@ -25,7 +25,7 @@ from loom_nb.agent._mcp_session import MCPSession
 from loom_nb.agent._mcp_url import parse_http_url
 from loom_nb.journal import Journal
 from loom_nb.store import LocalContentStore
-from tests.agent.conftest import free_port
+from tests.agent.conftest import free_port, serving_hostile_http
 
 SECRET = "sk-live-7f3a9c1e5b2d"
 """A token as hosted MCP servers take it in the query string; it must be written nowhere."""
@@ -143,15 +143,25 @@ async def test_a_query_token_reaches_no_row_and_no_file_of_the_journal(
     assert pin["server"]["url"] == hostile_http + "?api_key&region"
 
 
-async def test_an_error_for_a_url_with_a_token_does_not_quote_the_token() -> None:
-    """A server that is not there: the refusal names the URL without the query's values."""
-    url = with_token(f"http://127.0.0.1:{free_port()}/mcp")
+@pytest.mark.parametrize(
+    ("path", "query", "shown", "secret"),
+    [
+        ("/mcp", f"?api_key={SECRET}&region=eu", "/mcp?api_key&region", SECRET),
+        ("/zap/sk-ak-9Qe4Lw7Zt2Vb8Nc5/mcp", "", "/zap/…/mcp", "sk-ak-9Qe4Lw7Zt2Vb8Nc5"),
+    ],
+)
+async def test_an_error_for_a_url_with_a_token_does_not_quote_the_token(
+    path: str, query: str, shown: str, secret: str
+) -> None:
+    """A server that is not there: the refusal names the URL without the query's values or the
+    path's token."""
+    url = f"http://127.0.0.1:{free_port()}{path}{query}"
     async with MCPToolset.http(url, name="gone", startup_timeout=5) as server:
         with pytest.raises(ConfigurationError) as refused:
             await server.tools()
     assert refused.value.code == "mcp_server_failed"
-    assert "/mcp?api_key&region" in refused.value.message
-    assert SECRET not in "".join(traceback.format_exception(refused.value))
+    assert shown in refused.value.message
+    assert secret not in "".join(traceback.format_exception(refused.value))
 
 
 def legacy_identity(name: str, url: str) -> dict[str, Any]:
@@ -315,3 +325,95 @@ async def test_the_debug_log_of_a_session_that_ends_does_not_quote_the_token(
     assert "session ended" in logged
     assert "Server disconnected for url 'https://x.example/mcp?api_key&region'" in logged
     assert SECRET not in logged
+
+
+PATH_TOKEN = "sk-ak-9Qe4Lw7Zt2Vb8Nc5"
+"""A token as hosted MCP servers take it in the path (a capability URL); written nowhere."""
+
+
+@pytest.mark.parametrize(
+    ("url", "public"),
+    [
+        (
+            f"https://actions.zapier.com/mcp/{PATH_TOKEN}/sse",
+            "https://actions.zapier.com/mcp/…/sse",
+        ),
+        (
+            "https://mcp.pipedream.net/4f1c2e3a-1b2c-4d5e-8f90-123456789abc/gmail",
+            "https://mcp.pipedream.net/…/gmail",
+        ),
+        (f"https://x.example/a/{PATH_TOKEN}?api_key={SECRET}", "https://x.example/a/…?api_key"),
+        ("https://x.example/v1/mcp-server-2/mcp", "https://x.example/v1/mcp-server-2/mcp"),
+        ("https://x.example/mcp/my-long-server-name", "https://x.example/mcp/my-long-server-name"),
+    ],
+)
+def test_a_path_segment_that_looks_like_a_token_is_not_written(url: str, public: str) -> None:
+    """A generated segment (letters and digits, 16 or more; a UUID) is written ``…`` and taken
+    out of messages; a named one (short, or letters only) is kept."""
+    parsed = parse_http_url(url)
+    assert parsed.public == public
+    server = MCPToolset.http(url)
+    assert server.identity["url"] == public
+    assert public in repr(server)
+    hidden = [s for s in url.replace("?", "/").split("/") if s and s not in public.split("/")]
+    for secret in hidden:
+        said = f"Client error '404' for url '{url}' ({secret})"
+        assert secret not in parsed.redact(said)
+        assert parsed.quotes_a_secret(ValueError(said))
+
+
+def test_a_percent_encoded_path_token_is_redacted_in_either_spelling() -> None:
+    """A token with characters a path escapes: neither spelling reaches a message."""
+    token = "sk+live+0123456789abcd"
+    url = f"https://x.example/mcp/{token.replace('+', '%2B')}/sse"
+    parsed = parse_http_url(url)
+    assert parsed.public == "https://x.example/mcp/…/sse"
+    assert parsed.redact(f"bad {token} at {url}") == "bad … at https://x.example/mcp/…/sse"
+
+
+async def test_a_path_token_reaches_no_row_and_no_file_of_the_journal(tmp_path: Path) -> None:
+    """A run on a real server whose URL has its token in the path: no row or file holds it."""
+    journal = Journal(tmp_path / "run.sqlite")
+    store = LocalContentStore(tmp_path / "store")
+    model = ScriptedProvider(
+        [{"tool_calls": [{"id": "e", "name": "echo", "input": {"text": "hi"}}]}, {"text": "done"}]
+    )
+    with serving_hostile_http(f"/zap/{PATH_TOKEN}/mcp") as url:
+        async with MCPToolset.http(url, name="zap") as server:
+            chat = Chat(model, tools=[server], journal=journal, store=store, id="c")
+            result = await chat.run("go")
+            _, pin = latest_pin(journal, server.name, server.key)
+            shown = repr(server)
+    assert result.status == "completed"
+    journal.close()
+    written = everything_written(tmp_path)
+    assert "mcp-pin:zap:" in written
+    assert PATH_TOKEN not in written
+    assert PATH_TOKEN not in shown
+    assert pin is not None
+    assert pin["server"]["url"] == url.replace(PATH_TOKEN, "…")
+
+
+async def test_a_pin_recorded_with_the_path_token_is_honoured_and_recorded_again(
+    journal: Journal,
+) -> None:
+    """A journal that pinned the server before the path rule (its URL with the token, the
+    query's names only): no new approval, the pin recorded again without the token, and a
+    menu that differs from the old pin is still refused."""
+    url = f"http://127.0.0.1:8000/zap/{PATH_TOKEN}/mcp?api_key={SECRET}"
+    old = legacy_identity("zap", f"http://127.0.0.1:8000/zap/{PATH_TOKEN}/mcp?api_key")
+    server = MCPToolset.http(url, name="zap")
+    tools = [{"name": "echo", "description": "Echo.", "input_schema": {"type": "object"}}]
+    pinned = {"hash": definitions_hash(tools), "tools": tools}
+    await accept_pin(journal, "zap", identity_key(old), old, pinned)
+    await server._check_pin(journal, pinned)
+    count, pin = latest_pin(journal, "zap", server.key)
+    assert server.key != identity_key(old)
+    assert count == 1
+    assert pin is not None
+    assert pin["hash"] == pinned["hash"]
+    assert PATH_TOKEN not in str(pin)
+    assert SECRET not in str(pin)
+    offered = [{**tools[0], "description": "Echo, and more."}]
+    with pytest.raises(MCPToolsChangedError):
+        await server._check_pin(journal, {"hash": definitions_hash(offered), "tools": offered})

@@ -1,11 +1,11 @@
 """A hostile MCP server for the toolset tests, on the SDK's server side (``MCPServer``).
 
 Run as ``python hostile_server.py`` (stdio) or ``python hostile_server.py http PORT`` (streamable
-HTTP on 127.0.0.1). It misbehaves on request: results with forged fence closers and
-instructions, a tool description that changes between two listings (``HOSTILE_RUG_PULL=1``) or
-between two starts (``HOSTILE_ECHO_DESCRIPTION``), a tool that hangs, a process that exits in the
-middle of a call, 10 MiB of output, a grandchild process, and a start that fails
-(``HOSTILE_FAIL_START=1``). Every process it starts carries ``HOSTILE_TOKEN`` in its command line
+HTTP on 127.0.0.1, at ``/mcp`` or at the path a ``--path=/...`` argument gives). It misbehaves
+on request: results with forged fence closers and instructions, a tool description that changes
+between two listings (``HOSTILE_RUG_PULL=1``) or between two starts
+(``HOSTILE_ECHO_DESCRIPTION``), a tool that hangs, a process that exits in the middle of a call,
+10 MiB of output, a grandchild process, and a start that fails (``HOSTILE_FAIL_START=1``). Every process it starts carries ``HOSTILE_TOKEN`` in its command line
 so a test can count what is left running.
 """
 
@@ -170,6 +170,12 @@ server.list_tools = _list_tools  # type: ignore[method-assign]
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["http"]:
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        paths = [a.removeprefix("--path=") for a in sys.argv[3:] if a.startswith("--path=")]
+        server.run(
+            "streamable-http",
+            host="127.0.0.1",
+            port=int(sys.argv[2]),
+            streamable_http_path=paths[0] if paths else "/mcp",
+        )
     else:
         server.run()
