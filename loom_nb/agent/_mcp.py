@@ -29,6 +29,7 @@ import weakref
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
+from loom_nb.agent._mcp_argv import CommandLine, parse_command
 from loom_nb.agent._mcp_options import TOOL_NAME_BAD, check_options, default_name, safe_name
 from loom_nb.agent._mcp_pins import (
     accept_pin,
@@ -79,6 +80,7 @@ class MCPToolset:
         cwd: str | None = None,
         url: str | None = None,
         parsed_url: HTTPURL | None = None,
+        parsed_command: CommandLine | None = None,
         headers: Mapping[str, str] | None = None,
         trusted: bool = False,
         requires_approval: bool | Collection[str] = False,
@@ -96,16 +98,18 @@ class MCPToolset:
         """``"stdio"`` or ``"http"``."""
         self.identity = identity
         """What the pin knows the server by: name, transport, command or URL (no env, no headers,
-        no user, password or query values of the URL)."""
+        no user, password, query values or path token of the URL, no secret argument)."""
         self.key = identity_key(identity)
         """The ``sha256:`` of ``identity``."""
-        # The keys versions before the query and path rules gave this server, where they differ
-        # (``_mcp_url``): a pin recorded under one is honoured and recorded again under ``key``.
-        # Never written.
+        # The keys versions before the query, path and argument rules gave this server, where
+        # they differ (``_mcp_url``, ``_mcp_argv``): a pin recorded under one is honoured and
+        # recorded again under ``key``. Never written.
         self._legacy_keys = tuple(
             identity_key({**identity, "url": form})
             for form in (parsed_url.legacy if parsed_url is not None else ())
         )
+        if parsed_command is not None and parsed_command.legacy is not None:
+            self._legacy_keys += (identity_key({**identity, "command": [*parsed_command.legacy]}),)
         self.trusted = bool(trusted)
         """Whether results are taken as trusted (not marked, not fenced)."""
         self.requires_approval = requires_approval
@@ -128,9 +132,9 @@ class MCPToolset:
             cwd=cwd,
             url=url,
             headers=headers,
-            where=" ".join(argv) if argv is not None else str(identity.get("url")),
+            where=" ".join(identity["command"]) if argv is not None else str(identity.get("url")),
             startup_timeout=float(startup_timeout),
-            redactor=parsed_url,
+            redactor=parsed_url if parsed_url is not None else parsed_command,
         )
         self._starting: asyncio.Lock | None = None
         self._starting_loop: asyncio.AbstractEventLoop | None = None
@@ -163,7 +167,10 @@ class MCPToolset:
 
         ``env`` is added to a minimal inherited environment (``HOME``, ``PATH``, ``USER`` ...,
         as the SDK does), ``cwd`` is its working directory. ``name`` defaults to the script's
-        (or command's) file name without suffix. Environment values never reach the journal.
+        (or command's) file name without suffix. Environment values never reach the journal,
+        and neither does an argument that looks secret (the value of ``--api-key``, ``--token``
+        and the like, a generated token or UUID): the pin, ``repr`` and errors write it ``…``
+        (``loom_nb.agent._mcp_argv``). ``env=`` is still the place for a key.
         """
         if not isinstance(command, str | os.PathLike) or not os.fspath(command):
             raise ConfigurationError(
@@ -187,11 +194,13 @@ class MCPToolset:
                 "MCPToolset.stdio(env=...) is a mapping of str to str.", code="invalid_argument"
             )
         server = name if name is not None else default_name(argv)
+        parsed = parse_command(argv)
         return cls(
             transport="stdio",
             name=server,
-            identity={"name": server, "transport": "stdio", "command": argv},
+            identity={"name": server, "transport": "stdio", "command": [*parsed.public]},
             argv=argv,
+            parsed_command=parsed,
             env=env,
             cwd=os.fspath(cwd) if cwd is not None else None,
             trusted=trusted,
@@ -258,7 +267,11 @@ class MCPToolset:
         )
 
     def __repr__(self) -> str:
-        where = " ".join(self._argv or []) if self.transport == "stdio" else self.identity["url"]
+        where = (
+            " ".join(self.identity["command"])
+            if self.transport == "stdio"
+            else self.identity["url"]
+        )
         state = "running" if self.running else "not running"
         return f"MCPToolset({self.name!r}, {self.transport}: {where}, {state})"
 

@@ -23,7 +23,7 @@ from loom_nb.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from loom_nb.agent._mcp_stdio import StdioProcess
-    from loom_nb.agent._mcp_url import HTTPURL
+    from loom_nb.agent._mcp_url import Redacting
 
 __all__ = ["MCPSession", "describe"]
 
@@ -44,7 +44,7 @@ class MCPSession:
         headers: Mapping[str, str] | None,
         where: str,
         startup_timeout: float,
-        redactor: HTTPURL | None = None,
+        redactor: Redacting | None = None,
     ) -> None:
         self.name = name
         self.where = where
@@ -228,18 +228,21 @@ class MCPSession:
         )
 
     def stderr_tail(self, lines: int = 20) -> str:
-        """The last lines the stdio server wrote to stderr ("" for HTTP or before a start)."""
+        """The last lines the stdio server wrote to stderr ("" for HTTP or before a start),
+        without the command line's secret arguments (a server may echo its command line)."""
         log = self._errlog
         data = self._last_words if log is None else _tail_of(log)
-        return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+        return self.redact("\n".join(data.decode("utf-8", "replace").splitlines()[-lines:]))
 
     def redact(self, text: str) -> str:
-        """``text`` without the URL's query values, user or password (unchanged for stdio)."""
+        """``text`` without the URL's query values, path token, user or password, or the
+        command line's secret arguments."""
         return self._redactor.redact(text) if self._redactor is not None else text
 
     def cause(self, exc: BaseException) -> BaseException | None:
         """What an error about ``exc`` is chained to: ``exc``, or None when its traceback would
-        quote a secret of the URL (its account is in the error's message, redacted)."""
+        quote a secret of the URL or command line (its account is in the error's message,
+        redacted)."""
         if self._redactor is not None and self._redactor.quotes_a_secret(exc):
             return None
         return exc

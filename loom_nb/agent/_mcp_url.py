@@ -37,21 +37,44 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, url
 
 from loom_nb.errors import ConfigurationError
 
-__all__ = ["HTTPURL", "parse_http_url"]
+__all__ = [
+    "HTTPURL",
+    "REDACTED",
+    "SHORTEST_SECRET",
+    "UUID",
+    "Redacting",
+    "parse_http_url",
+    "spellings",
+]
 
-_REDACTED = "…"
-_SHORTEST_SECRET = 4
+REDACTED = "…"
+"""What a secret is written as."""
+SHORTEST_SECRET = 4
 """Values shorter than this are not looked for in free text (every "1" would go), only in URLs."""
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+"""A UUID's spelling (to match without regard to case)."""
 _GENERATED = re.compile(
-    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-    r"|(?=[^/]*[0-9])(?=[^/]*[a-z])[a-z0-9._~+=-]{16,}",
+    UUID + r"|(?=[^/]*[0-9])(?=[^/]*[a-z])[a-z0-9._~+=-]{16,}",
     re.IGNORECASE,
 )
 """A path segment (decoded) that looks generated, a token or an id, not named: see the top."""
 
 
+class Redacting:
+    """What holds secrets that may not be quoted: ``redact`` takes them out of a text."""
+
+    def redact(self, text: str) -> str:
+        """``text`` without the secrets."""
+        raise NotImplementedError
+
+    def quotes_a_secret(self, exc: BaseException) -> bool:
+        """True when the traceback of ``exc`` (its causes included) would show a secret."""
+        shown = "".join(traceback.format_exception(exc))
+        return self.redact(shown) != shown
+
+
 @dataclass(frozen=True)
-class HTTPURL:
+class HTTPURL(Redacting):
     """An MCP server's URL: its public form, the form earlier versions wrote, what never to quote."""
 
     host: str
@@ -72,15 +95,8 @@ class HTTPURL:
         for query in self.queries:
             text = text.replace(query, self.public_query)
         for secret in self.secrets:
-            text = text.replace(secret, _REDACTED)
+            text = text.replace(secret, REDACTED)
         return text
-
-    def quotes_a_secret(self, exc: BaseException) -> bool:
-        """True when the traceback of ``exc`` (its causes included) would show a secret."""
-        if not self.secrets and not self.queries:
-            return False
-        shown = "".join(traceback.format_exception(exc))
-        return self.redact(shown) != shown
 
 
 def parse_http_url(url: object) -> HTTPURL:
@@ -101,7 +117,7 @@ def parse_http_url(url: object) -> HTTPURL:
     bracketed = f"[{host}]" if ":" in host else host
     names = sorted({p.split("=", 1)[0] for p in parts.query.split("&") if "=" in p} - {""})
     tokens = [s for s in parts.path.split("/") if _GENERATED.fullmatch(unquote(s))]
-    path = "/".join(_REDACTED if s in tokens else s for s in parts.path.split("/"))
+    path = "/".join(REDACTED if s in tokens else s for s in parts.path.split("/"))
     public = urlunsplit((parts.scheme, bracketed + at, path, "&".join(names), ""))
     before_path = urlunsplit((parts.scheme, bracketed + at, parts.path, "&".join(names), ""))
     before_query = urlunsplit((parts.scheme, host + at, parts.path, parts.query, ""))
@@ -112,13 +128,13 @@ def parse_http_url(url: object) -> HTTPURL:
         host=host,
         public=public,
         legacy=tuple(dict.fromkeys(f for f in (before_query, before_path) if f != public)),
-        secrets=_spellings(values, shortest=_SHORTEST_SECRET),
-        queries=tuple("?" + q for q in _spellings([parts.query], shortest=1)),
+        secrets=spellings(values, shortest=SHORTEST_SECRET),
+        queries=tuple("?" + q for q in spellings([parts.query], shortest=1)),
         public_query="?" + "&".join(names) if names else "",
     )
 
 
-def _spellings(values: list[str], *, shortest: int) -> tuple[str, ...]:
+def spellings(values: list[str], *, shortest: int) -> tuple[str, ...]:
     """Each value as written, decoded and encoded again, longest first (so none is cut in two)."""
     found: set[str] = set()
     for value in values:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import sys
 import traceback
 from contextlib import closing
 from pathlib import Path
@@ -25,7 +26,7 @@ from loom_nb.agent._mcp_session import MCPSession
 from loom_nb.agent._mcp_url import parse_http_url
 from loom_nb.journal import Journal
 from loom_nb.store import LocalContentStore
-from tests.agent.conftest import free_port, serving_hostile_http
+from tests.agent.conftest import HOSTILE_SERVER, HOSTILE_TOKEN, free_port, serving_hostile_http
 
 SECRET = "sk-live-7f3a9c1e5b2d"
 """A token as hosted MCP servers take it in the query string; it must be written nowhere."""
@@ -54,6 +55,23 @@ def everything_written(folder: Path) -> str:
                     rows = db.execute(f'SELECT * FROM "{table}"')  # noqa: S608 - names from the file
                     seen.extend(repr(row) for row in rows)
     return "\n".join(seen)
+
+
+async def run_once(server: MCPToolset, folder: Path) -> tuple[str, dict[str, Any] | None, str]:
+    """One chat run that calls the server's echo tool, on a file journal and store in ``folder``:
+    everything then written there, the server's pin and its ``repr``."""
+    journal = Journal(folder / "run.sqlite")
+    store = LocalContentStore(folder / "store")
+    model = ScriptedProvider(
+        [{"tool_calls": [{"id": "e", "name": "echo", "input": {"text": "hi"}}]}, {"text": "done"}]
+    )
+    async with server:
+        result = await Chat(model, tools=[server], journal=journal, store=store, id="c").run("go")
+        _, pin = latest_pin(journal, server.name, server.key)
+        shown = repr(server)
+    assert result.status == "completed"
+    journal.close()
+    return everything_written(folder), pin, shown
 
 
 def test_the_key_of_a_url_without_query_or_ipv6_host_is_unchanged() -> None:
@@ -126,17 +144,9 @@ async def test_a_query_token_reaches_no_row_and_no_file_of_the_journal(
     hostile_http: str, tmp_path: Path
 ) -> None:
     """A run on a server whose URL carries a token: the token is in no journal row or file."""
-    journal = Journal(tmp_path / "run.sqlite")
-    store = LocalContentStore(tmp_path / "store")
-    model = ScriptedProvider(
-        [{"tool_calls": [{"id": "e", "name": "echo", "input": {"text": "hi"}}]}, {"text": "done"}]
+    written, pin, _ = await run_once(
+        MCPToolset.http(with_token(hostile_http), name="web"), tmp_path
     )
-    async with MCPToolset.http(with_token(hostile_http), name="web") as server:
-        result = await Chat(model, tools=[server], journal=journal, store=store, id="c").run("go")
-        _, pin = latest_pin(journal, server.name, server.key)
-    assert result.status == "completed"
-    journal.close()
-    written = everything_written(tmp_path)
     assert "mcp-pin:web:" in written  # the pin is there, read back from the file
     assert SECRET not in written
     assert pin is not None
@@ -373,20 +383,8 @@ def test_a_percent_encoded_path_token_is_redacted_in_either_spelling() -> None:
 
 async def test_a_path_token_reaches_no_row_and_no_file_of_the_journal(tmp_path: Path) -> None:
     """A run on a real server whose URL has its token in the path: no row or file holds it."""
-    journal = Journal(tmp_path / "run.sqlite")
-    store = LocalContentStore(tmp_path / "store")
-    model = ScriptedProvider(
-        [{"tool_calls": [{"id": "e", "name": "echo", "input": {"text": "hi"}}]}, {"text": "done"}]
-    )
     with serving_hostile_http(f"/zap/{PATH_TOKEN}/mcp") as url:
-        async with MCPToolset.http(url, name="zap") as server:
-            chat = Chat(model, tools=[server], journal=journal, store=store, id="c")
-            result = await chat.run("go")
-            _, pin = latest_pin(journal, server.name, server.key)
-            shown = repr(server)
-    assert result.status == "completed"
-    journal.close()
-    written = everything_written(tmp_path)
+        written, pin, shown = await run_once(MCPToolset.http(url, name="zap"), tmp_path)
     assert "mcp-pin:zap:" in written
     assert PATH_TOKEN not in written
     assert PATH_TOKEN not in shown
@@ -417,3 +415,104 @@ async def test_a_pin_recorded_with_the_path_token_is_honoured_and_recorded_again
     offered = [{**tools[0], "description": "Echo, and more."}]
     with pytest.raises(MCPToolsChangedError):
         await server._check_pin(journal, {"hash": definitions_hash(offered), "tools": offered})
+
+
+ARG_KEY = "ctx7sk-0d1e2f3a4b5c6d7e8f90"
+"""A key passed on a stdio server's command line, as some servers' instructions say."""
+
+
+@pytest.mark.parametrize(
+    ("args", "public"),
+    [
+        (("--api-key", ARG_KEY), ("--api-key", "…")),
+        ((f"--token={ARG_KEY}",), ("--token=…",)),
+        (("--password", "hunter2"), ("--password", "…")),
+        (("4f1c2e3a-1b2c-4d5e-8f90-123456789abc",), ("…",)),
+        (("ghp_AbCdEf0123456789xyzW",), ("…",)),
+        (("--no-auth", "x.py"), ("--no-auth", "x.py")),
+        (("--repository", "/tmp/repo", "mcp-server-time==0.6.2"),) * 2,
+    ],
+)
+def test_a_secret_argument_is_not_written(args: tuple[str, ...], public: tuple[str, ...]) -> None:
+    """The value of a secret-named flag, or a generated token, is written ``…``; the rest stays."""
+    server = MCPToolset.stdio("npx", "server.js", *args)
+    assert server.identity["command"] == ["npx", "server.js", *public]
+    assert " ".join(public) in repr(server)
+    hidden = [a.split("=")[-1] for a in args if a.split("=")[-1] not in " ".join(public)]
+    for secret in hidden:
+        assert secret not in repr(server)
+        assert secret not in server._session.redact(f"usage: server.js {' '.join(args)}")
+
+
+def test_a_command_line_without_secrets_keeps_its_key() -> None:
+    """Journals written before the argument rule keep their pins: this key was computed then."""
+    server = MCPToolset.stdio("uvx", "mcp-server-git", "--repository", "/tmp/repo", name="git")
+    assert server.key == identity_key(
+        {
+            "name": "git",
+            "transport": "stdio",
+            "command": ["uvx", "mcp-server-git", "--repository", "/tmp/repo"],
+        }
+    )
+    assert server._legacy_keys == ()
+
+
+async def test_a_secret_argument_reaches_no_row_and_no_file_of_the_journal(
+    tmp_path: Path,
+) -> None:
+    """A run on a real stdio server given its key on the command line: no row or file holds it."""
+    written, pin, shown = await run_once(hostile_with("--api-key", ARG_KEY), tmp_path)
+    assert "mcp-pin:hostile:" in written
+    assert ARG_KEY not in written
+    assert ARG_KEY not in shown
+    assert pin is not None
+    assert pin["server"]["command"][-2:] == ["--api-key", "…"]
+
+
+async def test_a_server_that_fails_to_start_is_named_without_its_key() -> None:
+    """The refusal quotes the command line with the key written ``…``, and its stderr (which
+    here prints the command line) without it."""
+    script = "import sys; print('started as', sys.argv, file=sys.stderr); sys.exit(3)"
+    async with MCPToolset.stdio(
+        sys.executable, "-c", script, "--api-key", ARG_KEY, name="broken", startup_timeout=10
+    ) as server:
+        with pytest.raises(ConfigurationError) as refused:
+            await server.tools()
+    assert refused.value.code == "mcp_server_failed"
+    assert "--api-key …" in refused.value.message
+    assert "started as" in refused.value.message  # the stderr tail is quoted ...
+    assert ARG_KEY not in "".join(traceback.format_exception(refused.value))  # ... redacted
+
+
+async def test_a_pin_recorded_with_the_secret_argument_is_honoured_and_recorded_again(
+    journal: Journal,
+) -> None:
+    """A journal that pinned the command line as given: no new approval, the pin recorded again
+    without the key, and a menu that differs from the old pin is still refused."""
+    argv = ["npx", "server.js", "--api-key", ARG_KEY]
+    server = MCPToolset.stdio(*argv, name="ctx")
+    old = {"name": "ctx", "transport": "stdio", "command": argv}
+    tools = [{"name": "echo", "description": "Echo.", "input_schema": {"type": "object"}}]
+    pinned = {"hash": definitions_hash(tools), "tools": tools}
+    await accept_pin(journal, "ctx", identity_key(old), old, pinned)
+    await server._check_pin(journal, pinned)
+    count, pin = latest_pin(journal, "ctx", server.key)
+    assert server.key != identity_key(old)
+    assert count == 1
+    assert pin is not None
+    assert ARG_KEY not in str(pin)
+    offered = [{**tools[0], "description": "Echo, and more."}]
+    with pytest.raises(MCPToolsChangedError):
+        await server._check_pin(journal, {"hash": definitions_hash(offered), "tools": offered})
+
+
+def hostile_with(*args: str) -> MCPToolset:
+    """The hostile stdio server (as ``hostile()``) with ``args`` added to its command line."""
+    return MCPToolset.stdio(
+        sys.executable,
+        str(HOSTILE_SERVER),
+        f"--token={HOSTILE_TOKEN}",
+        *args,
+        env={"HOSTILE_TOKEN": HOSTILE_TOKEN},
+        name="hostile",
+    )
