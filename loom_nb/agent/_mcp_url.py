@@ -13,8 +13,8 @@ token. So two URLs that differ only in a value are one server to the pin, as two
 is kept.
 
 Hosted servers also put the token in the path, as a capability URL: Zapier's
-``https://actions.zapier.com/mcp/sk-ak-.../sse``, Pipedream's ``https://mcp.pipedream.net/<uuid>/gmail``.
-So a path segment that looks generated rather than named is taken for a secret and written
+``https://actions.zapier.com/mcp/sk-ak-.../sse``, Pipedream's
+``https://mcp.pipedream.net/<uuid>/gmail``. So a path segment that looks generated rather than named is taken for a secret and written
 ``…``: a UUID, or 16 characters or more of letters, digits and ``-_.~+=`` holding both letters
 and digits (``https://actions.zapier.com/mcp/…/sse``). A long, named segment with a number in it
 (``server-everything-2025``) is written ``…`` too: the pin then knows two such servers on one host
@@ -80,11 +80,12 @@ class HTTPURL(Redacting):
     host: str
     """The host name, lower case and without brackets: the server's default name."""
     public: str
-    """What the pin, ``repr`` and errors show: no user, password or query values."""
+    """What the pin, ``repr`` and errors show: no user, password, query values or path token."""
     legacy: tuple[str, ...]
     """The forms versions before the query and path rules wrote that differ from ``public``."""
     secrets: tuple[str, ...]
-    """Query values, user and password in every spelling a message may hold, longest first."""
+    """Query values, path tokens, user and password in every spelling a message may hold,
+    longest first."""
     queries: tuple[str, ...]
     """The whole query (``?...``) in the spellings a message may quote it in."""
     public_query: str
