@@ -122,7 +122,6 @@ class MCPToolset:
         """Put before every tool name on the model's menu."""
         self.max_text_chars = int(max_text_chars)
         """Characters of text kept from one result (the rest is cut, with a note)."""
-        self._argv = argv
         self._store = store
         self._journal = journal
         self._session = MCPSession(
@@ -267,11 +266,7 @@ class MCPToolset:
         )
 
     def __repr__(self) -> str:
-        where = (
-            " ".join(self.identity["command"])
-            if self.transport == "stdio"
-            else self.identity["url"]
-        )
+        where = self._session.where  # the public command line or URL
         state = "running" if self.running else "not running"
         return f"MCPToolset({self.name!r}, {self.transport}: {where}, {state})"
 

@@ -52,13 +52,7 @@ class CommandLine(Redacting):
     legacy: tuple[str, ...] | None
     """The command line as given (what versions before this rule pinned), when it differs."""
     secrets: tuple[str, ...]
-    """The secret values in every spelling a message may hold, longest first."""
-
-    def redact(self, text: str) -> str:
-        """``text`` with the command line's secret values taken out."""
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+    """The secret values in every spelling a message may hold, longest first (``redact``)."""
 
 
 def parse_command(argv: list[str]) -> CommandLine:

@@ -63,9 +63,14 @@ _GENERATED = re.compile(
 class Redacting:
     """What holds secrets that may not be quoted: ``redact`` takes them out of a text."""
 
+    secrets: tuple[str, ...]
+    """The secrets in every spelling a message may hold, longest first (so none is cut in two)."""
+
     def redact(self, text: str) -> str:
-        """``text`` without the secrets."""
-        raise NotImplementedError
+        """``text`` with every secret written ``…``."""
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return text
 
     def quotes_a_secret(self, exc: BaseException) -> bool:
         """True when the traceback of ``exc`` (its causes included) would show a secret."""
@@ -92,12 +97,10 @@ class HTTPURL(Redacting):
     """The query as ``public`` has it (``?`` and the names, or nothing)."""
 
     def redact(self, text: str) -> str:
-        """``text`` with the URL's query values, user and password taken out."""
+        """``text`` with the URL's query values, path tokens, user and password taken out."""
         for query in self.queries:
             text = text.replace(query, self.public_query)
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return super().redact(text)
 
 
 def parse_http_url(url: object) -> HTTPURL:

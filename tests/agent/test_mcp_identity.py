@@ -7,6 +7,7 @@ import logging
 import sqlite3
 import sys
 import traceback
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -392,31 +393,6 @@ async def test_a_path_token_reaches_no_row_and_no_file_of_the_journal(tmp_path: 
     assert pin["server"]["url"] == url.replace(PATH_TOKEN, "…")
 
 
-async def test_a_pin_recorded_with_the_path_token_is_honoured_and_recorded_again(
-    journal: Journal,
-) -> None:
-    """A journal that pinned the server before the path rule (its URL with the token, the
-    query's names only): no new approval, the pin recorded again without the token, and a
-    menu that differs from the old pin is still refused."""
-    url = f"http://127.0.0.1:8000/zap/{PATH_TOKEN}/mcp?api_key={SECRET}"
-    old = legacy_identity("zap", f"http://127.0.0.1:8000/zap/{PATH_TOKEN}/mcp?api_key")
-    server = MCPToolset.http(url, name="zap")
-    tools = [{"name": "echo", "description": "Echo.", "input_schema": {"type": "object"}}]
-    pinned = {"hash": definitions_hash(tools), "tools": tools}
-    await accept_pin(journal, "zap", identity_key(old), old, pinned)
-    await server._check_pin(journal, pinned)
-    count, pin = latest_pin(journal, "zap", server.key)
-    assert server.key != identity_key(old)
-    assert count == 1
-    assert pin is not None
-    assert pin["hash"] == pinned["hash"]
-    assert PATH_TOKEN not in str(pin)
-    assert SECRET not in str(pin)
-    offered = [{**tools[0], "description": "Echo, and more."}]
-    with pytest.raises(MCPToolsChangedError):
-        await server._check_pin(journal, {"hash": definitions_hash(offered), "tools": offered})
-
-
 ARG_KEY = "ctx7sk-0d1e2f3a4b5c6d7e8f90"
 """A key passed on a stdio server's command line, as some servers' instructions say."""
 
@@ -484,23 +460,49 @@ async def test_a_server_that_fails_to_start_is_named_without_its_key() -> None:
     assert ARG_KEY not in "".join(traceback.format_exception(refused.value))  # ... redacted
 
 
-async def test_a_pin_recorded_with_the_secret_argument_is_honoured_and_recorded_again(
+@pytest.mark.parametrize(
+    ("make", "old", "secrets"),
+    [
+        (  # before the path rule: the URL with its token, the query's names only
+            lambda: MCPToolset.http(
+                f"http://127.0.0.1:8000/zap/{PATH_TOKEN}/mcp?api_key={SECRET}", name="zap"
+            ),
+            legacy_identity("zap", f"http://127.0.0.1:8000/zap/{PATH_TOKEN}/mcp?api_key"),
+            (PATH_TOKEN, SECRET),
+        ),
+        (  # before the argument rule: the command line as given
+            lambda: MCPToolset.stdio("npx", "server.js", "--api-key", ARG_KEY, name="ctx"),
+            {
+                "name": "ctx",
+                "transport": "stdio",
+                "command": ["npx", "server.js", "--api-key", ARG_KEY],
+            },
+            (ARG_KEY,),
+        ),
+    ],
+    ids=["path token", "secret argument"],
+)
+async def test_a_pin_recorded_with_the_secret_is_honoured_and_recorded_again(
+    make: Callable[[], MCPToolset],
+    old: dict[str, Any],
+    secrets: tuple[str, ...],
     journal: Journal,
 ) -> None:
-    """A journal that pinned the command line as given: no new approval, the pin recorded again
-    without the key, and a menu that differs from the old pin is still refused."""
-    argv = ["npx", "server.js", "--api-key", ARG_KEY]
-    server = MCPToolset.stdio(*argv, name="ctx")
-    old = {"name": "ctx", "transport": "stdio", "command": argv}
+    """A journal that pinned the server by its identity with the secret in it: no new approval,
+    the pin recorded again without the secret, and a menu that differs from the old pin is
+    still refused."""
+    server = make()
     tools = [{"name": "echo", "description": "Echo.", "input_schema": {"type": "object"}}]
     pinned = {"hash": definitions_hash(tools), "tools": tools}
-    await accept_pin(journal, "ctx", identity_key(old), old, pinned)
+    await accept_pin(journal, server.name, identity_key(old), old, pinned)
     await server._check_pin(journal, pinned)
-    count, pin = latest_pin(journal, "ctx", server.key)
+    count, pin = latest_pin(journal, server.name, server.key)
     assert server.key != identity_key(old)
     assert count == 1
     assert pin is not None
-    assert ARG_KEY not in str(pin)
+    assert pin["hash"] == pinned["hash"]
+    for secret in secrets:
+        assert secret not in str(pin)
     offered = [{**tools[0], "description": "Echo, and more."}]
     with pytest.raises(MCPToolsChangedError):
         await server._check_pin(journal, {"hash": definitions_hash(offered), "tools": offered})
