@@ -7,14 +7,24 @@ writes chunks to a temporary file, checks the size and the first bytes against t
 and stores the file for ``tenant``; ``upload.parts`` then holds an ImagePart / AudioPart /
 FilePart with a RefSource (address and size). ``add_path`` does the same for a file already on
 the server. Unsupported types are refused with a message that says what is accepted.
+
+An upload's temporary file is named after its kernel's process id (``loom-upload-<pid>-...``).
+A kernel killed mid-upload (``kill -9``, the out-of-memory killer, a crash) cannot remove its
+file, of up to ``MAX_UPLOAD_BYTES``; the first ``MediaUpload`` of a later kernel removes every
+such file whose process is gone and that nothing wrote to for ``STALE_UPLOAD_SECONDS``
+(``sweep_stale_uploads``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
+import re
 import tempfile
+import threading
+import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +39,13 @@ from loom_nb.render._media import MediaFailure, image_png, pdf_view
 from loom_nb.widgets._base import StaticFallbackWidget, esm_of
 from loom_nb.widgets._media_types import ACCEPT, check_bytes, guess_type, modality, refusal
 
-__all__ = ["CHUNK_BYTES", "MAX_UPLOAD_BYTES", "MediaUpload"]
+__all__ = [
+    "CHUNK_BYTES",
+    "MAX_UPLOAD_BYTES",
+    "STALE_UPLOAD_SECONDS",
+    "MediaUpload",
+    "sweep_stale_uploads",
+]
 
 _STATIC = Path(__file__).parent / "static"
 
@@ -38,6 +54,16 @@ CHUNK_BYTES = 1024 * 1024
 
 MAX_UPLOAD_BYTES = 512 * 1024 * 1024
 """Largest file accepted (a declared size above it is refused before any chunk is sent)."""
+
+STALE_UPLOAD_SECONDS = 10 * 60
+"""A temporary upload file nothing wrote to for this long, whose kernel is gone, is removed by
+``sweep_stale_uploads`` (an upload in flight writes a chunk every few milliseconds)."""
+
+_PREFIX = "loom-upload-"
+_OWNED = re.compile(r"loom-upload-(\d+)-")
+"""A temporary file of this version: the pid of the kernel that wrote it comes first."""
+_ORPHAN_SECONDS = 24 * 60 * 60
+"""An older version's file (no pid in its name) is removed when untouched for a day."""
 
 UploadPart = ImagePart | AudioPart | FilePart
 
@@ -63,6 +89,71 @@ def _discard_all(incoming: dict[str, _Incoming]) -> None:
     """Discard every unfinished upload in ``incoming`` (emptying it)."""
     while incoming:
         _discard(incoming.popitem()[1])
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's counts: it may not be signalled)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # OverflowError: not a pid this system can have
+        return True
+    return True
+
+
+def sweep_stale_uploads(folder: str | os.PathLike[str] | None = None) -> list[str]:
+    """Remove the temporary files of uploads whose kernel died mid-upload; return their paths.
+
+    ``folder`` is the temporary folder (default: ``tempfile.gettempdir()``, where uploads are
+    written). A file is removed when its kernel's process is gone and nothing wrote to it for
+    ``STALE_UPLOAD_SECONDS``: a live kernel's uploads, another user's and one still being
+    written by a process this system cannot see (another container sharing the folder) are
+    left alone. A file of an older version, with no pid in its name, is removed once untouched
+    for a day. Where processes cannot be asked about (not POSIX), the day's rule applies to
+    every file. Files that cannot be read or removed are skipped.
+    """
+    where = os.fspath(folder) if folder is not None else tempfile.gettempdir()
+    now = time.time()
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(where))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(_PREFIX):
+            continue
+        owned = _OWNED.match(entry.name)
+        pid = int(owned.group(1)) if owned is not None and os.name == "posix" else None
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            idle = now - entry.stat(follow_symlinks=False).st_mtime
+        except OSError:
+            continue
+        if pid is None:
+            stale = idle > _ORPHAN_SECONDS
+        else:
+            stale = pid != os.getpid() and idle > STALE_UPLOAD_SECONDS and not _alive(pid)
+        if stale:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+                removed.append(entry.path)
+    return removed
+
+
+_SWEPT: set[str] = set()
+_SWEPT_LOCK = threading.Lock()
+
+
+def _sweep_once() -> None:
+    """``sweep_stale_uploads`` of the temporary folder, once per process and folder."""
+    folder = tempfile.gettempdir()
+    with _SWEPT_LOCK:
+        if folder in _SWEPT:
+            return
+        _SWEPT.add(folder)
+    sweep_stale_uploads(folder)
 
 
 class MediaUpload(StaticFallbackWidget):
@@ -101,6 +192,8 @@ class MediaUpload(StaticFallbackWidget):
         # temporary file of up to MAX_UPLOAD_BYTES: removed by close(), when the widget is
         # collected, or when the kernel exits.
         weakref.finalize(self, _discard_all, self._incoming)
+        # One a killed kernel could not remove is removed by the next kernel's first upload.
+        _sweep_once()
         self.on_msg(self._on_custom_msg)
 
     def close(self) -> None:
@@ -201,7 +294,7 @@ class MediaUpload(StaticFallbackWidget):
                 uid, f"{name}: {size} bytes is over the {MAX_UPLOAD_BYTES}-byte limit"
             )
         self._drop(uid)
-        handle, path = tempfile.mkstemp(prefix="loom-upload-")
+        handle, path = tempfile.mkstemp(prefix=f"{_PREFIX}{os.getpid()}-")
         self._incoming[uid] = _Incoming(name, kind, size, os.fdopen(handle, "w+b"), path)
         return {"type": "ack", "upload": uid, "received": 0, "size": size}
 

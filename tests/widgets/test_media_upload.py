@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ from loom_nb import MediaUpload
 from loom_nb.content import AudioPart, FilePart, ImagePart, Message
 from loom_nb.errors import ContentValidationError, StoreError
 from loom_nb.store import LocalContentStore
-from loom_nb.widgets._upload import CHUNK_BYTES
+from loom_nb.widgets import _upload as upload_module
+from loom_nb.widgets._upload import CHUNK_BYTES, sweep_stale_uploads
 from tests.render import media
 
 
@@ -260,3 +262,88 @@ def test_a_kernel_that_exits_mid_upload_leaves_no_temporary_file(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1"  # the upload was in flight when the process ended
     assert list(temp.iterdir()) == []
+
+
+def _age(path: Path, seconds: float) -> None:
+    """Make ``path`` look untouched for ``seconds``."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=60)
+    return child.pid
+
+
+def test_a_kernel_killed_mid_upload_leaves_a_file_the_next_kernel_removes(
+    store: LocalContentStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 mid-upload runs no finalizer: the file stays, named after the dead kernel's pid,
+    until a later kernel's first MediaUpload finds its process gone and the file idle."""
+    script = (
+        "import sys, time\n"
+        "from loom_nb import MediaUpload\n"
+        "from loom_nb.store import LocalContentStore\n"
+        "from tests.widgets.test_media_upload import begin_half\n"
+        f"upload = MediaUpload(LocalContentStore({str(tmp_path / 'kstore')!r}), 'acme')\n"
+        "begin_half(upload, b'%PDF-1.4\\n' + bytes(4096))\n"
+        "print(next(iter(upload._incoming.values())).path, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env={**os.environ, "TMPDIR": str(temp)},
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert kernel.stdout is not None
+        left = Path(kernel.stdout.readline().strip())
+    finally:
+        kernel.kill()  # SIGKILL: no finalizer, no atexit
+        kernel.wait(timeout=60)
+    assert left.parent == temp
+    assert left.name.startswith(f"loom-upload-{kernel.pid}-")
+    assert left.exists()  # what the killed kernel could not remove
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(upload_module, "_SWEPT", set())
+    MediaUpload(store, "acme").close()  # the file was written just now: maybe a slow upload
+    assert left.exists()
+    _age(left, upload_module.STALE_UPLOAD_SECONDS + 5)
+    monkeypatch.setattr(upload_module, "_SWEPT", set())
+    MediaUpload(store, "acme").close()
+    assert not left.exists()
+
+
+def test_the_sweep_removes_only_idle_files_of_gone_kernels(tmp_path: Path) -> None:
+    """A live kernel's upload (this one's, another process's), a gone kernel's file written
+    lately, and files that are not uploads are kept; an idle one of a gone kernel is removed,
+    and an older version's (no pid in its name) once untouched for a day."""
+    stale = upload_module.STALE_UPLOAD_SECONDS + 5
+    dead = _dead_pid()
+    files = {
+        "gone-idle": (f"loom-upload-{dead}-abc123", stale, False),
+        "gone-recent": (f"loom-upload-{dead}-def456", 30, True),
+        "mine-idle": (f"loom-upload-{os.getpid()}-ghi789", stale, True),
+        "parent-idle": (f"loom-upload-{os.getppid()}-jkl012", stale, True),
+        "old-version-day": ("loom-upload-q1w2e3r4", 25 * 3600, False),
+        "old-version-hour": ("loom-upload-t5y6u7i8", 3600, True),
+        "not-an-upload": (f"loom-other-{dead}-x", 25 * 3600, True),
+    }
+    for name, seconds, _kept in files.values():
+        (tmp_path / name).write_bytes(b"%PDF")
+        _age(tmp_path / name, seconds)
+    (tmp_path / f"loom-upload-{dead}-folder").mkdir()  # not a file: never removed
+    removed = sweep_stale_uploads(tmp_path)
+    assert sorted(Path(p).name for p in removed) == sorted(
+        name for name, _s, kept in files.values() if not kept
+    )
+    assert {p.name for p in tmp_path.iterdir()} == {
+        name for name, _s, kept in files.values() if kept
+    } | {f"loom-upload-{dead}-folder"}
+    assert sweep_stale_uploads(tmp_path / "missing") == []  # no folder: nothing to do
