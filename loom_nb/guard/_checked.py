@@ -49,11 +49,24 @@ _HANDED: ContextVar[Mark | None] = ContextVar("loom_nb_checked_request", default
 
 
 def handing_over(
-    request: Any, max_inline_bytes: int, max_inline_total_bytes: int, capabilities: Any
+    request: Any,
+    max_inline_bytes: int,
+    max_inline_total_bytes: int,
+    capabilities: Any,
+    *,
+    walked: bool = False,
 ) -> contextlib.AbstractContextManager[None]:
     """While the provider call runs: ``request`` passed the guard under these caps and the
-    capability check against ``capabilities`` (the object itself)."""
-    return _HandingOver(Mark(request, max_inline_bytes, max_inline_total_bytes, capabilities))
+    capability check against ``capabilities`` (the object itself).
+
+    ``walked``: the caller's ``guard_request`` of this very request returned it a moment ago,
+    with no code of anyone else's run since, so its message list is the one the guard walked,
+    as long: the provider's checks confirm that without a pass over the transcript.
+    """
+    mark = Mark(request, max_inline_bytes, max_inline_total_bytes, capabilities)
+    if walked:
+        mark.verified = (request.messages, len(request.messages))
+    return _HandingOver(mark)
 
 
 class _HandingOver(contextlib.AbstractContextManager[None]):

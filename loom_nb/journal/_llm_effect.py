@@ -187,16 +187,17 @@ class LlmEffect:
         settings: ModelSettings | None,
         media: MediaOnce,
     ) -> LlmResponse:
-        guarded = guard_request(request)
         capabilities = self.provider.capabilities
+        guarded = guard_request(request)
         if guarded is not request:  # a fenced copy: its own walk
             media = MediaOnce(guarded)
+        walked = False  # whether only loom_nb's own code ran since the guard walked ``request``
         if not media.found() and _resolver_ok(self._resolver):
             # No media part anywhere (one walk, kept for the checks below when there is one):
             # nothing for the capability check to refuse and no ref to resolve. The context's
             # tenant is still checked against the execution's, as resolving would.
             self._principal_of(execution)
-            resolved = guarded
+            resolved, walked = guarded, True
         else:
             assert_request_supported(
                 guarded,
@@ -215,9 +216,12 @@ class LlmEffect:
         if settings is not None:  # only when there is something to say (older providers)
             extra["settings"] = settings
         # Nothing fenced and nothing resolved: the provider gets the request just checked, and
-        # its own guard and capability check of that object return at once (_checked).
+        # its own guard and capability check of that object return at once (_checked); when no
+        # resolver ran since the guard walked it, without a pass over the transcript.
         handed = (
-            handing_over(resolved, MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES, capabilities)
+            handing_over(
+                resolved, MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES, capabilities, walked=walked
+            )
             if resolved is guarded and guarded is request
             else contextlib.nullcontext()
         )

@@ -10,7 +10,9 @@ interleaved conversations each stay incremental.
 
 from __future__ import annotations
 
+import asyncio
 import marshal
+import sys
 from typing import Any
 
 import pytest
@@ -37,7 +39,9 @@ from loom_nb.guard import (
     handing_over,
 )
 from loom_nb.guard._message_walk import MessageWalk
-from loom_nb.guard._walk import EMPTY_JSON_SEEN, PrefixFold
+from loom_nb.guard._walk import EMPTY_JSON_SEEN, PrefixFold, Seen
+from loom_nb.journal import Journal, create_llm_effect
+from loom_nb.providers import ScriptedProvider
 from loom_nb.settings import ModelSettings
 from loom_nb.taint import Untrusted
 
@@ -191,6 +195,77 @@ def test_a_handed_over_request_unchanged_is_not_walked_again(
             guard_request(request, max_inline_bytes=10**9, max_inline_total_bytes=10**9) is request
         )
     assert walked == []
+
+
+def transcript_passes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The function making each pass over a transcript (``Seen.prefix_of``) from now on."""
+    callers: list[str] = []
+    check = Seen.prefix_of
+
+    def counting(self: Seen, new: Any) -> bool:
+        callers.append(sys._getframe(1).f_code.co_name)
+        return check(self, new)
+
+    monkeypatch.setattr(Seen, "prefix_of", counting)
+    return callers
+
+
+def test_a_request_walked_just_now_is_handed_over_without_a_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``walked=True`` (the effect's guard walked this very request a moment ago): the
+    provider's checks confirm the list and its length, with no pass over the transcript;
+    without it the first check makes one pass."""
+    request = LlmRequest(messages=conversation({"q": 1}))
+    guard_request(request)
+    caps, big = Capabilities(), 10**9
+    passes = transcript_passes(monkeypatch)
+    with handing_over(request, MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES, caps, walked=True):
+        assert checked_already(request, caps, big, big)
+        assert guard_request(request, max_inline_bytes=big, max_inline_total_bytes=big) is request
+        request.messages.append(Message(role="assistant", content="more"))
+        assert not checked_already(request, caps, big, big)  # grown since walked
+    assert passes == []
+    request.messages.pop()
+    with handing_over(request, MAX_INLINE_BYTES, MAX_INLINE_TOTAL_BYTES, caps):
+        assert checked_already(request, caps, big, big)
+        assert checked_already(request, caps, big, big)
+    assert passes == ["_walked_unchanged"]
+
+
+@pytest.mark.parametrize("media", [False, True])
+def test_a_live_step_hands_over_what_its_guard_walked_unless_resolution_ran(
+    monkeypatch: pytest.MonkeyPatch, media: bool
+) -> None:
+    """A journaled model call with no media part hands its provider the request its guard just
+    walked (no code of anyone else's ran since): the provider's checks make no pass over the
+    transcript. With a media part, resolution runs in between, and the provider looks again."""
+    image = ImagePart(
+        media_type="image/png", source=DataSource(data="iVBORw0KGgo=")
+    )  # the PNG signature
+    first = [Message(role="user", content=[TextPart(text="look"), image] if media else "hi")]
+    provider = ScriptedProvider([{"text": "one"}, {"text": "two"}])
+    effect = create_llm_effect(provider)
+    journal = Journal()
+    execution = journal.execution("handed")
+
+    async def turns() -> list[str]:
+        transcript = list(first)
+        reply = await effect(execution, "#t:0", LlmRequest(messages=transcript))
+        transcript += [
+            Message(role="assistant", content=reply.content),
+            Message(role="user", content="more"),
+        ]
+        passes = transcript_passes(monkeypatch)
+        await effect(execution, "#t:1", LlmRequest(messages=transcript))
+        return passes
+
+    try:
+        passes = asyncio.run(turns())
+    finally:
+        journal.close()
+    assert ("_walked_unchanged" in passes) is media
+    assert "model_input" in passes  # the journal's own check of its delta is still made
 
 
 def test_checked_already_holds_for_the_request_or_its_settings_copy_only() -> None:
