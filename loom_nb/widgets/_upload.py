@@ -60,7 +60,7 @@ STALE_UPLOAD_SECONDS = 10 * 60
 ``sweep_stale_uploads`` (an upload in flight writes a chunk every few milliseconds)."""
 
 _PREFIX = "loom-upload-"
-_OWNED = re.compile(r"loom-upload-(\d+)-")
+_OWNED = re.compile(re.escape(_PREFIX) + r"(\d+)-")
 """A temporary file of this version: the pid of the kernel that wrote it comes first."""
 _ORPHAN_SECONDS = 24 * 60 * 60
 """An older version's file (no pid in its name) is removed when untouched for a day."""

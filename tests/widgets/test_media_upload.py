@@ -237,23 +237,35 @@ def test_close_removes_the_file_of_an_upload_never_ended(
     assert upload.parts == []
 
 
+ROOT = Path(__file__).resolve().parents[2]
+"""The checkout, where a kernel process finds ``tests``."""
+
+
+def mid_upload(store: Path, *then: str) -> str:
+    """A kernel's code: a MediaUpload into a store at ``store`` begins a PDF upload and gets
+    half of it (``begin_half``), then the lines ``then`` run."""
+    return "".join(
+        f"{line}\n"
+        for line in (
+            "from loom_nb import MediaUpload",
+            "from loom_nb.store import LocalContentStore",
+            "from tests.widgets.test_media_upload import begin_half",
+            f"upload = MediaUpload(LocalContentStore({str(store)!r}), 'acme')",
+            "begin_half(upload, b'%PDF-1.4\\n' + bytes(4096))",
+            *then,
+        )
+    )
+
+
 def test_a_kernel_that_exits_mid_upload_leaves_no_temporary_file(tmp_path: Path) -> None:
     """A process that exits with an upload in flight (the widget never closed) removes its file."""
-    script = (
-        "import sys\n"
-        "from loom_nb import MediaUpload\n"
-        "from loom_nb.store import LocalContentStore\n"
-        "from tests.widgets.test_media_upload import begin_half\n"
-        f"upload = MediaUpload(LocalContentStore({str(tmp_path / 'store')!r}), 'acme')\n"
-        "begin_half(upload, b'%PDF-1.4\\n' + bytes(4096))\n"
-        "print(len(upload._incoming))\n"
-    )
+    script = mid_upload(tmp_path / "store", "print(len(upload._incoming))")
     temp = tmp_path / "tmp"
     temp.mkdir()
     done = subprocess.run(
         [sys.executable, "-c", script],
         env={**os.environ, "TMPDIR": str(temp)},
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
@@ -282,22 +294,17 @@ def test_a_kernel_killed_mid_upload_leaves_a_file_the_next_kernel_removes(
 ) -> None:
     """kill -9 mid-upload runs no finalizer: the file stays, named after the dead kernel's pid,
     until a later kernel's first MediaUpload finds its process gone and the file idle."""
-    script = (
-        "import sys, time\n"
-        "from loom_nb import MediaUpload\n"
-        "from loom_nb.store import LocalContentStore\n"
-        "from tests.widgets.test_media_upload import begin_half\n"
-        f"upload = MediaUpload(LocalContentStore({str(tmp_path / 'kstore')!r}), 'acme')\n"
-        "begin_half(upload, b'%PDF-1.4\\n' + bytes(4096))\n"
-        "print(next(iter(upload._incoming.values())).path, flush=True)\n"
-        "time.sleep(120)\n"
+    script = mid_upload(
+        tmp_path / "kstore",
+        "print(next(iter(upload._incoming.values())).path, flush=True)",
+        "import time; time.sleep(120)",
     )
     temp = tmp_path / "tmp"
     temp.mkdir()
     kernel = subprocess.Popen(
         [sys.executable, "-c", script],
         env={**os.environ, "TMPDIR": str(temp)},
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
     )
