@@ -29,6 +29,10 @@ class Row:
     ``"target"`` (what the project asks for) or a ``"bound"`` (what any implementation can reach
     here, measured in the same run); ``share`` is the part of a bound the ratio must reach (or
     stay under): ``Row("replay speed-up", 2.9, 3.6, ">=", "bound", 0.8)`` passes at 2.9 >= 0.8 x 3.6.
+    ``reach``: the closest any implementation comes to the goal here, a bound measured in the same
+    run (the floor a ratio judged ``<=`` cannot go below, the ceiling one judged ``>=`` cannot go
+    above); when the goal lies beyond it, a missed goal is ``unreachable`` on this machine rather
+    than a plain FAIL (``verdict``).
     """
 
     measure: str
@@ -37,6 +41,7 @@ class Row:
     goal: str = ""
     kind: str = "target"
     share: float = 1.0
+    reach: float | None = None
 
     def of_bound(self) -> float | None:
         """``ratio / bound``, or None without a bound."""
@@ -50,6 +55,26 @@ class Row:
             return None
         limit = self.bound * self.share
         return self.ratio >= limit if self.goal == ">=" else self.ratio <= limit
+
+    def reachable(self) -> bool | None:
+        """Whether ``reach`` lies on the goal's side of the limit (None without both)."""
+        if self.reach is None or self.bound is None or self.goal not in (">=", "<="):
+            return None
+        limit = self.bound * self.share
+        return self.reach >= limit if self.goal == ">=" else self.reach <= limit
+
+    def verdict(self) -> str:
+        """``pass``, ``FAIL``, ``unreachable (bound N.NNx)`` when the goal lies beyond what this
+        machine allows (``reach``), or ``—`` for a ratio printed for information."""
+        passed = self.passed()
+        if passed is None:
+            return "—"
+        if passed:
+            return "pass"
+        if self.reachable() is False:
+            assert self.reach is not None
+            return f"unreachable (bound {self.reach:.2f}x)"
+        return "FAIL"
 
 
 def quick() -> bool:

@@ -302,7 +302,7 @@ def _measure(rounds: int, bytecode: str) -> int:
                 f"{ratio / TARGET:.2f} ({'met' if ratio <= TARGET else 'NOT met'}); "
                 f"{ratio / bound:.2f}x the floor bound, {ratio / used:.2f}x the floor in use"
             )
-            rows.append(Row(f"{label}: {kind} / import", ratio, TARGET, "<="))
+            rows.append(Row(f"{label}: {kind} / import", ratio, TARGET, "<=", reach=bound))
             rows.append(
                 Row(f"{label}: {kind} / import, vs floor in use", ratio, used, kind="bound")
             )

@@ -87,3 +87,24 @@ def test_rows_judge_their_ratio_against_the_bound_or_target(run_all: ModuleType)
     )
     silent = run_all.Outcome("bench_y", 1.0, 0, [], "no machine-readable output")
     assert run_all.cells(silent)[0][:2] == ("bench_y", "no machine-readable output")
+
+
+def test_a_missed_target_beyond_the_same_run_bound_reads_unreachable(run_all: ModuleType) -> None:
+    """A row whose ``reach`` (the bound no implementation passes here) lies beyond its goal says
+    so instead of FAIL; a reachable miss stays FAIL, and a met goal passes whatever the reach."""
+    row = run_all.Row
+    assert row("t", 2.0, 1.5, "<=", reach=1.7).verdict() == "unreachable (bound 1.70x)"
+    assert row("t", 2.0, 1.5, "<=", reach=1.2).verdict() == "FAIL"
+    assert row("t", 1.4, 1.5, "<=", reach=1.7).verdict() == "pass"
+    assert row("t", 2.0, 1.5, "<=").verdict() == "FAIL"
+    # A share of a bound: 0.8 of 3.86x is 3.09x, above a 2.85x reach.
+    assert row("b", 2.0, 3.86, ">=", "bound", 0.8, 2.85).verdict() == "unreachable (bound 2.85x)"
+    assert row("b", 2.0, 3.86, ">=", "bound", 0.8, 3.20).verdict() == "FAIL"
+    assert row("i", 1.0, reach=0.5).verdict() == "—"
+    cell = run_all.cells(run_all.Outcome("bench_x", 1.0, 0, [row("t", 0.7, 0.8, ">=", reach=0.75)]))
+    assert cell[0][5] == "unreachable (bound 0.75x)"
+    block = run_all.readme_block(
+        run_all.markdown_table([cell[0]]), run_all.machine_note((0.5,) * 3, (1.0,) * 3)
+    )
+    assert run_all.readme_block_problems(block, ["bench_x"]) == []
+    assert run_all.readme_block_problems(block.replace(" (bound 0.75x)", ""), ["bench_x"])
