@@ -33,6 +33,7 @@ from loom_nb.capabilities import Capabilities, assert_request_supported
 from loom_nb.content import (
     DataSource,
     LlmRequest,
+    MediaPart,
     Message,
     Part,
     ToolResultPart,
@@ -146,9 +147,12 @@ def _counted_size(part: Any) -> int:
 
     Not validated: the transcript's parts were checked when they entered it (``build_result``),
     and the guard refuses malformed base64 before any request is sent, so the total only needs
-    the size, which the length and padding give without decoding.
+    the size, which the length and padding give without decoding. Only a media part has a
+    source (asked first: ``getattr`` on a part without the field costs a pydantic miss).
     """
-    source = getattr(part, "source", None)
+    if not isinstance(part, MediaPart):
+        return 0
+    source = part.source
     if not isinstance(source, DataSource) or not isinstance(source.data, str):
         return 0
     data = source.data
