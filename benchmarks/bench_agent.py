@@ -325,9 +325,10 @@ def main() -> None:
             f"{(live / replay) / bound:.0%} of it"
             + (" (a 5x target is above this bound)" if bound < 5 else "")
         )
-        ROWS.append(
-            Row(f"replay speed-up, {TURNS} turns", live / replay, bound, ">=", "bound", 0.8)
-        )
+        # Shown, not judged: the target is judged once, on the interleaved rounds of
+        # replay_against_bound (the same ratio at the same size, beside the bounds of a replay
+        # that checks and reads what it serves).
+        ROWS.append(Row(f"replay speed-up, {TURNS} turns", live / replay, bound, "", "bound"))
 
 
 FETCH = ToolDefinition(
