@@ -51,17 +51,19 @@ class Row:
 
     def passed(self) -> bool | None:
         """Whether the ratio lies on the goal's side of the bound (None when there is no goal)."""
-        if self.ratio is None or self.bound is None or self.goal not in (">=", "<="):
-            return None
-        limit = self.bound * self.share
-        return self.ratio >= limit if self.goal == ">=" else self.ratio <= limit
+        return self._meets(self.ratio)
 
     def reachable(self) -> bool | None:
         """Whether ``reach`` lies on the goal's side of the limit (None without both)."""
-        if self.reach is None or self.bound is None or self.goal not in (">=", "<="):
+        return self._meets(self.reach)
+
+    def _meets(self, value: float | None) -> bool | None:
+        """Whether ``value`` lies on the goal's side of ``share`` of the bound (None when
+        there is no value, bound or goal)."""
+        if value is None or self.bound is None or self.goal not in (">=", "<="):
             return None
         limit = self.bound * self.share
-        return self.reach >= limit if self.goal == ">=" else self.reach <= limit
+        return value >= limit if self.goal == ">=" else value <= limit
 
     def verdict(self) -> str:
         """``pass``, ``FAIL``, ``unreachable (bound N.NNx)`` when the goal lies beyond what this
