@@ -4,7 +4,7 @@ An ordered list of named steps (``m001_events`` ... ``m004_leases``, the same sh
 then the PostgreSQL-only ``pg001_notify`` and ``pg002_store_tenants``, then
 ``m005_content_pins`` and ``m006_work_items``, SQLite's shapes again, then ``pg003_work_notify``
 and ``pg004_listened_notify``: appends and work-queue changes notify only while a listener is
-registered), recorded in
+registered, then ``m008_one_index_per_execution``, SQLite's again), recorded in
 ``loom_journal_migrations`` and checked in one transaction under a transaction-scoped advisory
 lock, so two processes opening a new database at once do not both create it, also behind a
 transaction pooler (issue 33); a database with a migration this code does not know (a newer
@@ -218,6 +218,12 @@ def _pg004_listened_notify(cur: psycopg.Cursor[Any]) -> None:
     )
 
 
+def _m008_one_index_per_execution(cur: psycopg.Cursor[Any]) -> None:
+    # SQLite's m008: events_by_ordinal serves every read of one execution, in order (ordinal
+    # order is seq order within an execution), so an append updates one index, not two.
+    cur.execute("DROP INDEX IF EXISTS events_by_execution")
+
+
 PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("m001_events", _m001_events),
     ("m002_append_only", _m002_append_only),
@@ -229,6 +235,7 @@ PG_MIGRATIONS: list[tuple[str, Callable[[psycopg.Cursor[Any]], None]]] = [
     ("m006_work_items", _m006_work_items),
     ("pg003_work_notify", _pg003_work_notify),
     ("pg004_listened_notify", _pg004_listened_notify),
+    ("m008_one_index_per_execution", _m008_one_index_per_execution),
 ]
 """The PostgreSQL schema, oldest first; names shared with the SQLite list mean the same shape."""
 

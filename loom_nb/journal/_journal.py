@@ -30,7 +30,7 @@ from loom_nb.journal._execution import Execution
 from loom_nb.journal._principal import principal_from_json, principal_to_json
 from loom_nb.journal._recording import export_jsonl, import_jsonl
 from loom_nb.journal._requests import expanded_events
-from loom_nb.journal._sql import INSERT, SELECT, Row, now_iso
+from loom_nb.journal._sql import AFTER, INSERT, SELECT, Row, now_iso
 from loom_nb.journal._sqlite import SqliteBackend
 from loom_nb.journal._timeline import Event, ExecutionSummary, Timeline
 from loom_nb.journal._watch import JournalWatch
@@ -250,7 +250,7 @@ class Journal:
             rows = self._backend.read(
                 lambda: self._conn.execute(
                     "SELECT payload FROM events WHERE execution_id = ? AND kind = ? "
-                    "ORDER BY seq LIMIT 1",
+                    "ORDER BY ordinal LIMIT 1",
                     (execution_id, "execution_started"),
                 ).fetchall()
             )
@@ -404,9 +404,7 @@ class Journal:
         with self._backend.reading():
             rows = self._backend.read(
                 lambda: self._conn.execute(
-                    "SELECT seq, execution_id, kind, step_id, position, payload, created "
-                    "FROM events WHERE execution_id = ? AND seq > ? ORDER BY seq",
-                    (execution_id, seq),
+                    AFTER, (execution_id, seq, execution_id, seq)
                 ).fetchall()
             )
         events = [self._event(row, resolve_claims=True) for row in rows]

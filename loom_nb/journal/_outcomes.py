@@ -3,7 +3,7 @@
 ``chat.map`` runs each item in its own execution (``<map>/<index>``) whose one step sits at
 position 0. Opening a thousand executions to learn which finished would be a thousand reads;
 ``step_outcomes`` asks for all of them at once (``IN`` lists of ``CHUNK`` ids, which both
-backends serve from the ``(execution_id, seq)`` index) and keeps, per execution, the last
+backends serve from the ``(execution_id, ordinal)`` index) and keeps, per execution, the last
 outcome journaled at position 0: ``completed`` with the step's output, ``failed`` with its error,
 or ``started`` when the step began and nothing followed (its process died in flight). A step
 run again after a failure supersedes the failure, as on the execution's own timeline.

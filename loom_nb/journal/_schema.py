@@ -181,6 +181,21 @@ def m007_events_by_rowid(conn: sqlite3.Connection) -> None:
     m002_append_only(conn)
 
 
+def m008_one_index_per_execution(conn: sqlite3.Connection) -> None:
+    """Drop ``events_by_execution``: ``events_by_ordinal`` serves every read of one execution.
+
+    Within an execution, ``ordinal`` order is ``seq`` order: an execution's rows are appended at
+    its next ordinal by its one writer (a row another writer got in first makes the insert fail
+    on the unique ``(execution_id, ordinal)``, it is never placed behind it), imports and forks
+    insert theirs in ordinal order, and ``m003_event_ordinal`` numbered older rows in ``seq``
+    order. So ``(execution_id, ordinal)`` finds an execution's events, in order, as the
+    ``(execution_id, seq)`` index did, and every append kept two indexes up to date for one
+    (measured: the journal's two-row step INSERT alone goes from 0.61x to 0.86x of a bare
+    one-row insert loop's rate with the second index gone, ``benchmarks/bench_journal.py``).
+    """
+    conn.execute("DROP INDEX IF EXISTS events_by_execution")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_events,
     m002_append_only,
@@ -189,6 +204,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m005_content_pins,
     m006_work_items,
     m007_events_by_rowid,
+    m008_one_index_per_execution,
 ]
 """Every migration, oldest first; the function name is the migration's identity."""
 

@@ -11,6 +11,7 @@ import time
 from datetime import UTC, datetime
 
 __all__ = [
+    "AFTER",
     "INSERT",
     "INSERTS",
     "LAST_ORDINAL",
@@ -63,8 +64,20 @@ PINNED = (
 PINNED_ADDRESS = PINNED + " AND content_pins.address = ?"
 SELECT = (
     "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
-    "WHERE execution_id = ? ORDER BY seq"
+    "WHERE execution_id = ? ORDER BY ordinal"
 )
+"""An execution's events in order (``ordinal`` order is ``seq`` order within an execution, and
+``(execution_id, ordinal)`` is the index that finds them: ``_schema.m008_one_index_per_execution``)."""
+AFTER = (
+    "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
+    "WHERE execution_id = ? AND ordinal > COALESCE("
+    "(SELECT ordinal FROM events WHERE seq = ? AND execution_id = ?), -1) "
+    "AND seq > ? ORDER BY ordinal"
+)
+"""An execution's events after a ``seq``, in order. When that ``seq`` is one of the execution's
+own events (what a watch passes: the last it delivered), its ordinal bounds the index range,
+so a tail read costs what it returns, not the execution's length; any other ``seq`` (0, another
+execution's) reads the execution's events and keeps the later ones."""
 
 
 def now_iso() -> str:

@@ -53,6 +53,15 @@ def test_a_postgresql_url_opens_the_postgres_journal_with_its_migrations(
             r[0] for r in conn.execute("SELECT name FROM loom_journal_migrations ORDER BY name")
         ]
     assert names == sorted(name for name, _ in PG_MIGRATIONS)  # each once (listed by name)
+    with psycopg.connect(pg.url("j")) as conn:
+        indexes = [
+            r[0]
+            for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'events' "
+                "AND schemaname = current_schema() ORDER BY indexname"
+            )
+        ]
+    assert indexes == ["events_by_ordinal", "events_pkey"]  # m008: one index per execution
 
 
 def test_a_journal_written_by_a_newer_version_is_refused_at_open(pg: JournalBackend) -> None:
@@ -156,6 +165,26 @@ async def test_watch_without_a_callback_queues_events_after_a_seq(
     assert first is not None
     assert second is not None
     assert (first.kind, first.step_id, second.kind) == ("step_started", "b", "step_completed")
+
+
+async def test_events_after_a_seq_are_the_executions_later_events_in_order(
+    open_journal: Callable[..., Journal],
+) -> None:
+    """Two executions written in turns: ``events_after`` from each of an execution's own seqs,
+    from 0 and from the other execution's seqs gives exactly its events with a larger seq, in
+    seq order (read through the ``(execution_id, ordinal)`` index, the only one left)."""
+    journal = open_journal()
+    executions = {run: journal.execution(run) for run in ("a", "b")}
+    for turn, run in enumerate("abbaab"):
+        await executions[run].execute(f"s{turn}", lambda x: x, turn)
+    seqs = {run: [e.seq for e in journal.events(run)] for run in ("a", "b")}
+    assert seqs["a"] == sorted(seqs["a"])
+    assert not set(seqs["a"]) & set(seqs["b"])
+    for run, own in seqs.items():
+        other = seqs["b" if run == "a" else "a"]
+        for after in [0, *own, *other]:
+            found = [e.seq for e in journal.events_after(run, after)]
+            assert found == [seq for seq in own if seq > after], (run, after)
 
 
 def test_watch_arguments_are_checked(open_journal: Callable[..., Journal]) -> None:

@@ -10,6 +10,7 @@ import pytest
 from loom_nb.errors import JournalError
 from loom_nb.journal import Journal
 from loom_nb.journal._schema import MIGRATIONS, _refuse, m001_events, m002_append_only
+from loom_nb.journal._sql import AFTER, SELECT
 
 
 def old_journal(path: Path) -> None:
@@ -93,7 +94,8 @@ async def test_a_journal_numbered_by_autoincrement_keeps_its_seqs_and_rules(tmp_
     indexes = {
         row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
     }
-    assert {"events_by_execution", "events_by_ordinal"} <= indexes
+    assert "events_by_ordinal" in indexes
+    assert "events_by_execution" not in indexes  # m008 dropped it after m007 made it again
     for statement in ("UPDATE events SET kind = 'x'", "DELETE FROM events"):
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             conn.execute(statement)
@@ -107,3 +109,58 @@ async def test_a_journal_numbered_by_autoincrement_keeps_its_seqs_and_rules(tmp_
     assert await execution.execute("s", lambda _: "live", 99) == "b"  # served as before
     assert await execution.execute("t", lambda x: x, 2) == 2
     assert [e.seq for e in journal.events("b")][-2:] == [7, 8]  # after the last, no reuse
+
+
+async def test_an_execution_is_read_through_its_one_index_in_order(tmp_path: Path) -> None:
+    """m008 leaves ``events_by_ordinal`` the only index on ``events``: an execution's reads
+    (whole, after a seq, its start) search it, none scans the table, and each returns the
+    events in ``seq`` order, the tail from the seq of one of its events or from any other seq."""
+    path = tmp_path / "old.sqlite"
+    old_journal(path)  # two executions' rows interleaved, numbered by m003
+    journal = Journal(path)
+    executions = {run: journal.execution(run) for run in ("a", "b")}
+    for execution in executions.values():
+        await execution.execute("s", lambda _: "live", 99)  # served: the old journal's step
+    for run in ("b", "a", "b", "b", "a"):  # more interleaving, appended live
+        await executions[run].execute(f"t{len(journal.events(run))}", lambda x: x, 1)
+    conn = sqlite3.connect(path)
+    indexes = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE tbl_name = 'events' AND type = 'index'"
+        )
+    ]
+    assert indexes == ["events_by_ordinal"]
+    for sql, params in (
+        (SELECT, ("a",)),
+        (AFTER, ("a", 3, "a", 3)),
+        (
+            "SELECT payload FROM events WHERE execution_id = ? AND kind = ? ORDER BY ordinal LIMIT 1",
+            ("a", "x"),
+        ),
+    ):
+        plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+        assert any("USING INDEX events_by_ordinal (execution_id=?" in step for step in plan), plan
+        assert not any(step.startswith("SCAN") for step in plan), plan
+    by_seq = {
+        run: [
+            row[0]
+            for row in conn.execute(
+                "SELECT seq FROM events WHERE execution_id = ? ORDER BY seq", (run,)
+            )
+        ]
+        for run in ("a", "b")
+    }
+    conn.close()
+    assert len(by_seq["b"]) > len(by_seq["a"]) > 3
+    for run, seqs in by_seq.items():
+        assert [e.seq for e in journal.events(run)] == seqs
+        assert [e.seq for e in journal.events_after(run, 0)] == seqs
+        for index, seq in enumerate(seqs):  # from each of its own events: the rest
+            assert [e.seq for e in journal.events_after(run, seq)] == seqs[index + 1 :]
+        other = by_seq["a" if run == "b" else "b"]
+        for seq in other:  # from another execution's seq: its own events after that seq
+            assert [e.seq for e in journal.events_after(run, seq)] == [s for s in seqs if s > seq]
+        assert journal.events_after(run, max(seqs) + 100) == []
+    assert journal.start_of("a") == {"principal": None}
+    journal.close()
