@@ -403,9 +403,7 @@ class Journal:
             )
         with self._backend.reading():
             rows = self._backend.read(
-                lambda: self._conn.execute(
-                    AFTER, (execution_id, seq, execution_id, seq)
-                ).fetchall()
+                lambda: self._conn.execute(AFTER, (execution_id, seq, execution_id, seq)).fetchall()
             )
         events = [self._event(row, resolve_claims=True) for row in rows]
         return expanded_events(events, {} if earlier is None else earlier)
