@@ -30,7 +30,7 @@ from loom_nb.journal._execution import Execution
 from loom_nb.journal._principal import principal_from_json, principal_to_json
 from loom_nb.journal._recording import export_jsonl, import_jsonl
 from loom_nb.journal._requests import expanded_events
-from loom_nb.journal._sql import AFTER, INSERT, SELECT, Row, now_iso
+from loom_nb.journal._sql import AFTER, INSERT, SELECT, STARTED, Row, now_iso
 from loom_nb.journal._sqlite import SqliteBackend
 from loom_nb.journal._timeline import Event, ExecutionSummary, Timeline
 from loom_nb.journal._watch import JournalWatch
@@ -248,11 +248,7 @@ class Journal:
         and ``meta`` or ``forked_from`` when it has them), or None when there is no such execution."""
         with self._backend.reading():
             rows = self._backend.read(
-                lambda: self._conn.execute(
-                    "SELECT payload FROM events WHERE execution_id = ? AND kind = ? "
-                    "ORDER BY ordinal LIMIT 1",
-                    (execution_id, "execution_started"),
-                ).fetchall()
+                lambda: self._conn.execute(STARTED, (execution_id,)).fetchall()
             )
         if not rows:
             return None

@@ -24,6 +24,7 @@ __all__ = [
     "PINNED",
     "PINNED_ADDRESS",
     "SELECT",
+    "STARTED",
     "UNPIN",
     "Row",
     "now_iso",
@@ -68,6 +69,11 @@ SELECT = (
 )
 """An execution's events in order (``ordinal`` order is ``seq`` order within an execution, and
 ``(execution_id, ordinal)`` is the index that finds them: ``_schema.m008_one_index_per_execution``)."""
+STARTED = (
+    "SELECT payload FROM events WHERE execution_id = ? AND kind = 'execution_started' "
+    "ORDER BY ordinal LIMIT 1"
+)
+"""What an execution was started with: its first ``execution_started`` event's payload."""
 AFTER = (
     "SELECT seq, execution_id, kind, step_id, position, payload, created FROM events "
     "WHERE execution_id = ? AND ordinal > COALESCE("
