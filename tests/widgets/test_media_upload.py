@@ -257,19 +257,20 @@ def mid_upload(store: Path, *then: str) -> str:
     )
 
 
+def kernel_options(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """A kernel process's own temporary folder (made here), and how to launch the process: that
+    folder as its ``TMPDIR``, from the repository (``mid_upload`` imports the tests), in text mode."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    return temp, {"env": {**os.environ, "TMPDIR": str(temp)}, "cwd": ROOT, "text": True}
+
+
 def test_a_kernel_that_exits_mid_upload_leaves_no_temporary_file(tmp_path: Path) -> None:
     """A process that exits with an upload in flight (the widget never closed) removes its file."""
     script = mid_upload(tmp_path / "store", "print(len(upload._incoming))")
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp, options = kernel_options(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-c", script],
-        env={**os.environ, "TMPDIR": str(temp)},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+        [sys.executable, "-c", script], **options, capture_output=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1"  # the upload was in flight when the process ended
@@ -299,15 +300,8 @@ def test_a_kernel_killed_mid_upload_leaves_a_file_the_next_kernel_removes(
         "print(next(iter(upload._incoming.values())).path, flush=True)",
         "import time; time.sleep(120)",
     )
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    kernel = subprocess.Popen(
-        [sys.executable, "-c", script],
-        env={**os.environ, "TMPDIR": str(temp)},
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    temp, options = kernel_options(tmp_path)
+    kernel = subprocess.Popen([sys.executable, "-c", script], **options, stdout=subprocess.PIPE)
     try:
         assert kernel.stdout is not None
         left = Path(kernel.stdout.readline().strip())
