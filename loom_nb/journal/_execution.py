@@ -61,7 +61,13 @@ from loom_nb.journal._divergence import (
 )
 from loom_nb.journal._execution_control import ExecutionControl
 from loom_nb.journal._fork import fork_rows
-from loom_nb.journal._requests import EncodedInput, ModelBase, ModelStepInput, model_input
+from loom_nb.journal._requests import (
+    EncodedInput,
+    ModelBase,
+    ModelStepInput,
+    model_input,
+    model_output,
+)
 from loom_nb.journal._served import NOT_SERVED, serve_exact
 from loom_nb.journal._suspend import StartOnSuspend
 from loom_nb.journal._timeline import Entry, ExecutionStatus, Timeline
@@ -74,6 +80,8 @@ if TYPE_CHECKING:
 __all__ = ["Execution"]
 
 StepFn = Callable[[Any], Any | Awaitable[Any]]
+Encoder = Callable[..., tuple[str, Any]]
+"""How a live step's output is journaled: ``(text, value returned)`` (``encode_value``'s shape)."""
 PLAIN = frozenset({dict, list, str, int, float, bool, type(None), tuple})
 """Types a step's function returns that are never awaitable (no need to ask ``inspect``)."""
 
@@ -225,7 +233,13 @@ class Execution(ExecutionControl):
             pins = request_pins_later(request)  # its refs, earlier turns' too: read if run live
         try:
             output = await self._execute(
-                step_id, fn, make_input, lambda: prepared.input_hash, pins, prepared.assembled
+                step_id,
+                fn,
+                make_input,
+                lambda: prepared.input_hash,
+                pins,
+                prepared.assembled,
+                encode=encode_value if reads_input else model_output,
             )
         except BaseException:
             self.model_base = None  # the next call journals its messages in full
@@ -241,6 +255,8 @@ class Execution(ExecutionControl):
         input_hash: Callable[[], str] | None,
         pins: Pins | Callable[[], Pins] | None = None,
         input_text: Callable[[], str | None] | None = None,
+        *,
+        encode: Encoder = encode_value,
     ) -> Any:
         """``execute`` with the input made on demand and, optionally, its hash given.
 
@@ -249,7 +265,8 @@ class Execution(ExecutionControl):
         what replay compares with the recorded hash; ``pins`` (default: what the input cites;
         a function: asked only live) is the stored content the step reads (``_content_pins``).
         ``input_text`` (with ``input_hash``): the input's canonical JSON as journaled, or None,
-        for replay's exact match (``_served``).
+        for replay's exact match (``_served``). ``encode``: how a live output is journaled and
+        what the step returns (``encode_value``; a model call's own function: ``model_output``).
         """
         position, entry = self._take_position()
         self._exact = True
@@ -270,7 +287,9 @@ class Execution(ExecutionControl):
                         return output
                 recorded = recorded_fields(entry.payload, self._where(position))
                 if self._input_changed(recorded, step_id, make_input, digest, position):
-                    return await self._run(position, step_id, fn, make_input(), input_hash, pins)
+                    return await self._run(
+                        position, step_id, fn, make_input(), input_hash, pins, encode
+                    )
                 return self._claimed(recorded, "output", position)
             else:
                 self._live_from = position  # failed or interrupted: run it again, live
@@ -279,7 +298,7 @@ class Execution(ExecutionControl):
         except BaseException:
             self._release(position)
             raise
-        return await self._run(position, step_id, fn, value, input_hash, pins)
+        return await self._run(position, step_id, fn, value, input_hash, pins, encode)
 
     def _input_changed(
         self,
@@ -331,6 +350,7 @@ class Execution(ExecutionControl):
         input: Any,
         input_hash: Callable[[], str] | None,
         pins: Pins | Callable[[], Pins] | None,
+        encode: Encoder = encode_value,
     ) -> Any:
         owner = self._owner()
         try:
@@ -350,7 +370,9 @@ class Execution(ExecutionControl):
             self._release(position)
             raise
         try:
-            return await self._run_held(position, step_id, fn, input, input_text, digest, pins)
+            return await self._run_held(
+                position, step_id, fn, input, input_text, digest, pins, encode
+            )
         finally:
             self._journal._let_go(self._id, owner)
 
@@ -363,6 +385,7 @@ class Execution(ExecutionControl):
         input_text: str,
         digest: str,
         pins: Pins,
+        encode: Encoder = encode_value,
     ) -> Any:
         """Run the step and journal its outcome, holding the execution's claim (``_run``).
 
@@ -389,7 +412,7 @@ class Execution(ExecutionControl):
                 # land), its start is made durable first, so a log cut short shows which step
                 # was in flight; one that never suspends is journaled in one commit below.
                 result = await (result if started else StartOnSuspend(result, start))
-            output_text, output = encode_value(result, step_id=step_id, what="output")
+            output_text, output = encode(result, step_id=step_id, what="output")
         except BaseException as exc:
             error = {
                 "code": getattr(exc, "code", None),

@@ -142,7 +142,9 @@ class LlmEffect:
             # execute(step_id, fn, input) with the whole request, which the execution behind it
             # journals exactly as above.
             output = await execution.execute(step_id, call, ModelStepInput(req, capabilities))
-        response = LlmResponse.model_validate(output)
+        # Live on an Execution the step returns the response itself (``model_output``); served
+        # from the log, or through a stand-in, its JSON value.
+        response = output if type(output) is LlmResponse else LlmResponse.model_validate(output)
         if self.budget is not None:
             self.budget.record(response)  # live or served: the chat's totals count it too
         return self._response(req, response)

@@ -32,10 +32,10 @@ import marshal
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_nb.content import LlmRequest, Message, ToolSpec, canonical_json
+from loom_nb.content import LlmRequest, LlmResponse, Message, ToolSpec, canonical_json
 from loom_nb.errors import JournalError
 from loom_nb.guard import EMPTY_JSON_SEEN, Seen
-from loom_nb.journal._codec import encode_text
+from loom_nb.journal._codec import encode_text, encode_value
 from loom_nb.journal._timeline import Event
 from loom_nb.settings import ModelSettings
 
@@ -270,6 +270,31 @@ def model_input(
         rest_key=rest_key,
     )
     return ModelInput(input_hash, base, previous, rest, texts, keep)
+
+
+def model_output(value: Any, *, step_id: str, what: str = "output") -> tuple[str, Any]:
+    """A live model call's response as journaled, and the value the call returns.
+
+    The response's own JSON (``model_dump_json``: pydantic's serializer, field order, a tool
+    call's input and ``provider_data`` in the order the vendor sent them) is journaled, and the
+    call returns that text validated again: what a replay of the step builds from the log, so a
+    live answer equals its replay, key order included. It is kept only when it reads back equal to
+    the response. Anything else takes ``encode_value``'s canonical JSON, as every pydantic output
+    of a step does (the same JSON values; a lone surrogate escaped, which pydantic's serializer
+    refuses): a non-finite float or a datetime, which that JSON writes as null or as text, and a
+    structured ``output``, which is never serialized. That way costs a dump, a sort, a parse and
+    a validation: about twice this.
+    """
+    if type(value) is LlmResponse and value.output is None:
+        try:
+            text = value.model_dump_json()
+            served = LlmResponse.model_validate_json(text)
+        except ValueError:  # pydantic's serialization and validation errors
+            pass
+        else:
+            if served == value:
+                return text, served
+    return encode_value(value, step_id=step_id, what=what)
 
 
 def _around(fields: dict[str, str]) -> tuple[str, str]:

@@ -183,7 +183,7 @@ async def test_a_chats_cache_settings_are_made_once_and_still_sent() -> None:
 async def test_a_live_answer_has_the_key_order_its_replay_has() -> None:
     """A live turn returns its answer as read back from the journaled text, so what a notebook
     shows of it (a tool call's input, in the order the model wrote) is what a replay shows:
-    the journal's canonical JSON sorts keys, and both sides come from that text."""
+    the journal keeps the response's own JSON, in that order, and both sides come from it."""
     call = {"id": "c1", "name": "send", "input": {"to": "ana@example.com", "summary": "May"}}
     journal = Journal()
     chat = Chat(ScriptedProvider([{"text": "", "tool_calls": [call]}]), journal=journal, id="k")
@@ -191,4 +191,4 @@ async def test_a_live_answer_has_the_key_order_its_replay_has() -> None:
     again = Chat(ScriptedProvider([]), journal=journal, id="k")
     replayed = await again("send it")
     assert list(live.tool_calls[0].input) == list(replayed.tool_calls[0].input)
-    assert list(live.tool_calls[0].input) == ["summary", "to"]
+    assert list(live.tool_calls[0].input) == ["to", "summary"]
