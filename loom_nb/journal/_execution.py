@@ -350,7 +350,7 @@ class Execution(ExecutionControl):
         input: Any,
         input_hash: Callable[[], str] | None,
         pins: Pins | Callable[[], Pins] | None,
-        encode: Encoder = encode_value,
+        encode: Encoder,
     ) -> Any:
         owner = self._owner()
         try:
@@ -385,7 +385,7 @@ class Execution(ExecutionControl):
         input_text: str,
         digest: str,
         pins: Pins,
-        encode: Encoder = encode_value,
+        encode: Encoder,
     ) -> Any:
         """Run the step and journal its outcome, holding the execution's claim (``_run``).
 
