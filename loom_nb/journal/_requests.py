@@ -30,9 +30,18 @@ import hashlib
 import json
 import marshal
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
-from loom_nb.content import LlmRequest, LlmResponse, Message, ToolSpec, canonical_json
+from loom_nb.content import (
+    LlmRequest,
+    LlmResponse,
+    Message,
+    StopReason,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    canonical_json,
+)
 from loom_nb.errors import JournalError
 from loom_nb.guard import EMPTY_JSON_SEEN, Seen
 from loom_nb.journal._codec import encode_text, encode_value
@@ -277,17 +286,22 @@ def model_output(value: Any, *, step_id: str, what: str = "output") -> tuple[str
 
     The response's own JSON (``model_dump_json``: pydantic's serializer, field order, a tool
     call's input and ``provider_data`` in the order the vendor sent them) is journaled, and the
-    call returns that text validated again: what a replay of the step builds from the log, so a
-    live answer equals its replay, key order included. It is kept only when it reads back equal to
-    the response. Anything else takes ``encode_value``'s canonical JSON, as every pydantic output
-    of a step does (the same JSON values; a lone surrogate escaped, which pydantic's serializer
-    refuses): a non-finite float or a datetime, which that JSON writes as null or as text, and a
-    structured ``output``, which is never serialized. That way costs a dump, a sort, a parse and
-    a validation: about twice this.
+    call returns what a replay of the step builds from that text, so a live answer equals its
+    replay, key order included. A response made only of values that JSON carries exactly
+    (``_reads_back``: exact ``str``, ``int``, ``bool``, ``None``, finite ``float``, lists and
+    ``str``-keyed dicts of those, in the fields' own types) is returned as it is: validating its
+    text again would build an equal copy (about a tenth of a scripted turn). Any other is validated
+    from the text and kept when it reads back equal. Anything else takes ``encode_value``'s
+    canonical JSON, as every pydantic output of a step does (the same JSON values; a lone
+    surrogate escaped, which pydantic's serializer refuses): a non-finite float or a datetime,
+    which that JSON writes as null or as text, and a structured ``output``, which is never
+    serialized.
     """
     if type(value) is LlmResponse and value.output is None:
         try:
             text = value.model_dump_json()
+            if _reads_back(value):
+                return text, value
             served = LlmResponse.model_validate_json(text)
         except ValueError:  # pydantic's serialization and validation errors
             pass
@@ -295,6 +309,78 @@ def model_output(value: Any, *, step_id: str, what: str = "output") -> tuple[str
             if served == value:
                 return text, served
     return encode_value(value, step_id=step_id, what=what)
+
+
+_STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
+_LEAVES: frozenset[type] = frozenset({str, int, bool, type(None)})
+
+
+def _reads_back(response: LlmResponse) -> bool:
+    """Whether validating ``response``'s JSON builds an equal response, told from its values alone.
+
+    True only when every field holds its declared type exactly (a model made with
+    ``model_construct`` may hold anything) and every free-form value (``provider_data``, a tool
+    call's ``input``) is plain JSON that reads back as itself (``_plain``). Reasoning parts are
+    not looked into: a response with any is validated instead. ``LlmResponse``'s fields are
+    listed here, so a test fails when one is added without this check learning it.
+    """
+    usage = response.usage
+    calls = response.tool_calls
+    reasoning: object = response.reasoning
+    stop: object = response.stop_reason
+    return (
+        type(reasoning) is list
+        and not reasoning
+        and type(response.content) is str
+        and type(stop) is str
+        and stop in _STOP_REASONS
+        and type(usage) is Usage
+        and all(type(count) is int for count in usage.__dict__.values())
+        and _str_or_none(response.model)
+        and _str_or_none(response.provider)
+        and type(response.provider_data) is dict
+        and _plain(response.provider_data)
+        and type(calls) is list
+        and all(map(_call_reads_back, calls))
+    )
+
+
+def _call_reads_back(call: object) -> bool:
+    data = getattr(call, "provider_data", None)
+    return (
+        type(call) is ToolCall
+        and type(call.id) is str
+        and type(call.name) is str
+        and type(call.input) is dict
+        and _plain(call.input)
+        and (data is None or (type(data) is dict and _plain(data, leaves=_STR)))
+    )
+
+
+_STR: frozenset[type] = frozenset({str})
+
+
+def _str_or_none(value: object) -> bool:
+    return value is None or type(value) is str
+
+
+def _plain(value: object, leaves: frozenset[type] = _LEAVES) -> bool:
+    """Whether ``value`` is JSON that reads back as itself: ``leaves`` (exact types), finite
+    floats, lists of those and dicts of ``str`` keys to those (a tuple, an ``int`` key, a
+    subclass or a NaN would come back as something else)."""
+    kind = type(value)
+    if kind in leaves:
+        return True
+    if kind is dict:
+        return all(type(key) is str for key in value) and all(  # type: ignore[attr-defined]
+            _plain(item, leaves)
+            for item in value.values()  # type: ignore[attr-defined]
+        )
+    if leaves is _STR:
+        return False
+    if kind is list:
+        return all(_plain(item) for item in value)  # type: ignore[attr-defined]
+    return kind is float and value - value == 0.0  # type: ignore[operator]
 
 
 def _around(fields: dict[str, str]) -> tuple[str, str]:
