@@ -67,6 +67,11 @@ class MediaOnce:
             self._found = list(iter_media(self._request))
         return self._found
 
+    def none(self) -> None:
+        """Known to hold no media part (the journaled input's JSON names none): nothing to walk."""
+        if self._found is None:
+            self._found = []
+
     def pins(self) -> Pins:
         """The addresses of the request's media refs, sorted, each once."""
         found = self.found()

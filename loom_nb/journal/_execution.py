@@ -51,7 +51,7 @@ from loom_nb.journal._codec import (
     storable_text,
     text_hash,
 )
-from loom_nb.journal._content_pins import Pins, input_pins, request_pins_later
+from loom_nb.journal._content_pins import MediaOnce, Pins, input_pins, request_pins_later
 from loom_nb.journal._divergence import (
     Divergence,
     changed_input,
@@ -217,20 +217,27 @@ class Execution(ExecutionControl):
         capabilities: Any,
         *,
         reads_input: bool = False,
-        pins: Callable[[], Pins] | None = None,
+        media: MediaOnce | None = None,
     ) -> Any:
         """A model call: its messages journaled as a delta, its hash over the whole request.
 
         ``fn`` gets the journaled input when ``reads_input`` (a caller's function through
         ``execute``); the effect's own function reads nothing, so the input is journaled
-        straight from the canonical JSON the hashing made and ``fn`` gets None. ``pins``: the
-        request's media refs when asked (live only; default: ``request_pins_later(request)``).
+        straight from the canonical JSON the hashing made and ``fn`` gets None. ``media``: the
+        request's media parts, walked when asked (live only), for its pins and the effect's
+        checks; told there are none when the hashing saw none (default: the request's refs,
+        ``request_pins_later(request)``).
         """
         check_step(step_id, fn)
         prepared = model_input(request, self.model_base, self._next, capabilities)
         make_input = prepared.journaled if reads_input else lambda: prepared.journaled_text(step_id)
-        if pins is None:
+        pins: Callable[[], Pins]
+        if media is None:
             pins = request_pins_later(request)  # its refs, earlier turns' too: read if run live
+        else:
+            if not prepared.base.media:
+                media.none()
+            pins = media.pins
         try:
             output = await self._execute(
                 step_id,

@@ -14,7 +14,8 @@ Live, the step runs, in this order: ``guard_request`` (structure, provenance, fe
 ``assert_request_supported`` against the provider's declared capabilities (before any I/O) →
 ``resolve_request_content`` (refs become bytes immediately before the call, attributed to this
 execution, step and principal) → ``provider.complete``, or ``provider.stream`` drained by
-``collect_stream``. A request with no media part at all (the walk that found the step's pins says so) has
+``collect_stream``. A request with no media part at all (the step's hashing met no media part in its messages'
+JSON, or the walk that found the step's pins says so) has
 nothing for the capability check to refuse and nothing to resolve: both are skipped (the
 context's tenant is still checked). Replayed, none of that happens: the recorded response is served, so a replay
 needs neither the blobs nor the resolver nor an API key.
@@ -136,7 +137,7 @@ class LlmEffect:
 
         capabilities = getattr(self.provider, "capabilities", None)
         if isinstance(cast(object, execution), Execution):
-            output = await execution._model_step(step_id, call, req, capabilities, pins=media.pins)
+            output = await execution._model_step(step_id, call, req, capabilities, media=media)
         else:
             # A stand-in (a wrapper that records or filters steps) gets the plain contract,
             # execute(step_id, fn, input) with the whole request, which the execution behind it

@@ -62,6 +62,11 @@ __all__ = [
 DELTA_MARKER = "__loomMessages"
 """Key of the object that stands for a model step's messages journaled as a delta."""
 
+_MEDIA_KEY = '"media_type":'
+"""In a message's canonical JSON whenever the message holds a media part (``ImagePart``,
+``AudioPart``, ``FilePart``: each has a ``media_type``); text that merely contains the words is
+escaped inside a JSON string and never matches, a tool input that has the key only costs a walk."""
+
 _EMPTY_CHAIN = "sha256:" + hashlib.sha256(b"").hexdigest()
 
 
@@ -100,6 +105,10 @@ class ModelBase:
     rest_key: _RestKey | None = None
     """What ``rest`` was dumped from (``_rest_key``), so the next request with the same tools,
     system and settings reuses it instead of dumping them again."""
+    media: bool = True
+    """False when no message of the request holds a media part (its canonical JSON names no
+    ``media_type``), so a live step need not walk the request for pins or for the capability
+    check (``MediaOnce.none``); True when one may."""
 
 
 class ModelStepInput(dict[str, Any]):
@@ -228,12 +237,16 @@ def model_input(
         hashes = previous.hashes if keep == len(previous.hashes) else previous.hashes[:keep]
         chain = previous.chain if keep == len(previous.chain) else previous.chain[:keep]
     texts: list[str] = []
+    # A kept prefix holds media only if the previous request did (it is a prefix of that one).
+    media = previous is not None and keep > 0 and previous.media
     walked = keep  # messages from here on are new objects (or changed since): tracked afresh
     same_prefix = previous is not None
     known = previous.hashes if previous is not None else []
     known_count = len(known)  # before ``hashes`` (maybe the same list) grows
     for index in range(keep, len(messages)):
         text = canonical_json(messages[index])
+        if not media and _MEDIA_KEY in text:  # every media part's JSON has it (a test checks)
+            media = True
         digest = _sha(text)
         if same_prefix and index < known_count and known[index] == digest:
             keep = index + 1  # equal content in a new object: still shared
@@ -277,6 +290,7 @@ def model_input(
         around=around,
         plain=plain,
         rest_key=rest_key,
+        media=media,
     )
     return ModelInput(input_hash, base, previous, rest, texts, keep)
 

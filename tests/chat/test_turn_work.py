@@ -140,9 +140,11 @@ async def test_a_provider_called_directly_still_guards() -> None:
 
 
 async def test_a_replayed_turn_does_not_walk_its_request_for_pins() -> None:
-    """Pins (the stored content a live call will read) are found for turns that run live only,
-    by the one media walk a live turn makes (the effect's media check reads the same walk): a
-    replayed chat serves every turn from the log without walking its media."""
+    """Pins (the stored content a live call will read) are found for turns that run live only:
+    a text-only turn is known to hold no media from the JSON its hashing made, so it walks
+    nothing (the effect's media check reads the same answer); a replayed chat serves every
+    turn from the log without walking its media either (a transcript holding an image is walked
+    for its pins on every live turn: ``test_journal_pins``)."""
     journal = Journal()
     chat = Chat(ScriptedProvider([{"text": f"a{i}"} for i in range(3)]), journal=journal, id="p")
     with _Executions(MediaOnce.pins, iter_media) as live:
@@ -152,7 +154,7 @@ async def test_a_replayed_turn_does_not_walk_its_request_for_pins() -> None:
     with _Executions(MediaOnce.pins, iter_media) as replayed:
         for i in range(3):
             await again(f"q{i}")
-    assert live.counts == {"MediaOnce.pins": 3, "iter_media": 3}
+    assert live.counts == {"MediaOnce.pins": 3, "iter_media": 0}
     assert replayed.counts == {"MediaOnce.pins": 0, "iter_media": 0}
     assert [m.content for m in again.history] == [m.content for m in chat.history]
 

@@ -172,3 +172,28 @@ def test_pinned_content_refuses_naive_times_and_odd_addresses(
         journal.pinned_content(used_since=EPOCH, now=datetime(2026, 1, 1))
     with pytest.raises(ConfigurationError):
         journal.pinned_content(used_since=EPOCH, address=5)  # type: ignore[arg-type]
+
+
+async def test_a_later_text_turn_still_pins_an_earlier_turns_image(
+    open_journal: Callable[..., Journal], tmp_path: Any
+) -> None:
+    """A turn that adds only text to a transcript holding an image still reads that image when
+    it runs live, so it pins it: the model base carries "this transcript has media" from the
+    turn that added it, and the step walks its request for the refs."""
+    store = LocalContentStore(tmp_path / "store")
+    journal = open_journal(store=store)
+    ref = store.put(b"\x89PNG fake but stored", "alice")
+    provider = SeeingProvider(journal)
+    effect = create_llm_effect(provider, resolve_content=StoreResolver(store))
+    execution = journal.execution("e", principal=Principal("alice"))
+    image = ImagePart(media_type="image/png", source=RefSource(ref=ref))
+    first = Message(role="user", content=[image])
+    answer = await effect(execution, "turn:1", LlmRequest(messages=[first]))
+    later = [
+        first,
+        Message(role="assistant", content=answer.content),
+        Message(role="user", content="more?"),
+    ]
+    await effect(execution, "turn:2", LlmRequest(messages=later))
+    assert provider.seen == [{ref.address}, {ref.address}]
+    assert _pinned(journal) == set()
