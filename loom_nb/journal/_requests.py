@@ -367,33 +367,31 @@ def _call_reads_back(call: object) -> bool:
         and type(call.name) is str
         and type(call.input) is dict
         and _plain(call.input)
-        and (data is None or (type(data) is dict and _plain(data, leaves=_STR)))
+        and (data is None or (type(data) is dict and all(map(_str_pair, data.items()))))
     )
 
 
-_STR: frozenset[type] = frozenset({str})
+def _str_pair(item: tuple[object, object]) -> bool:
+    return type(item[0]) is str and type(item[1]) is str
 
 
 def _str_or_none(value: object) -> bool:
     return value is None or type(value) is str
 
 
-def _plain(value: object, leaves: frozenset[type] = _LEAVES) -> bool:
-    """Whether ``value`` is JSON that reads back as itself: ``leaves`` (exact types), finite
-    floats, lists of those and dicts of ``str`` keys to those (a tuple, an ``int`` key, a
-    subclass or a NaN would come back as something else)."""
+def _plain(value: object) -> bool:
+    """Whether ``value`` is JSON that reads back as itself: exact ``str``, ``int``, ``bool`` and
+    ``None``, finite floats, lists of those and dicts of ``str`` keys to those (a tuple, an
+    ``int`` key, a subclass or a NaN would come back as something else)."""
     kind = type(value)
-    if kind in leaves:
+    if kind in _LEAVES:
         return True
     if kind is dict:
         return all(type(key) is str for key in value) and all(  # type: ignore[attr-defined]
-            _plain(item, leaves)
-            for item in value.values()  # type: ignore[attr-defined]
+            map(_plain, value.values())  # type: ignore[attr-defined]
         )
-    if leaves is _STR:
-        return False
     if kind is list:
-        return all(_plain(item) for item in value)  # type: ignore[attr-defined]
+        return all(map(_plain, value))  # type: ignore[call-overload]
     return kind is float and value - value == 0.0  # type: ignore[operator]
 
 

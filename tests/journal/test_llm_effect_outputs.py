@@ -168,6 +168,13 @@ async def test_a_response_equal_only_after_validation_is_returned_as_the_log_rea
                 ToolCall.model_construct(id="c", name="f", input={}, provider_data={"s": 1})
             ]
         ),
+        LlmResponse(
+            tool_calls=[
+                ToolCall.model_construct(
+                    id="c", name="f", input={}, provider_data={"s": {"t": "u"}}
+                )
+            ]
+        ),
     ],
 )
 def test_a_response_not_made_of_its_own_types_is_not_taken_as_reading_back(
