@@ -360,10 +360,11 @@ def _reads_back(response: LlmResponse) -> bool:
 
 
 def _call_reads_back(call: object) -> bool:
-    data = getattr(call, "provider_data", None)
+    if type(call) is not ToolCall:  # checked first: nothing of another class is read
+        return False
+    data: object = call.provider_data
     return (
-        type(call) is ToolCall
-        and type(call.id) is str
+        type(call.id) is str
         and type(call.name) is str
         and type(call.input) is dict
         and _plain(call.input)
