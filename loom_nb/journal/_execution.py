@@ -403,7 +403,6 @@ class Execution(ExecutionControl):
         # journal their steps in position order.
         started = False
         fields = {"input": input_text, "input_hash": dumps(digest)}
-        self._journal._in_flight(self._id, +1)
 
         def start() -> None:
             nonlocal started
@@ -431,8 +430,6 @@ class Execution(ExecutionControl):
                 started, "step_failed", step_id, position, fields, bool(pins), error=error_text
             )
             raise
-        finally:
-            self._journal._in_flight(self._id, -1)
         self._settle(
             started, "step_completed", step_id, position, fields, bool(pins), output=output_text
         )

@@ -485,10 +485,6 @@ class Journal:
         """Raise ``ExecutionBusyError`` when another owner in this process runs a step of the execution."""
         self._writer.check_busy(execution_id, owner)
 
-    def _in_flight(self, execution_id: str, delta: int) -> None:
-        """Count a step of ``execution_id`` starting (+1) or ending (-1)."""
-        self._writer.in_flight(execution_id, delta)
-
     def _append_rows(self, rows: Iterable[NewRow]) -> None:
         """Append one new execution's complete rows in one transaction (for imports)."""
         self._writer.append_rows(rows)

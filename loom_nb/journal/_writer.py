@@ -13,8 +13,8 @@ whose holder died is taken over (at once on the same host, after ``lease_ttl`` s
 elsewhere).
 
 Each append is one atomic statement or transaction, so two processes appending never interleave
-half-events. While a step is in flight a heartbeat thread renews its execution's lease, so a
-live writer keeps it through a slow model call.
+half-events. While a step is in flight (from ``hold`` to ``let_go``: its claim) a heartbeat
+thread renews its execution's lease, so a live writer keeps it through a slow model call.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ NewRow = tuple[str, str, str | None, int | None, str, str]
 class Writer:
     """Appends to one journal's executions, holding their leases; ``Journal`` writes through it.
 
-    ``lock`` is the journal's own lock (it guards the in-flight counts, and on SQLite the
-    connection too); ``label`` names the journal in messages; ``heartbeat`` is False for a
+    ``lock`` is the journal's own lock (it guards the heartbeat's look at the steps in flight,
+    and on SQLite the connection, every lease and every claim too); ``label`` names the journal in messages; ``heartbeat`` is False for a
     journal no other process can see (in memory), whose leases need no renewing.
     """
 
@@ -77,11 +77,11 @@ class Writer:
         self._beats = heartbeat
         self.lease_ttl = lease_ttl
         self._held: dict[str, _Held] = {}
-        self._inflight: dict[str, int] = {}
         self._running: dict[str, tuple[Owner, int]] = {}
         self._fences: dict[str, Callable[[], None]] = {}
         self.heartbeat: threading.Thread | None = None
         """The thread renewing leases of steps in flight, once one was."""
+        self._beat_lock = threading.Lock()
         self._closed = threading.Event()
         self._holder: Holder | None = None
 
@@ -178,7 +178,8 @@ class Writer:
         object about to run the step), the execution is also claimed for it within this process
         until ``let_go``: another owner is refused until then, so two threads of one process
         cannot both run a step at the same position. The same owner may hold several claims (a
-        step's concurrent siblings in one event loop).
+        step's concurrent siblings in one event loop). A claimed execution has a step in flight:
+        the heartbeat (started on the first claim) renews its lease until ``let_go``.
         """
         with self._backend.writing(execution_id):
             self._check_running(execution_id, owner)
@@ -196,6 +197,8 @@ class Writer:
             if owner is not None:
                 count = self._running.get(execution_id, (owner, 0))[1]
                 self._running[execution_id] = (owner, count + 1)
+                if self.heartbeat is None and self._beats:
+                    self._start_heartbeat()
 
     @contextlib.contextmanager
     def fenced(self, execution_id: str, check: Callable[[], None]) -> Iterator[None]:
@@ -243,7 +246,7 @@ class Writer:
         """
         backend = self._backend
         with backend.writing(execution_id):
-            if execution_id in self._running or self._inflight.get(execution_id):
+            if execution_id in self._running:
                 return False
             if self._held.pop(execution_id, None) is None:
                 return False
@@ -316,32 +319,27 @@ class Writer:
             )
         return expires
 
-    def in_flight(self, execution_id: str, delta: int) -> None:
-        """Count a step of ``execution_id`` starting (+1) or ending (-1); while one is in flight
-        the heartbeat keeps the lease renewed."""
-        with self._lock:
-            count = self._inflight.get(execution_id, 0) + delta
-            if count > 0:
-                self._inflight[execution_id] = count
-            else:
-                self._inflight.pop(execution_id, None)
-            if count > 0 and self.heartbeat is None and self._beats:
-                # The thread holds the writer weakly: a journal a notebook drops without
-                # close() (a cell run again) is collected, its writer and connections with it,
-                # instead of being kept alive, connected and renewing, by its own heartbeat.
-                self.heartbeat = threading.Thread(
-                    target=_heartbeat,
-                    args=(weakref.ref(self), self._closed, self.lease_ttl / 3),
-                    name="loom-journal-lease",
-                    daemon=True,
-                )
-                self.heartbeat.start()
+    def _start_heartbeat(self) -> None:
+        """Start the thread that renews the leases of steps in flight, once (``hold``)."""
+        with self._beat_lock:
+            if self.heartbeat is not None:
+                return
+            # The thread holds the writer weakly: a journal a notebook drops without close() (a
+            # cell run again) is collected, its writer and connections with it, instead of being
+            # kept alive, connected and renewing, by its own heartbeat.
+            self.heartbeat = threading.Thread(
+                target=_heartbeat,
+                args=(weakref.ref(self), self._closed, self.lease_ttl / 3),
+                name="loom-journal-lease",
+                daemon=True,
+            )
+            self.heartbeat.start()
 
     def renew(self) -> None:
         """Renew the leases of executions with a step in flight (the heartbeat's one beat)."""
         backend = self._backend
-        with self._lock:
-            in_flight = list(self._inflight)
+        with self._lock:  # on SQLite the lock the claims are taken under
+            in_flight = list(self._running)
         for execution_id in in_flight:
             if self._closed.is_set():
                 return
