@@ -32,6 +32,7 @@ import marshal
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from loom_nb.capabilities import Capabilities
 from loom_nb.content import (
     LlmRequest,
     LlmResponse,
@@ -95,6 +96,9 @@ class ModelBase:
     """The request without its messages, as JSON values (tools, system, settings, schema)."""
     declared: Any = None
     """The provider's declared capabilities as JSON values."""
+    declared_key: bytes | None = None
+    """What ``declared`` was dumped from (``_declared_key``), so the next request on the same
+    patterns reuses it instead of dumping the capabilities again."""
     tail: str = ""
     """The canonical JSON of ``{"capabilities": declared, "request": rest}`` (hashed last)."""
     around: tuple[str, str] = ("{", "}")
@@ -267,11 +271,17 @@ def model_input(
         rest = previous.rest
     else:
         rest = request.model_dump(mode="json", exclude={"messages"})
-    declared = capabilities.model_dump(mode="json") if hasattr(capabilities, "model_dump") else None
+    declared_key = _declared_key(capabilities)
+    if previous is not None and declared_key is not None and previous.declared_key == declared_key:
+        declared = previous.declared  # the same patterns: their JSON as dumped before
+    elif hasattr(capabilities, "model_dump"):
+        declared = capabilities.model_dump(mode="json")
+    else:
+        declared = None
     if (
         previous is not None
         and (previous.rest is rest or previous.rest == rest)
-        and previous.declared == declared
+        and (previous.declared is declared or previous.declared == declared)
     ):
         tail, around, plain = previous.tail, previous.around, previous.plain  # the same fields
     else:
@@ -286,6 +296,7 @@ def model_input(
         chain=chain,
         rest=rest,
         declared=declared,
+        declared_key=declared_key,
         tail=tail,
         around=around,
         plain=plain,
@@ -427,6 +438,21 @@ def _rest_key(request: LlmRequest) -> _RestKey | None:
     except ValueError:
         return None
     return settings, data
+
+
+_CAPABILITY_FIELDS = tuple(Capabilities.model_fields)
+
+
+def _declared_key(capabilities: object) -> bytes | None:
+    """The patterns of exactly a ``Capabilities`` as ``marshal`` bytes, or None (another class,
+    whose dump is its own code, or a pattern that is not an exact ``str``). Its lists can be
+    changed in place, so the bytes are taken every call; compared as bytes only."""
+    if type(capabilities) is not Capabilities:
+        return None
+    try:
+        return marshal.dumps([getattr(capabilities, name) for name in _CAPABILITY_FIELDS], 2)
+    except ValueError:
+        return None
 
 
 def _same_rest(old: _RestKey | None, new: _RestKey | None) -> bool:
