@@ -58,8 +58,9 @@ class Writer:
     """Appends to one journal's executions, holding their leases; ``Journal`` writes through it.
 
     ``lock`` is the journal's own lock (it guards the heartbeat's look at the steps in flight,
-    and on SQLite the connection, every lease and every claim too); ``label`` names the journal in messages; ``heartbeat`` is False for a
-    journal no other process can see (in memory), whose leases need no renewing.
+    and on SQLite the connection, every lease and every claim too); ``label`` names the journal
+    in messages; ``heartbeat`` is False for a journal no other process can see (in memory),
+    whose leases need no renewing.
     """
 
     def __init__(
