@@ -96,9 +96,6 @@ class ModelBase:
     """The request without its messages, as JSON values (tools, system, settings, schema)."""
     declared: Any = None
     """The provider's declared capabilities as JSON values."""
-    declared_key: bytes | None = None
-    """What ``declared`` was dumped from (``_declared_key``), so the next request on the same
-    patterns reuses it instead of dumping the capabilities again."""
     tail: str = ""
     """The canonical JSON of ``{"capabilities": declared, "request": rest}`` (hashed last)."""
     around: tuple[str, str] = ("{", "}")
@@ -107,8 +104,9 @@ class ModelBase:
     plain: bool = True
     """Whether ``around`` holds no ``NaN`` / ``Infinity`` (see ``ModelInput.assembled``)."""
     rest_key: _RestKey | None = None
-    """What ``rest`` was dumped from (``_rest_key``), so the next request with the same tools,
-    system and settings reuses it instead of dumping them again."""
+    """What ``rest`` and ``declared`` were dumped from (``_rest_key``), so the next request with
+    the same tools, system and settings, on the same declared patterns, reuses them instead of
+    dumping them again."""
     media: bool = True
     """False when no message of the request holds a media part (its canonical JSON names no
     ``media_type``), so a live step need not walk the request for pins or for the capability
@@ -262,22 +260,18 @@ def model_input(
     # The rest of the request (tools, system, settings, schema) as JSON values: one dump that
     # leaves the messages out (the same values a dump of the request with no messages gives),
     # or the previous request's when it was made of the very same, unchanged, objects.
-    rest_key = _rest_key(request)
+    rest_key = _rest_key(request, capabilities)
     if (
         previous is not None
         and previous.rest is not None
         and _same_rest(previous.rest_key, rest_key)
     ):
-        rest = previous.rest
+        rest, declared = previous.rest, previous.declared
     else:
         rest = request.model_dump(mode="json", exclude={"messages"})
-    declared_key = _declared_key(capabilities)
-    if previous is not None and declared_key is not None and previous.declared_key == declared_key:
-        declared = previous.declared  # the same patterns: their JSON as dumped before
-    elif hasattr(capabilities, "model_dump"):
-        declared = capabilities.model_dump(mode="json")
-    else:
-        declared = None
+        declared = (
+            capabilities.model_dump(mode="json") if hasattr(capabilities, "model_dump") else None
+        )
     if (
         previous is not None
         and (previous.rest is rest or previous.rest == rest)
@@ -296,7 +290,6 @@ def model_input(
         chain=chain,
         rest=rest,
         declared=declared,
-        declared_key=declared_key,
         tail=tail,
         around=around,
         plain=plain,
@@ -419,40 +412,36 @@ def _around(fields: dict[str, str]) -> tuple[str, str]:
 
 _RestKey = tuple[Any, bytes]
 
+_CAPABILITY_FIELDS = tuple(Capabilities.model_fields)
 
-def _rest_key(request: LlmRequest) -> _RestKey | None:
-    """The request's fields other than messages as ``marshal`` bytes (the tools' names,
-    descriptions and schemas, the system prompt, the output schema) with its settings object
+
+def _rest_key(request: LlmRequest, capabilities: object) -> _RestKey | None:
+    """The request's fields other than messages and the provider's declared patterns as
+    ``marshal`` bytes (the tools' names, descriptions and schemas, the system prompt, the output
+    schema, the lists of exactly a ``Capabilities``, or None for none) with its settings object
     (frozen, of immutable fields), or None when a field is of a kind whose bytes say nothing (a
-    subclass, an untrusted system prompt, a value that is not plain JSON). Compared by bytes and
-    identity only (``_same_rest``), never by a value's ``__eq__``, as the guard's walk caches
-    are; a menu rebuilt each turn from equal tools still matches."""
+    subclass, an untrusted system prompt, a value that is not plain JSON, capabilities of another
+    class, whose dump is its own code). The bytes are taken every call (a schema or a pattern
+    list can be changed in place) and compared by bytes and identity only (``_same_rest``), never
+    by a value's ``__eq__``, as the guard's walk caches are; a menu rebuilt each turn from equal
+    tools still matches."""
     tools, settings = request.tools, request.settings
     if not (settings is None or type(settings) is ModelSettings):
         return None
     if not all(type(tool) is ToolSpec for tool in tools):  # frozen; only the schema is mutable
         return None
+    if capabilities is None:
+        patterns = None
+    elif type(capabilities) is Capabilities:  # frozen; only its lists are mutable
+        patterns = [getattr(capabilities, name) for name in _CAPABILITY_FIELDS]
+    else:
+        return None
     menu = [(t.name, t.description, t.input_schema) for t in tools]
     try:  # exact built-in types only: a str subclass or an Untrusted prompt raises
-        data = marshal.dumps([menu, request.system, request.output_schema], 2)
+        data = marshal.dumps([menu, request.system, request.output_schema, patterns], 2)
     except ValueError:
         return None
     return settings, data
-
-
-_CAPABILITY_FIELDS = tuple(Capabilities.model_fields)
-
-
-def _declared_key(capabilities: object) -> bytes | None:
-    """The patterns of exactly a ``Capabilities`` as ``marshal`` bytes, or None (another class,
-    whose dump is its own code, or a pattern that is not an exact ``str``). Its lists can be
-    changed in place, so the bytes are taken every call; compared as bytes only."""
-    if type(capabilities) is not Capabilities:
-        return None
-    try:
-        return marshal.dumps([getattr(capabilities, name) for name in _CAPABILITY_FIELDS], 2)
-    except ValueError:
-        return None
 
 
 def _same_rest(old: _RestKey | None, new: _RestKey | None) -> bool:

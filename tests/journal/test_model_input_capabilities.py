@@ -1,7 +1,7 @@
 """The model step's hash covers the provider's declared capabilities as they are at each call.
 
 ``model_input`` reuses the previous step's dump of the capabilities when their patterns are the
-same bytes (``ModelBase.declared_key``); a pattern list changed in place since, another object
+same bytes (part of ``ModelBase.rest_key``); a pattern list changed in place since, another object
 with other patterns, or a subclass (whose dump is its own code) is dumped again.
 """
 
@@ -61,7 +61,7 @@ class _Dumped(Capabilities):
 
 def test_a_subclass_and_a_str_subclass_pattern_are_dumped_every_call() -> None:
     one, two, digest = _two_steps(_Dumped(), _Dumped())
-    assert one.declared_key is None
+    assert one.rest_key is None  # no bytes to compare: nothing is reused
     assert two.declared == {
         **Capabilities().model_dump(),
         "note": "mine",
@@ -74,7 +74,7 @@ def test_a_subclass_and_a_str_subclass_pattern_are_dumped_every_call() -> None:
     caps = Capabilities(image=["image/png"])
     caps.image[0] = Loud("image/png")  # not an exact str: no bytes to compare
     base = model_input(LlmRequest(messages=FIRST), None, 0, caps).base
-    assert base.declared_key is None
+    assert base.rest_key is None
     assert base.declared == {
         "image": ["image/png"],
         "audio": [],
@@ -86,5 +86,5 @@ def test_no_capabilities_object_hashes_as_none() -> None:
     one, two, digest = _two_steps(None, None)
     assert one.declared is None
     assert two.declared is None
-    assert two.declared_key is None
+    assert two.rest_key == one.rest_key  # no capabilities: the same key, reused
     assert digest == _fresh_hash(None) != _fresh_hash(Capabilities())
