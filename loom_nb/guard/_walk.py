@@ -152,6 +152,10 @@ def _joined(lists: list[list[Any]]) -> list[Any]:
     return reduce(iconcat, lists, [])
 
 
+_NO_VALUES = marshal.dumps([], 2)
+"""``_Lists.mark`` while no value is tracked."""
+
+
 class _Lists:
     """The mutable state of walked messages: their part lists, with the parts each held, and the
     JSON values they carry, with the ``marshal`` bytes of each, so a change made in place since is
@@ -171,7 +175,7 @@ class _Lists:
         """Every tracked JSON value (tool inputs, provider_data), in order."""
         self.marks: list[bytes | None] = []
         """``marks[i]``: the bytes of ``values[i]`` when its message was walked (None: never matches)."""
-        self.mark: bytes | None = b""
+        self.mark: bytes | None = _NO_VALUES
         """The bytes of all of ``values`` (None when one never matches)."""
 
     def add_list(self, parts: list[Any] | None) -> None:
@@ -335,12 +339,15 @@ class Seen:
                 seen.messages, seen.ends = self.messages[:keep], self.ends[:keep]
                 seen.state = self.state.sliced(self.ends[keep - 1])
         messages, ends, state, json = seen.messages, seen.ends, seen.state, self.json
+        values = len(state.values)
         for index in range(keep, len(new)):
             message = new[index]
             messages.append(message)
-            _add_message(message, json, state)
+            # A plain text message (the common turn) has no part list and no JSON to track.
+            if type(message) is not Message or type(message.content) is not str:
+                _add_message(message, json, state)
             ends.append((len(state.lists), len(state.flat), len(state.values)))
-        if json and len(new) > keep:
+        if len(state.values) != values:  # JSON values were added: their bytes join the mark
             state.seal()
         return seen
 
