@@ -378,3 +378,34 @@ def test_the_sealed_mark_is_the_marshal_of_every_tracked_value(
             part.input["__changed__"] = 1
             assert not seen.unchanged()
             break
+
+
+def test_a_turn_that_adds_no_tracked_value_keeps_the_mark_it_had() -> None:
+    """Growing a walk by messages with no tool input (a text turn) leaves the snapshot of the
+    values already tracked as it was, the same bytes object: no join of the whole transcript's
+    bytes per turn. A turn that adds a tool input rebuilds it, and a change in place since is
+    still seen."""
+    messages: list[Message] = [
+        Message(role="assistant", content=[ToolUsePart(id="c0", name="t", input={"a": 1})])
+    ]
+    seen = EMPTY_JSON_SEEN.grown(messages, 0)
+    mark = seen.state.mark
+    assert mark == marshal.dumps([{"a": 1}], 2)
+    messages = [
+        *messages,
+        Message(role="user", content="text"),
+        Message(role="assistant", content="ok"),
+    ]
+    seen = seen.grown(messages, len(seen))
+    assert seen.state.mark is mark
+    assert seen.unchanged()
+    messages = [
+        *messages,
+        Message(role="assistant", content=[ToolUsePart(id="c1", name="t", input={"b": 2})]),
+    ]
+    seen = seen.grown(messages, len(seen))
+    assert seen.state.mark == marshal.dumps([{"a": 1}, {"b": 2}], 2)
+    part = messages[0].content[0]
+    assert isinstance(part, ToolUsePart)
+    part.input["a"] = 3
+    assert not seen.unchanged()
