@@ -369,7 +369,9 @@ def test_a_blob_damaged_on_disk_is_not_exported_and_leaves_no_partial_file(tmp_p
     data = b"%PDF-1.4\n" + os.urandom(2 * CHUNK_BYTES + 11)
     ref = store.put(data, "t")
     digest = ref.address.removeprefix("sha256:")
-    (tmp_path / "store" / "objects" / digest[:2] / digest[2:]).write_bytes(data[:-1] + b"!")
+    # The last byte flipped: a fixed replacement would equal the random last byte 1 time in 256.
+    damaged = data[:-1] + bytes([data[-1] ^ 0xFF])
+    (tmp_path / "store" / "objects" / digest[:2] / digest[2:]).write_bytes(damaged)
     chat = _chat_over(store, [_ref_message(data, "application/pdf", name="doc.pdf")])
     chat.export(tmp_path / "d.md")
     assert list((tmp_path / "d_files").iterdir()) == []
