@@ -13,7 +13,10 @@ A workload's per-turn count is the difference between two child processes that d
 the number of turns (``WARM`` + ``TURNS`` against ``WARM``), so interpreter start-up, imports
 and first-call work cancel out; "steady" is that difference over ``TURNS``. "first turns" is
 ``WARM`` turns of a new chat (over a child that runs none) per turn: the opening of the chat's
-execution, its writer lease and its first request are spread over them.
+execution, its writer lease and its first request are spread over them. That figure also
+counts work that depends on the clock (under cachegrind a turn takes some 50 times longer, so
+the lease is renewed more often than at full speed) and moves by about 10% between runs; the
+steady counts do not depend on it.
 
 Printed: the counts per turn of each workload and the ratios chat/minimal, minimal/bare and
 chat/bare by each count, beside nothing timed. Mispredicted branches cost a modern core about
