@@ -108,3 +108,27 @@ def test_a_missed_target_beyond_the_same_run_bound_reads_unreachable(run_all: Mo
     )
     assert run_all.readme_block_problems(block, ["bench_x"]) == []
     assert run_all.readme_block_problems(block.replace(" (bound 0.75x)", ""), ["bench_x"])
+
+
+def test_a_ratio_that_reads_as_its_limit_gets_the_decimals_its_verdict_needs(
+    run_all: ModuleType,
+) -> None:
+    """0.8996x judged against 0.90x reads 0.8996x beside its FAIL, not 0.90x; a ratio two decimals
+    already tell from its limit keeps two, and one equal to its limit passes and reads as it."""
+    row = run_all.Row
+    (tied,) = run_all.cells(run_all.Outcome("bench_x", 1.0, 0, [row("t", 0.8996, 0.9, ">=")]))
+    assert tied[2:] == ("0.8996x", ">= 0.90x target", "0.9996x", "FAIL")
+    (shared,) = run_all.cells(
+        run_all.Outcome("bench_x", 1.0, 0, [row("b", 2.877, 3.6, ">=", "bound", 0.8)])
+    )
+    assert (shared[2], shared[5]) == ("2.877x", "FAIL")  # 0.8 of 3.60x is 2.88x
+    (clear,) = run_all.cells(run_all.Outcome("bench_x", 1.0, 0, [row("t", 0.93, 0.9, ">=")]))
+    assert clear[2:] == ("0.93x", ">= 0.90x target", "1.03x", "pass")
+    (equal,) = run_all.cells(run_all.Outcome("bench_x", 1.0, 0, [row("t", 0.9, 0.9, ">=")]))
+    assert (equal[2], equal[5]) == ("0.90x", "pass")
+    (info,) = run_all.cells(run_all.Outcome("bench_x", 1.0, 0, [row("i", 0.8996)]))
+    assert info[2] == "0.90x"
+    block = run_all.readme_block(
+        run_all.markdown_table([tied]), run_all.machine_note((0.5,) * 3, (1.0,) * 3)
+    )
+    assert run_all.readme_block_problems(block, ["bench_x"]) == []
