@@ -57,12 +57,18 @@ class Row:
         """Whether ``reach`` lies on the goal's side of the limit (None without both)."""
         return self._meets(self.reach)
 
+    def limit(self) -> float | None:
+        """``share`` of the bound: what the ratio is judged against (None without a bound or goal)."""
+        if self.bound is None or self.goal not in (">=", "<="):
+            return None
+        return self.bound * self.share
+
     def _meets(self, value: float | None) -> bool | None:
         """Whether ``value`` lies on the goal's side of ``share`` of the bound (None when
         there is no value, bound or goal)."""
-        if value is None or self.bound is None or self.goal not in (">=", "<="):
+        limit = self.limit()
+        if value is None or limit is None:
             return None
-        limit = self.bound * self.share
         return value >= limit if self.goal == ">=" else value <= limit
 
     def verdict(self) -> str:
@@ -75,7 +81,7 @@ class Row:
             return "pass"
         if self.reachable() is False:
             assert self.reach is not None
-            return f"unreachable (bound {self.reach:.2f}x)"
+            return f"unreachable (bound {self.reach:.{decimals(self.reach, self.limit())}f}x)"
         return "FAIL"
 
 
@@ -103,3 +109,15 @@ def load(path: Path) -> list[tuple[str, Row]]:
             data = json.loads(line)
             rows.append((data.pop("benchmark"), Row(**data)))
     return rows
+
+
+def decimals(value: float | None, limit: float | None) -> int:
+    """How many decimals to print ``value`` with beside the ``limit`` it is judged against: two,
+    or more (up to six) when the two read the same at two, so that 0.8996x judged against 0.90x
+    does not read "0.90x ... FAIL". Two without a value or a limit, or when they are equal."""
+    if value is None or limit is None:
+        return 2
+    for digits in range(2, 7):
+        if f"{value:.{digits}f}" != f"{limit:.{digits}f}":
+            return digits
+    return 2  # equal to six decimals: it meets the limit, and reads so

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _report import QUICK_ENV, REPORT_ENV, Row, load
+from _report import QUICK_ENV, REPORT_ENV, Row, decimals, load
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -113,19 +113,6 @@ def _x(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}x"
 
 
-def _digits(row: Row) -> int:
-    """Decimals enough to show a judged ratio on the side of its limit that its verdict says:
-    two, or more when the ratio and the limit read the same at two (0.8996x judged against 0.90x
-    would read "0.90x ... FAIL")."""
-    if row.ratio is None or row.bound is None or row.passed() is None:
-        return 2
-    limit = row.bound * row.share
-    for digits in range(2, 7):
-        if f"{row.ratio:.{digits}f}" != f"{limit:.{digits}f}":
-            return digits
-    return 2  # equal to six decimals: it meets the limit, and reads so
-
-
 def cells(outcome: Outcome) -> list[tuple[str, ...]]:
     """The table rows of one benchmark (one saying what went wrong when it gave none)."""
     if not outcome.rows:
@@ -138,7 +125,7 @@ def cells(outcome: Outcome) -> list[tuple[str, ...]]:
             bound = f"{row.goal} {row.share:g} of {row.bound:.2f}x {row.kind}"
         else:
             bound = f"{row.goal} {row.bound:.2f}x {row.kind}"
-        digits = _digits(row)
+        digits = decimals(row.ratio, row.limit())
         out.append(
             (
                 outcome.name,
@@ -198,9 +185,9 @@ def readme_block_problems(text: str, benchmarks: list[str]) -> list[str]:
     """What is wrong with the format of the generated block in a README's ``text`` (not its numbers).
 
     The block must exist once, name its machine, load and date, hold a table with the header
-    ``HEADER``, six cells a row, ratios as ``N.NNx`` (up to six decimals where two would not
-    tell a ratio from its limit) or ``—``, a verdict of pass, FAIL,
-    ``unreachable (bound N.NNx)`` or ``—``,
+    ``HEADER``, six cells a row, ratios as ``N.NNx`` or ``—``, a verdict of pass, FAIL,
+    ``unreachable (bound N.NNx)`` or ``—`` (up to six decimals where two would not tell a ratio
+    or a reach from its limit: ``_report.decimals``),
     and a row for every benchmark in ``benchmarks``.
     """
     problems = []
@@ -215,7 +202,7 @@ def readme_block_problems(text: str, benchmarks: list[str]) -> list[str]:
         return problems
     seen = set()
     ratio = re.compile(r"^(—|-?\d+\.\d{2,6}x)$")
-    verdict = re.compile(r"^(pass|FAIL|—|unreachable \(bound -?\d+\.\d\dx\))$")
+    verdict = re.compile(r"^(pass|FAIL|—|unreachable \(bound -?\d+\.\d{2,6}x\))$")
     for line in lines[2:]:
         row = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
         if len(row) != len(HEADER):

@@ -126,9 +126,14 @@ def test_a_ratio_that_reads_as_its_limit_gets_the_decimals_its_verdict_needs(
     assert clear[2:] == ("0.93x", ">= 0.90x target", "1.03x", "pass")
     (equal,) = run_all.cells(run_all.Outcome("bench_x", 1.0, 0, [row("t", 0.9, 0.9, ">=")]))
     assert (equal[2], equal[5]) == ("0.90x", "pass")
+    unreachable = row("t", 0.7, 0.8, ">=", reach=0.7996)  # a reach that reads as the target
+    assert unreachable.verdict() == "unreachable (bound 0.7996x)"
     (info,) = run_all.cells(run_all.Outcome("bench_x", 1.0, 0, [row("i", 0.8996)]))
     assert info[2] == "0.90x"
     block = run_all.readme_block(
-        run_all.markdown_table([tied]), run_all.machine_note((0.5,) * 3, (1.0,) * 3)
+        run_all.markdown_table(
+            [tied, *run_all.cells(run_all.Outcome("bench_x", 1.0, 0, [unreachable]))]
+        ),
+        run_all.machine_note((0.5,) * 3, (1.0,) * 3),
     )
     assert run_all.readme_block_problems(block, ["bench_x"]) == []
