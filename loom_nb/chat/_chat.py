@@ -62,6 +62,7 @@ from loom_nb.chat._records import (
     ChatTurn,
     Parked,
     Position,
+    Requests,
     TurnStatus,
     UndoMark,
     chat_divergence,
@@ -156,6 +157,7 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns, ChatMaps):
         self._journal_arg = journal
         self._journal: Journal | None = journal if isinstance(journal, Journal) else None
         self._settings = settings_of(settings)
+        self._requests = Requests()
         self._home = Path.cwd() / DEFAULT_HOME
         self.id: str = id if id is not None else f"chat-{uuid.uuid4().hex[:12]}"
         """The chat's execution id in the journal (pass it again to replay)."""
@@ -521,9 +523,7 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns, ChatMaps):
         return self._principal.tenant
 
     def _request(self, messages: list[Message]) -> LlmRequest:
-        return LlmRequest(
-            messages=messages, tools=self._menu, system=self._system, settings=self._settings
-        )
+        return self._requests(messages, self._menu, self._system, self._settings)
 
     def _check_idle(self, *, allow_parked: bool = False) -> None:
         if self._caller is not None:

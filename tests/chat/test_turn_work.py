@@ -194,3 +194,35 @@ async def test_a_live_answer_has_the_key_order_its_replay_has() -> None:
     replayed = await again("send it")
     assert list(live.tool_calls[0].input) == list(replayed.tool_calls[0].input)
     assert list(live.tool_calls[0].input) == ["to", "summary"]
+
+
+def _lookup_city(city: str) -> str:
+    """Look a city up."""
+    return city
+
+
+async def test_a_chats_request_fields_are_validated_once_not_each_turn() -> None:
+    """A turn's request is the chat's tool menu, system prompt and settings, validated when first
+    used and again only when one of them is replaced (as a resume does), with the turn's
+    messages beside them: no turn validates the whole transcript again. Each request has the
+    fields a validated one has, and a tools list of its own."""
+    provider = ScriptedProvider([{"text": f"a{i}"} for i in range(5)])
+    chat = Chat(provider, journal=Journal(), id="fields", system="Be brief.", tools=[_lookup_city])
+    with _Executions(LlmRequest._empty_settings_are_none) as seen:
+        for i in range(3):
+            await chat(f"q{i}")
+    assert seen.counts == {"LlmRequest._empty_settings_are_none": 1}
+    first, last = provider.requests[0], provider.requests[-1]
+    assert last == LlmRequest(
+        messages=chat.history[:-1], tools=first.tools, system="Be brief.", settings=None
+    )
+    assert last.model_fields_set == {"messages", "tools", "system", "settings"}
+    assert [t.name for t in last.tools] == ["_lookup_city"]
+    assert first.tools is not last.tools
+    last.tools.clear()  # a request's list is its own: the next turn still offers the tool
+    chat._system = "Be kind."  # what a resume does when the log's system prompt differs
+    chat._settings = ModelSettings()  # empty settings are no settings, as validation makes them
+    await chat("q3")
+    assert provider.requests[-1].system == "Be kind."
+    assert provider.requests[-1].settings is None
+    assert [t.name for t in provider.requests[-1].tools] == ["_lookup_city"]

@@ -29,6 +29,14 @@ def test_start_is_what_start_of_reads_for_new_reopened_and_forked_executions() -
     assert forked.start["forked_from"]["execution_id"] == "r"
     new.start["meta"]["chat"] = "changed"  # a copy: the execution's own is not changed
     assert new.start["meta"] == {"chat": {"model": "m"}}
+    listed = journal.execution("l", meta={"chat": {"tags": ["a", {"b": [1]}]}})
+    listed.start["meta"]["chat"]["tags"][1]["b"].append(2)  # a copy all the way down
+    listed.start["meta"]["chat"]["tags"].append("c")
+    assert (
+        listed.start["meta"]
+        == {"chat": {"tags": ["a", {"b": [1]}]}}
+        == journal.start_of("l")["meta"]
+    )
     journal.close()
 
 
