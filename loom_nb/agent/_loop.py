@@ -39,7 +39,6 @@ from loom_nb.agent._results import (
 from loom_nb.agent._screen import screen_response, screened_result
 from loom_nb.agent._tools import ToolDefinition, Toolset, lend_tools, menu_of
 from loom_nb.content import (
-    LlmRequest,
     LlmResponse,
     Message,
     Part,
@@ -49,6 +48,7 @@ from loom_nb.content import (
     ToolUsePart,
     assistant_message_of,
 )
+from loom_nb.content._messages import Requests
 from loom_nb.errors import AgentError
 from loom_nb.guard import PrefixFold
 from loom_nb.journal import Execution, LlmEffect, create_llm_effect
@@ -219,12 +219,14 @@ async def agent_loop(
         menu, table = menu_of(await lend_tools(execution, tools, resolver))
     log: list[ToolCallRecord] = []
     compacted: list[int] = []
+    requests = Requests()  # the menu, system prompt and settings validated once, not each turn
     response: LlmResponse | None = None
     for turn in range(max_turns):
         if compaction is not None and compaction.due(transcript):
             transcript = await _compact(execution, effect, compaction, turn, transcript, menu)
             compacted.append(turn)
-        request = LlmRequest(messages=transcript, tools=menu, system=system, settings=settings)
+        # A copy of the transcript: the request keeps its list, and the loop appends to its own.
+        request = requests(list(transcript), menu, system, settings)
         response = await effect(execution, f"#turn:{turn}:model", request)
         response, screened = screen_response(response)
         # One check of the transcript a turn serves both: the ids it used and its inline bytes.

@@ -62,7 +62,6 @@ from loom_nb.chat._records import (
     ChatTurn,
     Parked,
     Position,
-    Requests,
     TurnStatus,
     UndoMark,
     chat_divergence,
@@ -84,6 +83,7 @@ from loom_nb.content import (
     Usage,
     assistant_message_of,
 )
+from loom_nb.content._messages import Requests
 from loom_nb.errors import ConfigurationError, ReplayDivergenceError
 from loom_nb.journal import Execution, Journal, create_llm_effect
 from loom_nb.providers._base import ResetCallback, TextCallback, ToolDeltaCallback

@@ -12,7 +12,6 @@ import inspect
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from operator import is_not
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -20,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from loom_nb.agent import AgentResult
 from loom_nb.chat._cost import Priced
-from loom_nb.content import LlmRequest, LlmResponse, Message, ToolSpec, Usage, content_error
+from loom_nb.content import LlmRequest, LlmResponse, Message, Usage, content_error
 from loom_nb.errors import (
     ConfigurationError,
     ContentValidationError,
@@ -372,40 +371,6 @@ def seed_messages(history: Any) -> list[Message]:
         except ValidationError as exc:
             raise content_error(exc, f"history[{index}]") from exc
     return messages
-
-
-class Requests:
-    """Makes a chat's requests: its tool menu, system prompt and settings validated once, each
-    turn's messages put beside them.
-
-    The fields are validated into a blank request when first used and again whenever one of them
-    is another object (a resume replaces the system prompt and the settings); each request is that
-    blank copied with the turn's messages and a tools list of its own. The messages are not
-    validated again: every path that fills a chat's history puts ``Message`` objects in it (a
-    seed, a restore and a log are validated, a turn's messages are built), and validating a
-    request only checks that each is one, at 15 us a turn by 1,000 messages.
-    """
-
-    __slots__ = ("_blank", "_of")
-
-    def __init__(self) -> None:
-        self._blank: LlmRequest | None = None
-        self._of: tuple[object, ...] = ()
-
-    def __call__(
-        self,
-        messages: list[Message],
-        tools: list[ToolSpec],
-        system: str | Untrusted | None,
-        settings: ModelSettings | None,
-    ) -> LlmRequest:
-        """The request of ``messages`` (a new list the request keeps) with these fields."""
-        of = (tools, system, settings)
-        blank = self._blank
-        if blank is None or any(map(is_not, of, self._of)):
-            blank = LlmRequest(messages=[], tools=tools, system=system, settings=settings)
-            self._blank, self._of = blank, of
-        return blank.model_copy(update={"messages": messages, "tools": list(blank.tools)})
 
 
 def settings_of(settings: Any) -> ModelSettings | None:

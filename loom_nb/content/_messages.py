@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from operator import is_not
 from typing import Any, Literal, TypeAlias
 
 from pydantic import (
@@ -98,6 +99,42 @@ class LlmRequest(_Model):
     @classmethod
     def _empty_settings_are_none(cls, value: ModelSettings | None) -> ModelSettings | None:
         return None if value is not None and value.is_empty() else value
+
+
+class Requests:
+    """Makes the requests of a conversation whose messages are ``Message`` objects already (a
+    chat's turns, an agent loop's): its tool menu, system prompt and settings validated once, each
+    turn's messages put beside them.
+
+    The fields are validated into a blank request when first used and again whenever one of them
+    is another object (a resume replaces a chat's system prompt and settings, a loop's menu grows
+    by its toolsets); each request is that blank copied with the turn's messages and a tools list
+    of its own. The messages are not validated again: the caller's are ``Message`` objects (a
+    chat's seed, restore and log are validated, a loop's given messages too, and a turn's are
+    built), and validating a request only checks that each is one, at 15 us a turn by 1,000
+    messages.
+    """
+
+    __slots__ = ("_blank", "_of")
+
+    def __init__(self) -> None:
+        self._blank: LlmRequest | None = None
+        self._of: tuple[object, ...] = ()
+
+    def __call__(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        system: str | Untrusted | None,
+        settings: ModelSettings | None,
+    ) -> LlmRequest:
+        """The request of ``messages`` (a new list the request keeps) with these fields."""
+        of = (tools, system, settings)
+        blank = self._blank
+        if blank is None or any(map(is_not, of, self._of)):
+            blank = LlmRequest(messages=[], tools=tools, system=system, settings=settings)
+            self._blank, self._of = blank, of
+        return blank.model_copy(update={"messages": messages, "tools": list(blank.tools)})
 
 
 class ToolCall(_Model):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -425,3 +426,40 @@ async def test_agent_loop_passes_on_reasoning(journal: Journal) -> None:
     )
     assert result.status == "completed"
     assert thoughts == ["plan"]
+
+
+async def test_a_loop_validates_its_request_fields_once_and_each_request_keeps_its_messages(
+    journal: Journal,
+) -> None:
+    """The menu, system prompt and settings are validated on the first turn only (the transcript
+    is not validated whole again each turn), and each request holds the transcript as it was
+    sent: the loop's later appends do not reach an earlier request."""
+    provider = ScriptedProvider(
+        [
+            {"tool_calls": [_call("c1", "add", {"a": 1, "b": 2})]},
+            {"tool_calls": [_call("c2", "add", {"a": 3, "b": 4})]},
+            {"text": "3 and 7"},
+        ]
+    )
+    validator = LlmRequest._empty_settings_are_none.__code__
+    calls = [0]
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is validator:
+            calls[0] += 1
+
+    sys.setprofile(hook)
+    try:
+        result = await agent_loop(
+            journal.execution("run"), provider, [ADD], [{"role": "user", "content": "add"}],
+            system="Use the tool.",
+        )  # fmt: skip
+    finally:
+        sys.setprofile(None)
+    assert result.turns == 3
+    assert calls[0] == 1
+    assert [len(r.messages) for r in provider.requests] == [1, 3, 5]
+    assert provider.requests[2].messages == result.messages[:5]
+    assert all(r.system == "Use the tool." for r in provider.requests)
+    assert [[t.name for t in r.tools] for r in provider.requests] == [["add"]] * 3
+    assert provider.requests[0].tools is not provider.requests[1].tools
