@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 from typing import Any
 
 import pytest
@@ -29,6 +28,7 @@ from loom_nb.providers import ScriptedProvider
 from loom_nb.store import LocalContentStore, Principal, StoreResolver
 from loom_nb.taint import UNTRUSTED_MARKER
 from tests.agent.conftest import step_ids
+from tests.executions import Executions
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 56
 
@@ -441,23 +441,13 @@ async def test_a_loop_validates_its_request_fields_once_and_each_request_keeps_i
             {"text": "3 and 7"},
         ]
     )
-    validator = LlmRequest._empty_settings_are_none.__code__
-    calls = [0]
-
-    def hook(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code is validator:
-            calls[0] += 1
-
-    sys.setprofile(hook)
-    try:
+    with Executions(LlmRequest._empty_settings_are_none) as seen:
         result = await agent_loop(
             journal.execution("run"), provider, [ADD], [{"role": "user", "content": "add"}],
             system="Use the tool.",
         )  # fmt: skip
-    finally:
-        sys.setprofile(None)
     assert result.turns == 3
-    assert calls[0] == 1
+    assert seen.counts == {"LlmRequest._empty_settings_are_none": 1}
     assert [len(r.messages) for r in provider.requests] == [1, 3, 5]
     assert provider.requests[2].messages == result.messages[:5]
     assert all(r.system == "Use the tool." for r in provider.requests)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import io
 import pickle
-import sys
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -36,6 +35,7 @@ from loom_nb.chat._cost import price_for
 from loom_nb.guard import iter_media
 from loom_nb.journal._content_pins import MediaOnce
 from tests.chat.priced import ANTHROPIC, anthropic
+from tests.executions import Executions
 
 USAGE = {"input_tokens": 1200, "output_tokens": 300}
 
@@ -84,26 +84,6 @@ async def test_a_copied_or_pickled_turn_carries_its_price() -> None:
     assert repr(pickled) == repr(fresh)
 
 
-class _Executions:
-    """Counts how many times each of some functions' code runs (a profile hook: no patching,
-    so calls through any imported name count)."""
-
-    def __init__(self, *functions: Callable[..., Any]) -> None:
-        self._codes = {f.__code__: f.__qualname__ for f in functions}
-        self.counts = dict.fromkeys(self._codes.values(), 0)
-
-    def __enter__(self) -> _Executions:
-        def hook(frame: Any, event: str, arg: Any) -> None:
-            if event == "call" and frame.f_code in self._codes:
-                self.counts[self._codes[frame.f_code]] += 1
-
-        sys.setprofile(hook)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        sys.setprofile(None)
-
-
 @pytest.mark.parametrize("kind", ["scripted", "http"])
 async def test_a_turn_guards_and_checks_its_request_once(kind: str) -> None:
     """Each turn runs ``guard_request`` once, and ``assert_request_supported`` once when the
@@ -115,13 +95,13 @@ async def test_a_turn_guards_and_checks_its_request_once(kind: str) -> None:
         provider, _ = anthropic(*({"text": f"a{i}", "usage": USAGE} for i in range(5)))
     chat = Chat(provider, journal=Journal(), id=f"once-{kind}")
     await chat("warm up")
-    with _Executions(guard_request, assert_request_supported) as seen:
+    with Executions(guard_request, assert_request_supported) as seen:
         for i in range(3):
             await chat(f"q{i}")
     assert seen.counts == {"guard_request": 3, "assert_request_supported": 0}
     png = io.BytesIO()
     Image.new("RGB", (2, 2)).save(png, format="PNG")
-    with _Executions(guard_request, assert_request_supported) as seen:
+    with Executions(guard_request, assert_request_supported) as seen:
         await chat("and this?", png.getvalue())
     assert seen.counts == {"guard_request": 1, "assert_request_supported": 1}
     assert len(chat.history) == 10
@@ -131,7 +111,7 @@ async def test_a_provider_called_directly_still_guards() -> None:
     """Outside a journaled call the provider runs both checks itself (``guard_supported``: the
     guard and the capability check on one walk), and refuses what they refuse."""
     provider = ScriptedProvider([{"text": "a"}, {"text": "b"}])
-    with _Executions(guard_supported, guard_request) as seen:
+    with Executions(guard_supported, guard_request) as seen:
         await provider.complete(LlmRequest(messages=[Message(role="user", content="hi")]))
     assert seen.counts == {"guard_supported": 1, "guard_request": 0}
     forged = Message(role="assistant", content=[TextPart(text="x", origin="tool:web")])
@@ -147,11 +127,11 @@ async def test_a_replayed_turn_does_not_walk_its_request_for_pins() -> None:
     for its pins on every live turn: ``test_journal_pins``)."""
     journal = Journal()
     chat = Chat(ScriptedProvider([{"text": f"a{i}"} for i in range(3)]), journal=journal, id="p")
-    with _Executions(MediaOnce.pins, iter_media) as live:
+    with Executions(MediaOnce.pins, iter_media) as live:
         for i in range(3):
             await chat(f"q{i}")
     again = Chat(ScriptedProvider([]), journal=journal, id="p")
-    with _Executions(MediaOnce.pins, iter_media) as replayed:
+    with Executions(MediaOnce.pins, iter_media) as replayed:
         for i in range(3):
             await again(f"q{i}")
     assert live.counts == {"MediaOnce.pins": 3, "iter_media": 0}
@@ -167,7 +147,7 @@ async def test_a_chats_cache_settings_are_made_once_and_still_sent() -> None:
 
     provider, sent = anthropic(*({"text": f"a{i}", "usage": USAGE} for i in range(4)))
     chat = Chat(provider, journal=Journal(), id="cache-once")
-    with _Executions(_call_settings_for) as seen:
+    with Executions(_call_settings_for) as seen:
         for i in range(4):
             await chat(f"q{i}")
     assert seen.counts == {"_call_settings_for": 1}
@@ -208,7 +188,7 @@ async def test_a_chats_request_fields_are_validated_once_not_each_turn() -> None
     fields a validated one has, and a tools list of its own."""
     provider = ScriptedProvider([{"text": f"a{i}"} for i in range(5)])
     chat = Chat(provider, journal=Journal(), id="fields", system="Be brief.", tools=[_lookup_city])
-    with _Executions(LlmRequest._empty_settings_are_none) as seen:
+    with Executions(LlmRequest._empty_settings_are_none) as seen:
         for i in range(3):
             await chat(f"q{i}")
     assert seen.counts == {"LlmRequest._empty_settings_are_none": 1}
