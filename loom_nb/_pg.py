@@ -20,6 +20,15 @@ is sent with it as one simple query, which the server runs as one transaction, s
 trip), and only transaction-scoped advisory locks (the write lock, the migrations). The leases
 are rows. Only LISTEN needs a session; the journal's watch takes a direct connection for it
 (``listen_url``).
+
+A connection that reaches its server session directly is told apart when it is made: the
+process id the server announced at start-up (``BackendKeyData``) is that session's own
+``pg_backend_pid()``, where a transaction pooler announces one of its own making (PgBouncer:
+random). Such a connection is a session nobody else gets, so it keeps the durability setting
+in the session and prepares what it runs repeatedly (psycopg's default, a statement's fifth
+run): a lone write is then one prepared INSERT, which the server neither parses nor plans
+again (a journal step's append costs about two thirds of the simple query's server and client
+time here, ``benchmarks/bench_backends.py``). Through a pooler nothing changes.
 What a failed connection means, and its remedy, is ``loom_nb._pg_errors``.
 
 This module sits below the store and the journal (DESIGN.md, "Layers") so that both can use it
@@ -65,6 +74,9 @@ CONNECT_OPTIONS: dict[str, Any] = {"autocommit": True, "prepare_threshold": None
 (a transaction pooler hands the next transaction another server session)."""
 
 _SETTING = "SELECT set_config('synchronous_commit', %s, true)"
+_SESSION_SETTING = "SELECT set_config('synchronous_commit', %s, false)"
+_PREPARE_THRESHOLD = 5
+"""On a direct connection, the run of a statement that prepares it (psycopg's own default)."""
 _BEGIN_WRITE = "BEGIN; SELECT set_config('synchronous_commit', %s, true), pg_advisory_xact_lock(%s)"
 _WRITES = ("INSERT", "UPDATE", "DELETE")
 _SLICE = 0.25  # seconds between looks at why the pool has no connection to give
@@ -105,7 +117,15 @@ def open_pool(url: str, *, synchronous: str, timeout: float, size: int) -> Pool:
             # Behind a pooler a server session may still LISTEN for an earlier client: drop
             # what it forwards here instead of queueing it for a notifies() never called.
             conn.add_notify_handler(_ignore)
+            try:
+                conn.loom_direct = _settle_direct(conn, commit)
+            except BaseException:
+                conn.close()
+                raise
             return conn
+
+        loom_direct = False
+        """Whether this connection is its server session's only client (``_settle_direct``)."""
 
         def close(self) -> None:
             if getattr(self, "_counted", False):  # once, even if the server closed it first
@@ -330,6 +350,22 @@ def _close(pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
         pool.close()
 
 
+def _settle_direct(conn: psycopg.Connection[Any], commit: str) -> bool:
+    """Whether ``conn`` reaches its server session directly; if so, settle the session for it.
+
+    Directly, the process id the server announced at start-up is the session's own; a
+    transaction pooler announces one of its making (PgBouncer's is random), since its client
+    has no one server session. A direct session keeps ``commit`` as its durability setting and
+    prepares statements run repeatedly (see the module's docstring).
+    """
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    if row is None or row[0] != conn.info.backend_pid:
+        return False
+    conn.execute(_SESSION_SETTING, (commit,))
+    conn.prepare_threshold = _PREPARE_THRESHOLD
+    return True
+
+
 def _ignore(note: psycopg.Notify) -> None:
     """A notification on a journal's own connection: nobody waits for it there."""
 
@@ -374,12 +410,14 @@ class _Connection:
     Plain appends (one INSERT, one commit) take no lock: the (execution_id, ordinal) uniqueness
     orders them, as on SQLite. Every writing transaction sets the durability for itself (a lone
     write is sent with its setting as one simple query, one transaction), so no setting outlives
-    it on a pooler's server session.
+    it on a pooler's server session; a direct connection (``_settle_direct``) has it in its
+    session already and sends a lone write as itself, prepared once it has run a few times.
     """
 
     def __init__(self, conn: psycopg.Connection[Any], commit: str = "off") -> None:
         self._conn = conn
         self._commit = commit
+        self._direct: bool = getattr(conn, "loom_direct", False)
 
     @property
     def raw(self) -> psycopg.Connection[Any]:
@@ -399,6 +437,8 @@ class _Connection:
             cursor.execute("START TRANSACTION; " + _SETTING, (self._commit,))
             return cursor
         translated, writes = self._translate(sql)
+        if self._direct:  # the session holds the setting; a statement run often is prepared
+            return conn.execute(translated, params)
         if writes and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             # A lone write: the setting and the statement as one simple query, which the server
             # runs as one transaction (rolled back whole on an error), in one round trip.

@@ -66,7 +66,7 @@ def test_a_pool_migrates_and_speaks_question_marks(pg_url: str) -> None:
         pool.execute("ROLLBACK")
     pool.close()
     again = open_pool(pg_url, synchronous="FULL", timeout=5.0, size=1)  # nothing left to apply
-    with again:  # the setting lives in the transaction, never in the session
+    with again:  # each writing transaction sets it (a direct session keeps it too)
         again.execute("BEGIN")
         assert again.execute("SHOW synchronous_commit").fetchone() == ("on",)
         again.execute("ROLLBACK")

@@ -1,7 +1,8 @@
 """The journal behind a transaction pooler, and watches that never stall (issues 30 and 33).
 
 Through PgBouncer in transaction mode, consecutive transactions of one client run on different
-server sessions: the journal prepares no statement and keeps no setting in a session. A watch
+server sessions: the journal prepares no statement and keeps no setting in a session (straight
+at the server, where a connection is its session's only client, it does both). A watch
 LISTENs on one connection per process; through the pooler without ``listen_url`` notifications
 cannot arrive, and it polls; with ``listen_url`` (a direct connection) it hears each append in
 milliseconds; a listening connection that is terminated is made again and nothing is missed.
@@ -46,6 +47,16 @@ def pg(
         services.unavailable(f"PostgreSQL at {services.postgres_url()} is not reachable")
     pooler = pooler_or_unavailable(request) if request.param == "pgbouncer" else None
     backend = JournalBackend(request.param, tmp_path, postgres_service, pooler)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def pg_direct(postgres_service: str | None, tmp_path: Path) -> Iterator[JournalBackend]:
+    """PostgreSQL journals straight at the server (a fresh schema per journal)."""
+    if postgres_service is None:
+        services.unavailable(f"PostgreSQL at {services.postgres_url()} is not reachable")
+    backend = JournalBackend("postgres", tmp_path, postgres_service, None)
     yield backend
     backend.close()
 
@@ -100,22 +111,50 @@ def test_many_steps_on_many_journals_through_the_pooler_prepare_nothing(
     assert all(len(journals[0].events(f"run-{i}")) == 25 for i in range(3))
 
 
-def test_a_pooled_connection_keeps_no_session_state(pg: JournalBackend) -> None:
-    """After steps, the journal's connection holds no prepared statement and no session setting;
-    a writing transaction sets the durability for itself."""
-    journal = pg.open("j", pool_size=1)
+def test_a_pooled_connection_keeps_no_session_state(bounced: JournalBackend) -> None:
+    """Through the pooler, after steps, the journal's connection holds no prepared statement and
+    no session setting; a writing transaction sets the durability for itself."""
+    journal = bounced.open("j", pool_size=1)
     execution = journal.execution("r")
     for step in range(8):
         asyncio.run(execution.execute(f"s{step}", _double, step))
     pool = journal._pg_pool
-    with psycopg.connect(pg.direct_url("j")) as fresh:
+    with psycopg.connect(bounced.direct_url("j")) as fresh:
         default = fresh.execute("SHOW synchronous_commit").fetchone()
+    assert default == ("on",)  # the server's own: a setting kept in a session would show
     with pool:
+        assert not pool._borrowed().raw.loom_direct  # type: ignore[attr-defined]
         assert pool.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
         assert pool.execute("SHOW synchronous_commit").fetchone() == default
         pool.execute("BEGIN")
         assert pool.execute("SHOW synchronous_commit").fetchone() == ("off",)
         pool.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize("synchronous", ["NORMAL", "FULL"])
+def test_a_direct_connection_keeps_its_setting_and_prepares_its_appends(
+    pg_direct: JournalBackend, synchronous: str
+) -> None:
+    """Straight at the server, the connection is its session's only client (the process id the
+    server announced is the session's own): it keeps the durability in the session, and a
+    step's append, run more than five times, is one prepared INSERT."""
+    journal = pg_direct.open("j", pool_size=1, synchronous=synchronous)
+    execution = journal.execution("r")
+    for step in range(8):
+        asyncio.run(execution.execute(f"s{step}", _double, step))
+    assert len(journal.events("r")) == 17
+    pool = journal._pg_pool
+    with pool:
+        raw = pool._borrowed().raw
+        assert raw.loom_direct  # type: ignore[attr-defined]
+        assert pool.execute("SELECT pg_backend_pid()").fetchone() == (raw.info.backend_pid,)
+        expected = ("on",) if synchronous == "FULL" else ("off",)
+        assert pool.execute("SHOW synchronous_commit").fetchone() == expected
+        prepared = [
+            row[0]
+            for row in pool.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+        ]
+    assert any(text.startswith("INSERT INTO events") for text in prepared), prepared
 
 
 def test_a_watch_through_the_pooler_without_listen_url_polls_and_sees_every_append(
