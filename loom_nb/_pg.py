@@ -28,7 +28,8 @@ random). Such a connection is a session nobody else gets, so it keeps the durabi
 in the session and prepares what it runs repeatedly (psycopg's default, a statement's fifth
 run): a lone write is then one prepared INSERT, which the server neither parses nor plans
 again (a journal step's append costs about two thirds of the simple query's server and client
-time here, ``benchmarks/bench_backends.py``). Through a pooler nothing changes.
+time here, ``benchmarks/bench_backends.py``), sent on one cursor the connection keeps for writes
+that return no rows. Through a pooler nothing changes.
 What a failed connection means, and its remedy, is ``loom_nb._pg_errors``.
 
 This module sits below the store and the journal (DESIGN.md, "Layers") so that both can use it
@@ -366,6 +367,15 @@ def _settle_direct(conn: psycopg.Connection[Any], commit: str) -> bool:
     return True
 
 
+def _silent_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """The one cursor a direct connection runs its row-less writes on (an append, a lease's
+    renewal): made once, not for every statement (about a seventh of a prepared append's time)."""
+    cursor: psycopg.Cursor[Any] | None = getattr(conn, "loom_cursor", None)
+    if cursor is None or cursor.closed:
+        cursor = conn.loom_cursor = conn.cursor()  # type: ignore[attr-defined]
+    return cursor
+
+
 def _ignore(note: psycopg.Notify) -> None:
     """A notification on a journal's own connection: nobody waits for it there."""
 
@@ -396,8 +406,9 @@ class _Rows:
         return self._rows.pop(0) if self._rows else None
 
 
-_TRANSLATED: dict[str, tuple[str, bool]] = {}
-"""The journal's statements with ``%s`` placeholders, and whether each writes, by their ``?`` form
+_TRANSLATED: dict[str, tuple[str, bool, bool]] = {}
+"""The journal's statements with ``%s`` placeholders, whether each writes, and whether it writes
+and returns no rows, by their ``?`` form
 (a fixed, small set)."""
 
 
@@ -436,8 +447,10 @@ class _Connection:
             cursor = psycopg.ClientCursor(conn)
             cursor.execute("START TRANSACTION; " + _SETTING, (self._commit,))
             return cursor
-        translated, writes = self._translate(sql)
+        translated, writes, silent = self._translate(sql)
         if self._direct:  # the session holds the setting; a statement run often is prepared
+            if silent:  # nothing to read back: the connection's cursor for such writes
+                return _silent_cursor(conn).execute(translated, params)
             return conn.execute(translated, params)
         if writes and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             # A lone write: the setting and the statement as one simple query, which the server
@@ -449,7 +462,7 @@ class _Connection:
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         conn = self._conn
-        translated, _ = self._translate(sql)
+        translated, _, _ = self._translate(sql)
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute(_SETTING, (self._commit,))
@@ -461,12 +474,13 @@ class _Connection:
     def close(self) -> None:
         self._conn.close()
 
-    def _translate(self, sql: str) -> tuple[str, bool]:
+    def _translate(self, sql: str) -> tuple[str, bool, bool]:
         translated = _TRANSLATED.get(sql)
         if translated is None:
             # The journal's statements hold no literal '?' or '%': placeholders only.
             writes = sql.lstrip()[:6].upper() in _WRITES
-            translated = _TRANSLATED[sql] = (sql.replace("?", "%s"), writes)
+            silent = writes and "RETURNING" not in sql.upper()
+            translated = _TRANSLATED[sql] = (sql.replace("?", "%s"), writes, silent)
         return translated
 
 

@@ -142,11 +142,14 @@ def test_a_direct_connection_keeps_its_setting_and_prepares_its_appends(
     execution = journal.execution("r")
     for step in range(8):
         asyncio.run(execution.execute(f"s{step}", _double, step))
-    assert len(journal.events("r")) == 17
     pool = journal._pg_pool
     with pool:
         raw = pool._borrowed().raw
         assert raw.loom_direct  # type: ignore[attr-defined]
+        appends = raw.loom_cursor  # type: ignore[attr-defined]  # the row-less writes' one cursor
+        asyncio.run(execution.execute("s8", _double, 8))
+        assert raw.loom_cursor is appends  # type: ignore[attr-defined]
+        assert appends.rowcount == 2  # the step's start and outcome, in one INSERT
         assert pool.execute("SELECT pg_backend_pid()").fetchone() == (raw.info.backend_pid,)
         expected = ("on",) if synchronous == "FULL" else ("off",)
         assert pool.execute("SHOW synchronous_commit").fetchone() == expected
@@ -155,6 +158,7 @@ def test_a_direct_connection_keeps_its_setting_and_prepares_its_appends(
             for row in pool.execute("SELECT statement FROM pg_prepared_statements").fetchall()
         ]
     assert any(text.startswith("INSERT INTO events") for text in prepared), prepared
+    assert len(journal.events("r")) == 19
 
 
 def test_a_watch_through_the_pooler_without_listen_url_polls_and_sees_every_append(
