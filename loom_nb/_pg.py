@@ -30,6 +30,7 @@ run): a lone write is then one prepared INSERT, which the server neither parses 
 again (a journal step's append costs about two thirds of the simple query's server and client
 time here, ``benchmarks/bench_backends.py``), sent on one cursor the connection keeps for writes
 that return no rows. Through a pooler nothing changes.
+
 What a failed connection means, and its remedy, is ``loom_nb._pg_errors``.
 
 This module sits below the store and the journal (DESIGN.md, "Layers") so that both can use it
@@ -355,7 +356,7 @@ def _settle_direct(conn: psycopg.Connection[Any], commit: str) -> bool:
     """Whether ``conn`` reaches its server session directly; if so, settle the session for it.
 
     Directly, the process id the server announced at start-up is the session's own; a
-    transaction pooler announces one of its making (PgBouncer's is random), since its client
+    transaction pooler announces one of its own making (PgBouncer's is random), since its client
     has no one server session. A direct session keeps ``commit`` as its durability setting and
     prepares statements run repeatedly (see the module's docstring).
     """
