@@ -120,14 +120,20 @@ def open_pool(url: str, *, synchronous: str, timeout: float, size: int) -> Pool:
             # what it forwards here instead of queueing it for a notifies() never called.
             conn.add_notify_handler(_ignore)
             try:
-                conn.loom_direct = _settle_direct(conn, commit)
+                conn.loom_writes = _settle_direct(conn, commit)
             except BaseException:
                 conn.close()
                 raise
             return conn
 
-        loom_direct = False
-        """Whether this connection is its server session's only client (``_settle_direct``)."""
+        loom_writes: psycopg.Cursor[Any] | None = None
+        """A direct connection's one cursor for its writes that return no rows (an append, a
+        lease's renewal), made with it; None through a pooler (``_settle_direct``)."""
+
+        @property
+        def loom_direct(self) -> bool:
+            """Whether this connection is its server session's only client."""
+            return self.loom_writes is not None
 
         def close(self) -> None:
             if getattr(self, "_counted", False):  # once, even if the server closed it first
@@ -352,8 +358,10 @@ def _close(pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
         pool.close()
 
 
-def _settle_direct(conn: psycopg.Connection[Any], commit: str) -> bool:
-    """Whether ``conn`` reaches its server session directly; if so, settle the session for it.
+def _settle_direct(conn: psycopg.Connection[Any], commit: str) -> psycopg.Cursor[Any] | None:
+    """When ``conn`` reaches its server session directly, settle the session for it and return
+    the cursor its row-less writes run on (one for them all, not one per statement: about a
+    seventh of a prepared append's time); None through a pooler.
 
     Directly, the process id the server announced at start-up is the session's own; a
     transaction pooler announces one of its own making (PgBouncer's is random), since its client
@@ -362,19 +370,10 @@ def _settle_direct(conn: psycopg.Connection[Any], commit: str) -> bool:
     """
     row = conn.execute("SELECT pg_backend_pid()").fetchone()
     if row is None or row[0] != conn.info.backend_pid:
-        return False
+        return None
     conn.execute(_SESSION_SETTING, (commit,))
     conn.prepare_threshold = _PREPARE_THRESHOLD
-    return True
-
-
-def _silent_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
-    """The one cursor a direct connection runs its row-less writes on (an append, a lease's
-    renewal): made once, not for every statement (about a seventh of a prepared append's time)."""
-    cursor: psycopg.Cursor[Any] | None = getattr(conn, "loom_cursor", None)
-    if cursor is None or cursor.closed:
-        cursor = conn.loom_cursor = conn.cursor()  # type: ignore[attr-defined]
-    return cursor
+    return conn.cursor()
 
 
 def _ignore(note: psycopg.Notify) -> None:
@@ -429,7 +428,8 @@ class _Connection:
     def __init__(self, conn: psycopg.Connection[Any], commit: str = "off") -> None:
         self._conn = conn
         self._commit = commit
-        self._direct: bool = getattr(conn, "loom_direct", False)
+        # A direct connection's cursor for row-less writes (``_settle_direct``), else None.
+        self._writes: psycopg.Cursor[Any] | None = getattr(conn, "loom_writes", None)
 
     @property
     def raw(self) -> psycopg.Connection[Any]:
@@ -449,10 +449,9 @@ class _Connection:
             cursor.execute("START TRANSACTION; " + _SETTING, (self._commit,))
             return cursor
         translated, writes, silent = self._translate(sql)
-        if self._direct:  # the session holds the setting; a statement run often is prepared
-            if silent:  # nothing to read back: the connection's cursor for such writes
-                return _silent_cursor(conn).execute(translated, params)
-            return conn.execute(translated, params)
+        if self._writes is not None:  # direct: the session holds the setting, and a statement
+            # run often is prepared; one with nothing to read back runs on the writes' cursor
+            return (self._writes if silent else conn).execute(translated, params)
         if writes and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             # A lone write: the setting and the statement as one simple query, which the server
             # runs as one transaction (rolled back whole on an error), in one round trip.

@@ -51,16 +51,6 @@ def pg(
     backend.close()
 
 
-@pytest.fixture
-def pg_direct(postgres_service: str | None, tmp_path: Path) -> Iterator[JournalBackend]:
-    """PostgreSQL journals straight at the server (a fresh schema per journal)."""
-    if postgres_service is None:
-        services.unavailable(f"PostgreSQL at {services.postgres_url()} is not reachable")
-    backend = JournalBackend("postgres", tmp_path, postgres_service, None)
-    yield backend
-    backend.close()
-
-
 def _double(x: int) -> int:
     return x * 2
 
@@ -131,14 +121,15 @@ def test_a_pooled_connection_keeps_no_session_state(bounced: JournalBackend) -> 
         pool.execute("ROLLBACK")
 
 
+@pytest.mark.parametrize("pg", ["postgres"], indirect=True)
 @pytest.mark.parametrize("synchronous", ["NORMAL", "FULL"])
 def test_a_direct_connection_keeps_its_setting_and_prepares_its_appends(
-    pg_direct: JournalBackend, synchronous: str
+    pg: JournalBackend, synchronous: str
 ) -> None:
     """Straight at the server, the connection is its session's only client (the process id the
     server announced is the session's own): it keeps the durability in the session, and a
     step's append, run more than five times, is one prepared INSERT."""
-    journal = pg_direct.open("j", pool_size=1, synchronous=synchronous)
+    journal = pg.open("j", pool_size=1, synchronous=synchronous)
     execution = journal.execution("r")
     for step in range(8):
         asyncio.run(execution.execute(f"s{step}", _double, step))
@@ -146,9 +137,9 @@ def test_a_direct_connection_keeps_its_setting_and_prepares_its_appends(
     with pool:
         raw = pool._borrowed().raw
         assert raw.loom_direct  # type: ignore[attr-defined]
-        appends = raw.loom_cursor  # type: ignore[attr-defined]  # the row-less writes' one cursor
+        appends = raw.loom_writes  # type: ignore[attr-defined]  # the row-less writes' one cursor
         asyncio.run(execution.execute("s8", _double, 8))
-        assert raw.loom_cursor is appends  # type: ignore[attr-defined]
+        assert raw.loom_writes is appends  # type: ignore[attr-defined]
         assert appends.rowcount == 2  # the step's start and outcome, in one INSERT
         assert pool.execute("SELECT pg_backend_pid()").fetchone() == (raw.info.backend_pid,)
         expected = ("on",) if synchronous == "FULL" else ("off",)
