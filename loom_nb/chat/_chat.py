@@ -436,7 +436,6 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns, ChatMaps):
         try:
             response = await effect(execution, step_id, request)
         except asyncio.CancelledError:
-            self._positions.append(Position(step_id, request, None, output_type))
             if not self._stopping:
                 raise
             current = asyncio.current_task()
@@ -446,15 +445,11 @@ class Chat(ChatExport, ChatDisplay, ChatEdits, ChatMarks, ChatRuns, ChatMaps):
             status = "stopped"
             landed = True
         except ReplayDivergenceError as exc:
-            self._positions.append(Position(step_id, request, None, output_type))
             raise chat_divergence(exc, self.id) from exc
-        except BaseException:
-            self._positions.append(Position(step_id, request, None, output_type))
-            raise
         else:
-            self._positions.append(Position(step_id, request, response, output_type))
             landed = True
         finally:
+            self._positions.append(Position(step_id))  # taken, whatever the step's end
             if sink is print_delta and self.live_text:
                 print(flush=True)  # end the streamed line
             self._leave()

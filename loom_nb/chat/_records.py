@@ -1,7 +1,7 @@
 """What a chat records and shares: its turns, its journal positions, and its process-wide defaults.
 
 ``ChatTurn`` is the public record of one turn. ``Position`` is one model-turn position of the
-chat's execution (the step id, the exact request, the recorded response), ``UndoMark`` an undo's,
+chat's execution (its step id), ``UndoMark`` an undo's,
 and ``Parked`` the run a chat drives or waits on. The default journal and store (``.loom/``) are
 shared by every Chat of a process.
 """
@@ -15,7 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from loom_nb.agent import AgentResult
 from loom_nb.chat._cost import Priced
@@ -207,12 +207,14 @@ def _describe(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Position:
-    """One position of the chat's execution: what a fork copies or replays."""
+    """One model-turn position of the chat's execution: what a fork copies or replays.
+
+    Only the step id: the request and response are the journal's (a fork copies the log), and
+    keeping each turn's request here held every turn's whole message list, so a chat's memory
+    grew with the square of its length (a 2,000-turn chat held 44 MiB of such lists).
+    """
 
     step_id: str
-    request: LlmRequest
-    response: LlmResponse | None  # None: the step failed or was stopped (not completed)
-    output_type: type[BaseModel] | None = None
 
 
 @dataclass(frozen=True)

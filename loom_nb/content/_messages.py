@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from operator import is_not
+from operator import is_, is_not
 from typing import Any, Literal, TypeAlias
 
 from pydantic import (
@@ -349,3 +349,59 @@ def parse_request(data: Any) -> LlmRequest:
         return LlmRequest.model_validate(data)
     except ValidationError as exc:
         raise content_error(exc, "request") from exc
+
+
+class RequestReader:
+    """Validates the requests of one journal read, each message's dict once.
+
+    A journal writes a model step's messages as a delta of the step before, and reading expands
+    every step's input to its whole list by sharing the earlier steps' message dicts
+    (``expanded_events``). Validating each step's request on its own would validate message i
+    once per later step, so reading a chat's log would cost the square of its length (1,000
+    turns: a million messages validated, seconds). Here a dict met again, the very same object,
+    gives the ``Message`` it gave before (messages are frozen), and a list that starts with the
+    very dicts of the list before (the common case, a conversation growing) reuses those
+    messages in one identity compare; the request is then validated with them, which checks the
+    rest of it as before. A message that does not validate is left to the whole request's
+    validation, so the error names its place as it always did.
+    """
+
+    __slots__ = ("_known", "_last")
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[dict[str, Any], Message]] = {}
+        """``id(dict) -> (dict, Message)``; the dict is kept so its id is not reused."""
+        self._last: tuple[list[Any], list[Any]] = ([], [])
+        """The last list of message dicts read, and what it was read as."""
+
+    def __call__(self, data: Any) -> LlmRequest:
+        """``LlmRequest.model_validate(data)``, with the message dicts met before not validated
+        again (raises as that does)."""
+        messages = data.get("messages") if isinstance(data, dict) else None
+        if type(messages) is list:
+            try:
+                validated = self._messages(messages)
+            except ValueError:  # ContentValidationError: the whole request says where
+                pass
+            else:
+                data = {**data, "messages": validated}
+        return LlmRequest.model_validate(data)
+
+    def _messages(self, messages: list[Any]) -> list[Any]:
+        before, read = self._last
+        keep = len(before)
+        if keep > len(messages) or not all(map(is_, messages, before)):
+            keep = 0
+        validated = read[:keep] + [self._message(item) for item in messages[keep:]]
+        self._last = (messages, validated)
+        return validated
+
+    def _message(self, item: Any) -> Any:
+        if type(item) is not dict:
+            return item  # the request's validation takes it (or names it)
+        known = self._known.get(id(item))
+        if known is not None and known[0] is item:
+            return known[1]
+        message = Message.model_validate(item)
+        self._known[id(item)] = (item, message)
+        return message

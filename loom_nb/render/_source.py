@@ -27,6 +27,7 @@ from loom_nb.content import (
     content_error,
     parse_request,
 )
+from loom_nb.content._messages import RequestReader
 from loom_nb.errors import ContentValidationError
 from loom_nb.taint import Untrusted
 
@@ -111,6 +112,7 @@ def message_of(item: Any, index: int) -> Message:
 
 def _from_execution(execution: Any) -> Transcript:
     events = execution.journal.events(execution.execution_id)
+    read = RequestReader()  # each step's request, its messages shared with the steps before
     last: tuple[LlmRequest, LlmResponse | None] | None = None
     approvals: dict[str, dict[str, Any]] = {}
     started: dict[tuple[int | None, str | None], Any] = {}
@@ -148,7 +150,7 @@ def _from_execution(execution: Any) -> Transcript:
         if not (isinstance(step_input, dict) and "messages" in step_input):
             continue
         try:
-            request = LlmRequest.model_validate(step_input)
+            request = read(step_input)
         except ValidationError:
             continue
         response = None

@@ -39,6 +39,7 @@ from loom_nb.content import (
     content_error,
     to_parts,
 )
+from loom_nb.content._messages import RequestReader
 from loom_nb.errors import JournalError
 
 __all__ = ["ToolExchange", "TurnRecord", "describe_message", "new_messages", "turns_of"]
@@ -235,6 +236,7 @@ def turns_of(journal: Any, execution_id: str) -> list[TurnRecord]:
         if step.state == "completed" and isinstance(step.payload, dict):
             outcomes[step.step_id] = step.payload.get("output")
     calls: list[tuple[_Step, LlmRequest, LlmResponse | None, int | None]] = []
+    read = RequestReader()  # the turns' requests share their earlier messages
     compacted_turns: set[int] = set()
     for step in steps:
         match = _AGENT_STEP.match(step.step_id)
@@ -243,7 +245,7 @@ def turns_of(journal: Any, execution_id: str) -> list[TurnRecord]:
             continue
         if match and match.group(2) in {"tool", "approval"}:
             continue
-        parsed = _model_call(step, strict=bool(match))
+        parsed = _model_call(step, read, strict=bool(match))
         if parsed is not None:
             calls.append((step, *parsed, int(match.group(1)) if match else None))
     records: list[TurnRecord] = []
@@ -270,8 +272,11 @@ def turns_of(journal: Any, execution_id: str) -> list[TurnRecord]:
     return records
 
 
-def _model_call(step: _Step, *, strict: bool) -> tuple[LlmRequest, LlmResponse | None] | None:
-    """(request, response) of a model-call step; None for a step that is not one."""
+def _model_call(
+    step: _Step, read: RequestReader, *, strict: bool
+) -> tuple[LlmRequest, LlmResponse | None] | None:
+    """(request, response) of a model-call step, its request validated by ``read``; None for a
+    step that is not one."""
     payload = step.payload if isinstance(step.payload, dict) else {}
     step_input = payload.get("input")
     if not (isinstance(step_input, dict) and "messages" in step_input):
@@ -283,7 +288,7 @@ def _model_call(step: _Step, *, strict: bool) -> tuple[LlmRequest, LlmResponse |
             )
         return None
     try:
-        request = LlmRequest.model_validate(step_input)
+        request = read(step_input)
     except ValidationError as exc:
         if strict:
             raise content_error(exc, f"the request journaled by step {step.step_id!r}") from exc
