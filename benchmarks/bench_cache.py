@@ -19,6 +19,15 @@ when every input token was priced at the full input rate (how ``chat.cost`` read
 split). The last line is the real recording in ``tests/fixtures/provider-traffic-cache``
 (pydantic-ai's two-call cache recording): its cached share and cost.
 
+The bound: the same requests (the blocks the server saw, markers aside) priced as no placement
+of markers can beat under these rules, known in hindsight. A request can read from the cache
+only a prefix an earlier request sent (and wrote: at least the minimum), and pays to write only
+what a later request reads again; every other token is plain input. Each token's cheapest way
+through the run is that one (written when first sent if it is ever sent again, read after), and
+two markers a request (where the read ends, where the write ends) place it, so it is reachable
+too. ``cache="auto"``'s cost over ``"off"``'s is printed against that bound's over ``"off"``'s:
+how much of the saving any policy could have made ``auto`` makes.
+
 Run: ``python benchmarks/bench_cache.py`` (a few seconds).
 """
 
@@ -46,6 +55,7 @@ from loom_nb import Chat, Journal, ModelSettings  # noqa: E402
 from loom_nb.content import Usage  # noqa: E402
 from loom_nb.providers import AnthropicProvider  # noqa: E402
 from loom_nb.providers.anthropic_wire import anthropic_response  # noqa: E402
+from loom_nb.settings import CacheSetting  # noqa: E402
 
 TURNS = 20
 MIN_CACHEABLE = 1024
@@ -93,10 +103,15 @@ class CachingServer:
     def __init__(self) -> None:
         self.cache: set[str] = set()
         self.turn = 0
+        self.prompts: list[list[tuple[str, int]]] = []
+        """Each request's blocks as (identity, tokens), markers aside: what the bound prices."""
+        self.outputs: list[int] = []
+        """Each answer's output tokens."""
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         blocks = blocks_of(body)
+        self.prompts.append([(identity, count) for identity, count, _ in blocks])
         digests, running, sizes = [], hashlib.sha256(), []
         total = 0
         for identity, count, _ in blocks:
@@ -120,6 +135,7 @@ class CachingServer:
         write = (sizes[written_end - 1] if written_end else 0) - read
         self.turn += 1
         text = f"Step {self.turn}: " + "here is how it works, with an example. " * 12
+        self.outputs.append(tokens(text))
         return httpx.Response(
             200,
             json={
@@ -139,13 +155,66 @@ class CachingServer:
         )
 
 
+def _common(a: list[tuple[str, int]], b: list[tuple[str, int]]) -> int:
+    """How many leading blocks ``a`` and ``b`` share."""
+    count = 0
+    for left, right in zip(a, b, strict=False):
+        if left[0] != right[0]:
+            break
+        count += 1
+    return count
+
+
+def hindsight_usage(prompts: list[list[tuple[str, int]]], outputs: list[int]) -> list[Usage]:
+    """Each request's usage under the best marker placement, known in hindsight (the bound).
+
+    Request ``t`` reads the longest prefix it shares with an earlier request (when that prefix is
+    at least ``MIN_CACHEABLE`` tokens, so it could be written), writes from there to the end of
+    the longest prefix it shares with a later request (when that is at least the minimum), and
+    sends the rest as plain input.
+    """
+    usages = []
+    for t, blocks in enumerate(prompts):
+        sizes = [0]
+        for _, count in blocks:
+            sizes.append(sizes[-1] + count)
+        earlier = max((_common(blocks, prompts[r]) for r in range(t)), default=0)
+        later = max((_common(blocks, prompts[r]) for r in range(t + 1, len(prompts))), default=0)
+        read = sizes[earlier] if sizes[earlier] >= MIN_CACHEABLE else 0
+        written = sizes[later] if sizes[later] >= MIN_CACHEABLE else 0
+        usages.append(
+            Usage(
+                input_tokens=sizes[-1],
+                output_tokens=outputs[t],
+                cache_read_tokens=read,
+                cache_write_tokens=max(0, written - read),
+            )
+        )
+    return usages
+
+
+def split_price(usage: Usage) -> Decimal:
+    """The cost of ``usage`` with its cache reads and writes at their own rates."""
+    counted = PriceUsage(
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+    )
+    return calc_price(counted, MODEL, provider_id="anthropic").total_price
+
+
 def flat_price(usage: Usage) -> Decimal:
     """The cost with every input token at the full input rate (before the split was priced)."""
     counted = PriceUsage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
     return calc_price(counted, MODEL, provider_id="anthropic").total_price
 
 
-async def run(mode: str, folder: Path) -> tuple[Usage, Decimal | None]:
+async def run(
+    mode: str, folder: Path, cache: CacheSetting | None = None
+) -> tuple[Usage, Decimal | None, CachingServer]:
+    """The chat's usage, its cost and the server that answered it, with ``cache`` (default:
+    ``mode``, "auto" or "off") as its cache setting."""
     from loom_nb import tool
 
     @tool
@@ -158,7 +227,8 @@ async def run(mode: str, folder: Path) -> tuple[Usage, Decimal | None]:
         """Search the Python documentation."""
         return query
 
-    client = httpx.AsyncClient(transport=httpx.MockTransport(CachingServer()))
+    server = CachingServer()
+    client = httpx.AsyncClient(transport=httpx.MockTransport(server))
     provider = AnthropicProvider(MODEL, api_key="benchmark-key-0000", http_client=client)
     chat = Chat(
         provider,
@@ -166,11 +236,11 @@ async def run(mode: str, folder: Path) -> tuple[Usage, Decimal | None]:
         tools=[run_code, search_docs],
         journal=Journal(str(folder / f"{mode}.sqlite")),
         id=f"bench-{mode}",
-        settings=ModelSettings(cache=mode),
+        settings=ModelSettings(cache=mode if cache is None else cache),
     )
     for turn in range(TURNS):
         await chat(f"Question {turn}: what does step {turn} of the lesson show, and why?")
-    return chat.usage, chat.cost
+    return chat.usage, chat.cost, server
 
 
 def row(label: str, usage: Usage, cost: Decimal | None) -> str:
@@ -189,11 +259,23 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         costs = {}
         for mode in ("auto", "off"):
-            usage, cost = await run(mode, Path(folder))
+            usage, cost, server = await run(mode, Path(folder))
             costs[mode] = cost
             print(row(f'cache="{mode}"', usage, cost))
-    if costs["auto"] and costs["off"]:
-        emit([Row('cost, cache="auto" / "off"', float(costs["auto"] / costs["off"]))])
+    # The "off" run's requests carry no markers: the same blocks "auto" sent, priced at best.
+    best = hindsight_usage(server.prompts, server.outputs)
+    bound = sum((split_price(usage) for usage in best), Decimal(0))
+    print(row("bound (hindsight)", sum(best, Usage()), bound))
+    auto, off = costs["auto"], costs["off"]
+    if auto and off:
+        print(
+            f'cost, cache="auto" / "off": {auto / off:.3f}x; the bound / "off": {bound / off:.3f}x; '
+            f"auto / bound: {auto / bound:.3f}x (auto saves {(off - auto) / (off - bound):.1%} of "
+            "what any placement of markers could)"
+        )
+        emit(
+            [Row('cost, cache="auto" / "off"', float(auto / off), float(bound / off), "", "bound")]
+        )
     recording = ROOT / "tests" / "fixtures" / "provider-traffic-cache" / "anthropic"
     doc = json.loads((recording / "cache-messages-nonstream.json").read_text())
     usage = Usage()
