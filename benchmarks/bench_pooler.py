@@ -8,7 +8,11 @@ in each round; the median of the rounds is printed:
 
 1. One writer: live journaled steps per second on one execution (a step is one INSERT of its
    start and outcome, one commit), and bare autocommitted round trips (``SELECT 1``) per second,
-   the pooler's own cost per statement.
+   the pooler's own cost per statement. The bound beside the steps: a step must send at least
+   one statement, and through the pooler each statement costs what the pooler adds to a bare
+   round trip, so no step through it runs faster than a direct step plus that much: pooled /
+   direct steps stay under ``t / (t + (1 / pooled round trips - 1 / direct round trips))``,
+   ``t`` the direct step's time, all measured in the same run.
 2. Opening a journal: milliseconds per ``Journal(url)`` (connect, check the migrations).
 3. A class: CLASS_PROCESSES processes of CLASS_KERNELS journals each, every kernel writing
    CLASS_STEPS steps on a thread of its own, all at once: total steps per second, and how many
@@ -177,16 +181,34 @@ def main() -> None:
             pooled = services.with_database(bouncer, database)
             Journal(direct).close()  # migrated once, outside the timings
             print(f"PgBouncer (transaction pooling) vs direct, one database, median of {ROUNDS}")
-            d, p = median_of(lambda url: steps_per_second(url, STEPS), direct, pooled)
-            emit([Row("pooled / direct, one writer's live steps/s", p / d)])
+            step_d, step_p = median_of(lambda url: steps_per_second(url, STEPS), direct, pooled)
             print(
-                f"  one writer, live steps/s:      direct {d:8.0f}  pooler {p:8.0f}  ({p / d:.2f}x)"
+                f"  one writer, live steps/s:      direct {step_d:8.0f}  pooler {step_p:8.0f}  "
+                f"({step_p / step_d:.2f}x)"
             )
             d, p = median_of(lambda url: round_trips_per_second(url, 2000), direct, pooled)
             print(
                 f"  bare round trips/s:            direct {d:8.0f}  pooler {p:8.0f}  ({p / d:.2f}x)"
             )
-            emit([Row("pooled / direct, bare round trips/s", p / d)])
+            # A step sends at least one statement: the pooler adds at least one hop's cost to it.
+            step = 1 / step_d
+            ceiling = step / (step + max(0.0, 1 / p - 1 / d))
+            print(
+                f"  bound: a direct step plus one pooler hop, {ceiling:.2f}x; the steps reach "
+                f"{step_p / step_d / ceiling:.2f} of it"
+            )
+            emit(
+                [
+                    Row(
+                        "pooled / direct, one writer's live steps/s",
+                        step_p / step_d,
+                        ceiling,
+                        "",
+                        "bound",
+                    ),
+                    Row("pooled / direct, bare round trips/s", p / d),
+                ]
+            )
             d, p = median_of(lambda url: open_ms(url, OPENS), direct, pooled)
             print(
                 f"  Journal(url) open, ms:         direct {d:8.1f}  pooler {p:8.1f}  ({p / d:.2f}x)"
