@@ -25,8 +25,8 @@ only a prefix an earlier request sent (and wrote: at least the minimum), and pay
 what a later request reads again; every other token is plain input. Each token's cheapest way
 through the run is that one (written when first sent if it is ever sent again, read after); in a
 chat, where each request extends the one before, two markers a request (where the read ends,
-where the write ends) reach it. ``cache="auto"``'s cost over ``"off"``'s is printed against that bound's over ``"off"``'s:
-how much of the saving any policy could have made ``auto`` makes.
+where the write ends) reach it. ``cache="auto"``'s cost over ``"off"``'s is printed against the
+bound's over ``"off"``'s: how much of the saving any placement could make ``auto`` makes.
 
 Run: ``python benchmarks/bench_cache.py`` (a few seconds).
 """
