@@ -25,7 +25,7 @@ from loom_nb.content import (
 )
 from loom_nb.errors import ConfigurationError, ContentValidationError
 from loom_nb.render._html import STYLE, esc
-from loom_nb.render._resolve import ContentReader, Viewer
+from loom_nb.render._resolve import ContentReader, Viewer, check_viewer
 from loom_nb.render._source import Transcript, transcript_of
 from loom_nb.render._static import anchored, html_of_message, html_of_view
 from loom_nb.render._view import (
@@ -54,7 +54,7 @@ def render_part(
     part: Part, *, store: ContentReader | None = None, principal: Viewer | None = None
 ) -> str:
     """One part as HTML: text escaped, media re-encoded or marked unavailable, untrusted boxed."""
-    _check_viewer(store, principal, "render_part()")
+    check_viewer(store, principal, "render_part()")
     check_type(part, _PART_TYPES, name="part", where="render_part()", error=ContentValidationError)
     return html_of_view(part_view(part, RenderContext(store=store, principal=principal)))
 
@@ -68,7 +68,7 @@ def render_message(
     context: RenderContext | None = None,
 ) -> str:
     """One message as a card headed by its role and position (``index`` counts from 0)."""
-    _check_viewer(store, principal, "render_message()")
+    check_viewer(store, principal, "render_message()")
     message = _as_message(message)
     check_type(
         message, Message, name="message", where="render_message()", error=ContentValidationError
@@ -168,7 +168,7 @@ def render_transcript(
     saved outputs, so notebook output goes without). ``header`` replaces the line above the
     transcript (default: its message count and tools).
     """
-    _check_viewer(store, principal, "render_transcript()")
+    check_viewer(store, principal, "render_transcript()")
     transcript = transcript_of(messages_or_request)
     ctx = RenderContext(
         store=store, principal=principal, full_images=full_images, pdf_pages=pdf_pages
@@ -226,7 +226,7 @@ def to_html(
     Content-Security-Policy that forbids every script. ``header`` is the line above the
     transcript (default: its message count and tools).
     """
-    _check_viewer(store, principal, "to_html()")
+    check_viewer(store, principal, "to_html()")
     check_type(path, (str, os.PathLike), name="path", where="to_html()", error=ConfigurationError)
     check_type(title, str, name="title", where="to_html()", error=ConfigurationError)
     body = render_transcript(
@@ -257,21 +257,3 @@ _PART_TYPES = (
     ToolResultPart,
     ReasoningPart,
 )
-
-
-def _check_viewer(store: object, principal: object, where: str) -> None:
-    """Refuse a store without ``get`` / ``tenants`` or a principal without a string ``tenant``."""
-    if store is not None and not (
-        callable(getattr(store, "get", None)) and callable(getattr(store, "tenants", None))
-    ):
-        raise ConfigurationError(
-            f"{where}: store must be a content store (get and tenants), not {type(store).__name__}.",
-            code="invalid_argument",
-            argument="store",
-        )
-    if principal is not None and not isinstance(getattr(principal, "tenant", None), str):
-        raise ConfigurationError(
-            f"{where}: principal must have a tenant (loom_nb.Principal), not {type(principal).__name__}.",
-            code="invalid_argument",
-            argument="principal",
-        )

@@ -25,7 +25,12 @@ from dataclasses import dataclass
 from typing import IO, Protocol
 
 from loom_nb.content import DataSource, MediaSource, RefSource
-from loom_nb.errors import ContentAccessDeniedError, ContentNotFoundError, LoomError
+from loom_nb.errors import (
+    ConfigurationError,
+    ContentAccessDeniedError,
+    ContentNotFoundError,
+    LoomError,
+)
 
 __all__ = [
     "MAX_RENDER_BYTES",
@@ -34,6 +39,7 @@ __all__ = [
     "OpenedMedia",
     "Unavailable",
     "Viewer",
+    "check_viewer",
     "fetch_bytes",
     "open_media",
 ]
@@ -64,6 +70,29 @@ class Viewer(Protocol):
     def tenant(self) -> str:
         """The viewer's tenant."""
         ...
+
+
+def check_viewer(store: object, principal: object, where: str) -> None:
+    """Refuse (``invalid_argument``) a store without ``get`` / ``tenants`` or a principal without
+    a string ``tenant``, naming ``where`` (the renderer's entry point, or ``RenderContext``)."""
+    if store is not None and not (
+        callable(getattr(store, "get", None)) and callable(getattr(store, "tenants", None))
+    ):
+        raise ConfigurationError(
+            f"{where}: store must be a content store (get and tenants), not "
+            f"{type(store).__name__}; pass loom_nb.LocalContentStore(path) or "
+            "loom_nb.open_store(url), or None to show every ref as unavailable.",
+            code="invalid_argument",
+            argument="store",
+        )
+    if principal is not None and not isinstance(getattr(principal, "tenant", None), str):
+        raise ConfigurationError(
+            f"{where}: principal must have a tenant (loom_nb.Principal), not "
+            f"{type(principal).__name__}; pass loom_nb.Principal(tenant=...), or None to show "
+            "every ref as unavailable.",
+            code="invalid_argument",
+            argument="principal",
+        )
 
 
 @dataclass(frozen=True)

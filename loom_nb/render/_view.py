@@ -49,7 +49,13 @@ from loom_nb.render._media import (
     image_png,
     pdf_view,
 )
-from loom_nb.render._resolve import ContentReader, Unavailable, Viewer, fetch_bytes
+from loom_nb.render._resolve import (
+    ContentReader,
+    Unavailable,
+    Viewer,
+    check_viewer,
+    fetch_bytes,
+)
 from loom_nb.taint import Untrusted, contains_untrusted
 
 __all__ = [
@@ -97,6 +103,12 @@ class RenderContext:
     media: dict[str, ImagePart | AudioPart | FilePart] = field(default_factory=dict)
     """view key -> media part, for the widget's on-demand full-size requests."""
     _cache: dict[tuple[str, str, str], View] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Every view a widget makes goes through here: a store or a viewer the renderer could
+        # not use is refused before anything is read (the render functions check it first too,
+        # naming themselves).
+        check_viewer(self.store, self.principal, "a view")
 
     def learn_tools(self, messages: list[Message]) -> None:
         """Record the id -> name of every tool_use in ``messages`` (for result labels)."""

@@ -22,7 +22,7 @@ from loom_nb.content import (
     ToolResultPart,
     ToolUsePart,
 )
-from loom_nb.errors import ContentValidationError
+from loom_nb.errors import ConfigurationError, ContentValidationError
 from loom_nb.render import AUDIO_TYPES
 from loom_nb.render._resolve import NOT_AVAILABLE
 from loom_nb.store import LocalContentStore, Principal
@@ -308,3 +308,23 @@ def test_tool_result_without_call_keeps_its_id() -> None:
     item = view.messages[0]["items"][0]
     assert item["tool_use_id"] == "zz"
     assert item["tool_name"] is None
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [
+        ("store", ImagePart(media_type="image/png", source=DataSource(data="aGk="))),
+        ("store", "/tmp/store"),
+        ("principal", 3),
+        ("principal", {"tenant": "acme"}),
+    ],
+)
+def test_a_store_or_principal_the_view_cannot_use_is_refused_with_the_remedy(
+    argument: str, value: Any
+) -> None:
+    # A view made with one would fail later, on the first ref it showed, with an AttributeError.
+    with pytest.raises(ConfigurationError, match=f"{argument} must") as refused:
+        TranscriptView([Message(role="user", content="hi")], **{argument: value})
+    assert refused.value.code == "invalid_argument"
+    assert refused.value.details["argument"] == argument
+    assert "loom_nb." in str(refused.value)  # names what to pass instead
