@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = ROOT / "benchmarks"
+from tests.benchmark_modules import BENCHMARKS, benchmark_module
+
+ROOT = BENCHMARKS.parent
 
 
 @pytest.fixture(scope="module")
 def run_all() -> Iterator[ModuleType]:
     """benchmarks/run_all.py imported as the benchmarks import it (their folder on sys.path)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        yield importlib.import_module("run_all")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    with benchmark_module("run_all") as module:
+        yield module
 
 
 def names() -> list[str]:

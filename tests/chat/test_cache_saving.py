@@ -7,8 +7,6 @@ not timed, so they are the same on every machine.
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -18,18 +16,14 @@ import pytest
 
 from loom_nb.content import Usage
 from loom_nb.settings import PromptCache
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmark_modules import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
     """benchmarks/bench_cache.py, imported as the benchmarks import it (their folder on sys.path)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        yield importlib.import_module("bench_cache")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    with benchmark_module("bench_cache") as module:
+        yield module
 
 
 def test_the_bound_reads_what_was_sent_before_and_writes_what_is_sent_again(
