@@ -6,7 +6,10 @@ S3-compatible server at ``upstream``, unless ``rule(method, path)`` names a faul
 - ``"hang"``: the request is read and never answered (the connection stays open), as a server
   that accepted and then stalls;
 - ``"cut"``: half of the request's body is read, then the connection is reset, as an upload cut
-  off by the network.
+  off by the network;
+- ``"truncate"``: the request is forwarded, and its answer's headers (with the full
+  ``Content-Length``) and half of its body are sent before the connection is reset, as a download
+  cut off by the network.
 
 ``HangingServer`` is a socket that accepts connections and never answers anything. Both are for
 ``with`` blocks, and let hung requests go when they end.
@@ -24,7 +27,7 @@ from typing import Any, Literal
 
 import httpx
 
-Fault = Literal["hang", "cut"] | None
+Fault = Literal["hang", "cut", "truncate"] | None
 Rule = Callable[[str, str], Fault]
 
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
@@ -79,7 +82,7 @@ def _handler(endpoint: FaultyEndpoint) -> type[BaseHTTPRequestHandler]:
 
         def _any(self) -> None:
             fault = endpoint.rule(self.command, self.path)
-            if fault is not None:
+            if fault is not None and fault != "truncate":
                 endpoint.faults.append((fault, self.command, self.path))
                 self.close_connection = True
                 if fault == "hang":
@@ -109,6 +112,15 @@ def _handler(endpoint: FaultyEndpoint) -> type[BaseHTTPRequestHandler]:
                 return
             self.send_header("Content-Length", str(len(answer.content)))
             self.end_headers()
+            if fault == "truncate":
+                endpoint.faults.append((fault, self.command, self.path))
+                self.close_connection = True
+                self.wfile.write(answer.content[: len(answer.content) // 2])
+                self.wfile.flush()
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                return
             self.wfile.write(answer.content)
 
         do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _any

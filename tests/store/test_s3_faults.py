@@ -176,6 +176,32 @@ def test_a_blob_download_that_hangs_times_out(s3_any: StoreBackend) -> None:
         assert store.has(ref.address)  # HEAD and LIST still answer
 
 
+@pytest.mark.parametrize("read", ["get", "open"])
+def test_a_blob_download_cut_off_mid_body_is_a_store_error_and_the_blob_stays(
+    s3_any: StoreBackend, read: str
+) -> None:
+    """The server sends the headers and half of the blob, then resets the connection: the read
+    ends in StoreError store_unavailable naming the store (never short bytes, never a client
+    exception), and the sound blob is not mistaken for a corrupted one (not moved aside)."""
+    data = bytes(range(256)) * 4096  # 1 MiB
+    ref = s3_any.open().put(data, "alice")
+    upstream = s3_any._endpoint
+    assert upstream is not None
+    rule: Rule = lambda method, path: "truncate" if method == "GET" and "/blobs/" in path else None  # noqa: E731
+    with FaultyEndpoint(upstream, rule) as endpoint:
+        store = _through(s3_any, endpoint, timeout=5.0, max_retries=0)
+        reads = {
+            "get": lambda: store.get(ref.address),
+            "open": lambda: store.open(ref.address, tenant="alice").read(),
+        }
+        with pytest.raises(StoreError) as info:
+            reads[read]()
+        assert endpoint.faults, "the fault was applied"
+    assert info.value.code == "store_unavailable"
+    assert store.url in info.value.message
+    assert s3_any.open().get(ref.address) == data  # still in place, still sound
+
+
 def test_timeout_is_validated() -> None:
     """timeout is a positive number of seconds; anything else is a ConfigurationError."""
     for bad in (0, -1, True, "10", float("nan"), float("inf")):
