@@ -28,8 +28,8 @@ wrote its marker before the second listing (and the blob is restored) or after i
 finds the blob gone and uploads it). Together with ``purge(older_than=...)`` refusing a blob put
 within the grace period, a sweep never takes bytes from under a put. A reader between the move
 and the restore sees the blob as absent for a moment, never wrong bytes: every read re-hashes
-(``get`` the whole body before returning it; ``open`` streams it through a ``BlobReader``, which raises from the
-read that would complete a damaged blob).
+(``get`` hashes the whole body before returning it; ``open`` streams it through a
+``BlobReader``, which raises from the read that would complete a damaged blob).
 
 The pieces: ``_s3_client`` is the bucket through obstore (configuration, errors), ``_s3_index``
 the tenant markers (and the interface the PostgreSQL index, ``_pg_index``, fills too), and
