@@ -204,6 +204,13 @@ def split_price(usage: Usage) -> Decimal:
     return calc_price(counted, MODEL, provider_id="anthropic").total_price
 
 
+def hindsight_bound(server: CachingServer) -> tuple[list[Usage], Decimal]:
+    """The usages and total cost of ``server``'s requests under the best marker placement (the
+    bound): ``hindsight_usage`` of what it was sent, each usage priced by ``split_price``."""
+    best = hindsight_usage(server.prompts, server.outputs)
+    return best, sum((split_price(usage) for usage in best), Decimal(0))
+
+
 def flat_price(usage: Usage) -> Decimal:
     """The cost with every input token at the full input rate (before the split was priced)."""
     counted = PriceUsage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
@@ -263,8 +270,7 @@ async def main() -> None:
             costs[mode] = cost
             print(row(f'cache="{mode}"', usage, cost))
     # The "off" run's requests carry no markers: the same blocks "auto" sent, priced at best.
-    best = hindsight_usage(server.prompts, server.outputs)
-    bound = sum((split_price(usage) for usage in best), Decimal(0))
+    best, bound = hindsight_bound(server)
     print(row("bound (hindsight)", sum(best, Usage()), bound))
     auto, off = costs["auto"], costs["off"]
     if auto and off:
