@@ -34,10 +34,11 @@ the answer (priced at the batch rate: ``provider_data["batch_id"]``), or the ite
 (``batch_item_errored`` / ``_expired`` / ``_canceled`` / ``_missing``, or the structured-output
 error). Then the batch execution completes.
 
-The body of each item is what a live call would send, built by running the same effect against
-a scratch in-memory journal with a provider stand-in that takes the final request (guarded,
-capability-checked, media resolved for the plan's tenant, settings and prompt caching applied)
-and asks the real provider for its ``wire_body``. ``limits=`` are checked per item there, before
+The body of each item is what a live call would send, built by running the same effect on a
+stand-in of the item's execution that journals nothing (its id and the plan's principal), with a
+provider stand-in that takes the final request (guarded, capability-checked, media resolved for
+the plan's tenant, settings and prompt caching applied) and asks the real provider for its
+``wire_body``. ``limits=`` are checked per item there, before
 anything is submitted: each item counts as a request (``max_requests`` bounds how many go; the
 rest fail with ``budget_exceeded`` and run on a later call with a higher limit), while cost and
 token limits compare with what was spent before the batch (its cost is known when it ends; once
@@ -50,20 +51,21 @@ import asyncio
 import contextvars
 import copy
 import hashlib
+import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel
 
-from loom_nb.chat._map_item import item_effect, run_item
+from loom_nb.chat._map_item import item_effect, run_item, step_id_of
 from loom_nb.chat._map_plan import principal_of
 from loom_nb.content import LlmRequest, LlmResponse
 from loom_nb.errors import BudgetExceededError, LoomError, ProviderError
-from loom_nb.journal import Journal
 from loom_nb.providers._batch import BatchApi, BatchItem, BatchState
 from loom_nb.providers.batches import batch_api
 from loom_nb.settings import ModelSettings
+from loom_nb.store import Principal
 
 if TYPE_CHECKING:
     from loom_nb.chat._map import MapRun
@@ -147,6 +149,26 @@ class _Stand:
 
 class _Collected(Exception):
     """Raised by the collecting stand-in once it holds an item's body."""
+
+
+class _Unjournaled:
+    """An item's execution as the collecting effect sees it: the item's id and the plan's
+    principal (media is resolved for that tenant, as on the live path), and steps that run with
+    nothing journaled (``LlmEffect`` hands a stand-in the plain ``execute`` contract). The same
+    effect then guards, checks capabilities, resolves media, applies the settings and the
+    budget, and gives the stand-in provider the request a live call would send; only the body
+    is kept, and the item's real step is journaled when its result comes (``_settle``)."""
+
+    __slots__ = ("execution_id", "principal")
+
+    def __init__(self, execution_id: str, principal: Principal) -> None:
+        self.execution_id = execution_id
+        self.principal = principal
+
+    async def execute(self, step_id: str, fn: Callable[[Any], Any], input: Any) -> Any:
+        """Run ``fn(input)`` (awaited when it returns an awaitable) and journal nothing."""
+        result = fn(input)
+        return await result if inspect.isawaitable(result) else result
 
 
 class _BatchMap:
@@ -313,11 +335,11 @@ class _BatchMap:
         progress.limit = sum(s.counts.total for s in states)
         progress.update(force=True)
 
-    # -- bodies: the live path, against a scratch journal -----------------------------------
+    # -- bodies: the live path, with nothing journaled ----------------------------------------
 
     async def _collect(self, indices: Sequence[int]) -> None:
         provider = self.run.chat.provider
-        scratch = Journal(":memory:")
+        principal = principal_of(self.plan)
         # The limits see each submitted item as a request (max_requests bounds the batch); a copy,
         # so the real budget counts the answers once, when they come.
         budget = copy.deepcopy(self.run.budget)
@@ -331,20 +353,18 @@ class _BatchMap:
         effect = item_effect(
             self.plan, _Stand(provider, take), store=self.run.chat._store, budget=budget
         )
-        try:
-            for index in indices:
-                token = _ITEM.set(index)
-                try:
-                    await run_item(self.plan, index, journal=scratch, effect=effect)
-                except _Collected:
-                    if budget is not None:
-                        budget.record(LlmResponse())
-                except BudgetExceededError as exc:
-                    self.refused[index] = exc
-                finally:
-                    _ITEM.reset(token)
-        finally:
-            scratch.close()
+        for index in indices:
+            token = _ITEM.set(index)
+            try:
+                item = _Unjournaled(self.plan.item_id(index), principal)
+                await effect(cast("Execution", item), step_id_of(index), self.plan.request(index))
+            except _Collected:
+                if budget is not None:
+                    budget.record(LlmResponse())
+            except BudgetExceededError as exc:
+                self.refused[index] = exc
+            finally:
+                _ITEM.reset(token)
 
     # -- results: each item's journaled model step --------------------------------------------
 

@@ -451,3 +451,69 @@ async def test_an_unanswered_anthropic_submit_is_not_sent_again_until_asked(
     result = await chat.map(WORDS, mode="batch", retry_failed=True)
     assert len(fake.submits) == 2
     assert result.errors == {}
+
+
+async def test_a_batch_items_stored_media_is_resolved_for_the_chats_tenant_as_live(
+    tmp_path: Path, sleeps: Sleeps
+) -> None:
+    """An item's image by ref is resolved from the store for the chat's tenant when its body is
+    built (nothing is journaled for that): the submitted bodies are the live map's, the image's
+    bytes included; a ref the tenant did not store is refused before anything is submitted."""
+    import base64
+    import io
+
+    import httpx
+    from PIL import Image
+
+    from loom_nb import LocalContentStore
+    from loom_nb.content import ImagePart, RefSource
+    from loom_nb.errors import UnresolvedContentError
+    from tests.providers.batch_fake import fixture
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (3, 2), (200, 30, 90)).save(buffer, format="PNG")
+    png = buffer.getvalue()
+    store = LocalContentStore(tmp_path / "store")
+    image = ImagePart(media_type="image/png", source=RefSource(ref=store.put(png, "team-a")))
+    inputs: list[object] = [("Describe it.", image), "plain"]
+    fake = AnthropicBatches()
+    chat = Chat(
+        _anthropic(fake), journal=_journal(tmp_path), id="media", store=store, tenant="team-a"
+    )
+    result = await chat.map(inputs, mode="batch")
+    assert result.errors == {}
+    (submitted,) = fake.submits
+    params = [request["params"] for request in submitted["requests"]]
+    blocks = params[0]["messages"][-1]["content"]
+    assert [b["source"]["data"] for b in blocks if b["type"] == "image"] == [
+        base64.b64encode(png).decode()
+    ]
+
+    live: list[dict[str, object]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        live.append(json.loads(request.content))
+        return httpx.Response(200, json=fixture("anthropic/results.jsonl")[0]["result"]["message"])
+
+    provider = AnthropicProvider(
+        "claude-sonnet-4-5",
+        api_key="sk-ant-test-key-123",
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(answer)),
+    )
+    twin = Chat(
+        provider,
+        journal=Journal(str(tmp_path / "live.sqlite")),
+        id="media",
+        store=store,
+        tenant="team-a",
+    )
+    await twin.map(inputs, concurrency=1)
+    assert params == live
+
+    foreign = ImagePart(media_type="image/png", source=RefSource(ref=store.put(png[:-1], "team-b")))
+    other = Chat(
+        _anthropic(fake), journal=_journal(tmp_path), id="foreign", store=store, tenant="team-a"
+    )
+    with pytest.raises(UnresolvedContentError, match="content_access_denied"):
+        await other.map([("Describe it.", foreign)], mode="batch")
+    assert len(fake.submits) == 1
