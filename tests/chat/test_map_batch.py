@@ -101,33 +101,37 @@ async def test_anthropic_batch_map_end_to_end(tmp_path: Path, sleeps: Sleeps) ->
     assert chat.history == []
 
 
-async def _live_bodies(tmp_path: Path, words: list[str]) -> list[dict[str, object]]:
-    """The bodies the same map sends live (same chat id and system, another journal)."""
+async def _live_bodies(
+    tmp_path: Path,
+    inputs: list[object],
+    *,
+    chat_id: str = "b1",
+    system: str | None = "Answer in one word.",
+    store: object = None,
+    tenant: str = "notebook",
+) -> list[dict[str, object]]:
+    """The bodies the same map sends live (same chat id, system, store and tenant; another
+    journal), in input order (one call at a time)."""
     import json
 
     import httpx
 
     from tests.providers.batch_fake import fixture
 
-    bodies: dict[str, dict[str, object]] = {}
+    bodies: list[dict[str, object]] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        bodies[
-            body["messages"][-1]["content"][-1]["text"]
-            if isinstance(body["messages"][-1]["content"], list)
-            else body["messages"][-1]["content"]
-        ] = body
+        bodies.append(json.loads(request.content))
         return httpx.Response(200, json=fixture("anthropic/results.jsonl")[0]["result"]["message"])
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
     provider = AnthropicProvider(
         "claude-sonnet-4-5", api_key="sk-ant-test-key-123", http_client=client
     )
-    journal = Journal(str(tmp_path / "live.sqlite"))
-    chat = Chat(provider, journal=journal, id="b1", system="Answer in one word.")
-    await chat.map(words, concurrency=1)
-    return [bodies[w] for w in words]
+    journal = Journal(str(tmp_path / f"live-{chat_id}.sqlite"))
+    chat = Chat(provider, journal=journal, id=chat_id, system=system, store=store, tenant=tenant)
+    await chat.map(inputs, concurrency=1)
+    return bodies
 
 
 async def test_a_finished_batch_map_is_served_from_the_journal(
@@ -462,13 +466,11 @@ async def test_a_batch_items_stored_media_is_resolved_for_the_chats_tenant_as_li
     import base64
     import io
 
-    import httpx
     from PIL import Image
 
     from loom_nb import LocalContentStore
     from loom_nb.content import ImagePart, RefSource
     from loom_nb.errors import UnresolvedContentError
-    from tests.providers.batch_fake import fixture
 
     buffer = io.BytesIO()
     Image.new("RGB", (3, 2), (200, 30, 90)).save(buffer, format="PNG")
@@ -489,25 +491,9 @@ async def test_a_batch_items_stored_media_is_resolved_for_the_chats_tenant_as_li
         base64.b64encode(png).decode()
     ]
 
-    live: list[dict[str, object]] = []
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        live.append(json.loads(request.content))
-        return httpx.Response(200, json=fixture("anthropic/results.jsonl")[0]["result"]["message"])
-
-    provider = AnthropicProvider(
-        "claude-sonnet-4-5",
-        api_key="sk-ant-test-key-123",
-        http_client=httpx.AsyncClient(transport=httpx.MockTransport(answer)),
+    live = await _live_bodies(
+        tmp_path, inputs, chat_id="media", system=None, store=store, tenant="team-a"
     )
-    twin = Chat(
-        provider,
-        journal=Journal(str(tmp_path / "live.sqlite")),
-        id="media",
-        store=store,
-        tenant="team-a",
-    )
-    await twin.map(inputs, concurrency=1)
     assert params == live
 
     foreign = ImagePart(media_type="image/png", source=RefSource(ref=store.put(png[:-1], "team-b")))
