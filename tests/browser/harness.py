@@ -254,15 +254,27 @@ def current_panel(page: Any) -> Any:
     return page.locator("[data-loom-current='1']")
 
 
-def close_notebook(page: Any) -> None:
-    """Close the current notebook and shut its kernel down (clicking through the dialogs)."""
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:close-and-shutdown'); }")
-    for _ in range(2):
-        button = page.locator(".jp-Dialog button.jp-mod-warn")
-        try:
-            button.first.click(timeout=3000)
-        except Exception:
-            break
+def close_notebook(page: Any, *, timeout_ms: int = 30_000) -> None:
+    """Close the current notebook and shut its kernel down: confirm JupyterLab's one dialog ("Shut
+    down the notebook?"), then wait until the kernel is shut down and the panel disposed.
+
+    Nothing happens when no notebook is current. (It waited for a second dialog before, which
+    ``notebook:close-and-shutdown`` never shows: three idle seconds per notebook closed.)
+    """
+    open_ = page.evaluate(
+        """() => {
+            const app = window.jupyterapp;
+            const w = app && app.shell.currentWidget;
+            if (!w || !w.sessionContext) return false;
+            window.loomClosing = w;
+            app.commands.execute('notebook:close-and-shutdown');
+            return true;
+        }"""
+    )
+    if not open_:
+        return
+    page.locator(".jp-Dialog button.jp-mod-warn").first.click(timeout=timeout_ms)
+    page.wait_for_function("() => window.loomClosing.isDisposed", timeout=timeout_ms)
 
 
 def run_notebook(page: Any, server: JupyterServer, name: str, cells: list[str]) -> Any:

@@ -183,34 +183,43 @@ def test_contrast_in_light_and_dark_themes(
     ]
     saved.cells = [cell]
     nbformat.write(saved, jupyter_server.root_dir / "saved-theme.ipynb")
+    themes = ("JupyterLab Light", "JupyterLab Dark")
     try:
-        for theme in ("JupyterLab Light", "JupyterLab Dark"):
-            slug = "dark" if "Dark" in theme else "light"
-            panel = run_notebook(page, jupyter_server, "theme.ipynb", [REPO_ON_PATH, CELL])
+        # The notebook runs once (in the light theme) and each theme is then switched to, as a
+        # user does with outputs on screen: what is drawn must follow the theme without a re-run.
+        panel = run_notebook(page, jupyter_server, "theme.ipynb", [REPO_ON_PATH, CELL])
+        widget = panel.locator(".loom-tv")
+        widget.wait_for(timeout=30_000)
+        live = panel.locator(".loom-transcript").first
+        live.wait_for(timeout=30_000)
+        for theme in themes:
             _set_theme(page, theme)
-            widget = panel.locator(".loom-tv")
-            widget.wait_for(timeout=30_000)
-            live = panel.locator(".loom-transcript").first
-            live.wait_for(timeout=30_000)
             _assert_readable("widget", theme, _contrasts(widget))
             _assert_readable("live static HTML", theme, _contrasts(live))
             widget.scroll_into_view_if_needed()
-            page.screenshot(path=str(SCREENSHOTS / f"theme-{slug}-live.png"), full_page=True)
-            close_notebook(page)
+            page.screenshot(path=str(SCREENSHOTS / f"theme-{_slug(theme)}-live.png"), full_page=True)
+        close_notebook(page)
 
-            saved_page = _fresh_page(page, jupyter_server, "saved-theme.ipynb")
+        saved_page = _fresh_page(page, jupyter_server, "saved-theme.ipynb")
+        panel = current_panel(saved_page)
+        untrusted = panel.locator(".loom-transcript").first
+        untrusted.wait_for(timeout=30_000)
+        # The sanitizer ran: the saved output lost its var() colours but kept its structure.
+        assert panel.locator(".jp-OutputArea-output .loom-md strong").count() >= 1
+        for theme in themes:
             _set_theme(saved_page, theme)
-            panel = current_panel(saved_page)
-            untrusted = panel.locator(".loom-transcript").first
-            untrusted.wait_for(timeout=30_000)
-            # The sanitizer ran: the saved output lost its var() colours but kept its structure.
-            assert panel.locator(".jp-OutputArea-output .loom-md strong").count() >= 1
             _assert_readable("saved (untrusted) HTML", theme, _contrasts(untrusted))
-            saved_page.screenshot(path=str(SCREENSHOTS / f"theme-{slug}-saved.png"), full_page=True)
-            close_notebook(saved_page)
-            saved_page.close()
+            saved_page.screenshot(
+                path=str(SCREENSHOTS / f"theme-{_slug(theme)}-saved.png"), full_page=True
+            )
+        close_notebook(saved_page)
+        saved_page.close()
     finally:
         _set_theme(page, "JupyterLab Light")
+
+
+def _slug(theme: str) -> str:
+    return "dark" if "Dark" in theme else "light"
 
 
 def test_markdown_in_widget_and_copy_button(

@@ -49,19 +49,20 @@ def test_prompt_pad_and_stepper_keep_contrast_in_both_themes(
     """Every labelled text of the pad (with a refusal shown) and the stepper is >= 4.5:1 in light and dark."""
     page = browser_page
     try:
+        # One run, then each theme switched to with the widgets on screen (no re-run needed).
+        panel = run_notebook(page, jupyter_server, "theme-widgets.ipynb", [REPO_ON_PATH, CELL])
+        panel.locator(".loom-pp .loom-pp-error").wait_for(timeout=30_000)
+        panel.locator(".loom-stepper .loom-step-facts").wait_for(timeout=30_000)
         for theme in ("JupyterLab Light", "JupyterLab Dark"):
-            slug = "dark" if "Dark" in theme else "light"
-            panel = run_notebook(page, jupyter_server, "theme-widgets.ipynb", [REPO_ON_PATH, CELL])
             _set_theme(page, theme)
-            panel.locator(".loom-pp .loom-pp-error").wait_for(timeout=30_000)
-            panel.locator(".loom-stepper .loom-step-facts").wait_for(timeout=30_000)
             for label, selector in TARGETS.items():
                 nodes = [n for n in panel.locator(selector).all() if n.is_visible()]
                 assert nodes, f"{theme}: no {label} rendered ({selector})"
                 for node in nodes:
                     result = node.evaluate(CONTRAST)
                     assert result["ratio"] >= 4.5, f"{theme}: {label} {result}"
+            slug = "dark" if "Dark" in theme else "light"
             page.screenshot(path=str(SCREENSHOTS / f"theme-{slug}-pad-stepper.png"), full_page=True)
-            close_notebook(page)
+        close_notebook(page)
     finally:
         _set_theme(page, "JupyterLab Light")
