@@ -106,7 +106,9 @@ def give_back(journal: Journal, execution_id: str) -> bool:
 
 def step_durations(journal: Journal, execution_ids: Sequence[str]) -> dict[str, float]:
     """Seconds from the start of each execution's step at position 0 to its end (completed or
-    failed), by the journal's clock; a step started again is timed from its latest start.
+    failed), by the journal's clock (the wall clock kept steady within a process, so a clock
+    stepped by under a second while the step ran does not change it: ``_sql.stamp_ns``); a step
+    started again is timed from its latest start.
 
     Reads only the events' kinds and times (no payloads), in the same chunks as
     ``step_outcomes``: a map's latencies cost a few small queries, and only when asked for.

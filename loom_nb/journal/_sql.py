@@ -28,6 +28,7 @@ __all__ = [
     "UNPIN",
     "Row",
     "now_iso",
+    "stamp_ns",
 ]
 
 Row = tuple[int, str, str, str | None, int | None, str, str]
@@ -89,17 +90,43 @@ execution's) reads the execution's events and keeps the later ones."""
 def now_iso() -> str:
     """The current UTC time as ISO 8601 with microseconds (how ``created`` is stored).
 
-    The same text as ``datetime.now(UTC).isoformat(timespec="microseconds")``; the date and
-    time of day are formatted once per second (every journaled row asks for one).
+    The same text as ``datetime.now(UTC).isoformat(timespec="microseconds")`` of ``stamp_ns()``
+    (the wall clock, kept steady within the process); the date and time of day are formatted
+    once per second (every journaled row asks for one).
     """
     global _second
-    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+    seconds, nanos = divmod(stamp_ns(), 1_000_000_000)
     second = _second
     if second[0] != seconds:
         stamp = datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
         second = _second = (seconds, stamp[:-6])  # without its "+00:00"
     return f"{second[1]}.{nanos // 1000:06d}+00:00"
 
+
+RESYNC_NS = 1_000_000_000
+"""How far (1 s) the wall clock may move from the steady clock before stamps follow it again."""
+
+
+def stamp_ns() -> int:
+    """Now, in nanoseconds since the epoch: the wall clock, as a steady clock keeps it.
+
+    Stamps advance with ``time.monotonic_ns``, from the wall time of the first stamp, so the
+    time between two of them is what elapsed: a clock stepped back or forth by less than a second
+    (a virtual machine's clock resynchronized, NTP stepping it) does not make a step's journaled
+    duration short, long or negative. When the wall clock and the stamps are more than
+    ``RESYNC_NS`` apart (the clock was set, the machine slept), stamps follow the wall clock again.
+    """
+    global _offset
+    wall = time.time_ns()
+    steady = time.monotonic_ns()
+    offset = _offset
+    if offset is None or abs(wall - steady - offset) > RESYNC_NS:
+        _offset = offset = wall - steady
+    return steady + offset
+
+
+_offset: int | None = None
+"""Wall minus steady clock, in nanoseconds, when stamps last followed the wall clock."""
 
 _second: tuple[int, str] = (-1, "")
 """The last second ``now_iso`` formatted, and its text up to the seconds."""

@@ -197,7 +197,9 @@ def test_contrast_in_light_and_dark_themes(
             _assert_readable("widget", theme, _contrasts(widget))
             _assert_readable("live static HTML", theme, _contrasts(live))
             widget.scroll_into_view_if_needed()
-            page.screenshot(path=str(SCREENSHOTS / f"theme-{_slug(theme)}-live.png"), full_page=True)
+            page.screenshot(
+                path=str(SCREENSHOTS / f"theme-{_slug(theme)}-live.png"), full_page=True
+            )
         close_notebook(page)
 
         saved_page = _fresh_page(page, jupyter_server, "saved-theme.ipynb")

@@ -3,6 +3,7 @@ item ran now or was served from the journal; ``step_durations`` reads them in a 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime
 from decimal import Decimal
@@ -34,8 +35,8 @@ async def test_latencies_are_the_journaled_step_durations() -> None:
     result = await Chat(Echo(delay=0.05, fail={"b"}), journal=journal).map(
         ["a", "b", "c"], progress=False
     )
-    # The journal's clock is the wall clock: when the machine's clock was set back (or slewed)
-    # while the map ran, a step's journaled duration is short by as much. That is the only slack.
+    # The journal's clock is the wall clock kept steady (``_sql.stamp_ns``): only a clock set back
+    # by more than a second while the map ran makes a step's duration short. That is the only slack.
     set_back = max(0.0, (time.monotonic() - steady) - (time.time() - wall))
     assert result.latencies[1] is None
     for index in (0, 2):
@@ -55,6 +56,24 @@ async def test_latencies_are_the_journaled_step_durations() -> None:
         "error",
     ]
     assert table["latency_s"].tolist()[0] == result.latencies[0]
+
+
+async def test_a_clock_set_back_while_a_call_runs_leaves_its_latency_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wall clock stepped back 45 ms while an item's 50 ms call ran (a virtual machine's clock
+    resynchronized, as seen on CI): the item's latency is still at least 50 ms, not 5."""
+    real = time.time_ns
+
+    def set_back() -> None:
+        monkeypatch.setattr(time, "time_ns", lambda: real() - 45_000_000)
+
+    asyncio.get_running_loop().call_later(0.01, set_back)  # inside the call, after its start
+    result = await Chat(Echo(delay=0.05), journal=Journal()).map(["a"], progress=False)
+    assert time.time_ns is not real  # the clock was set back while the call ran
+    latency = result.latencies[0]
+    assert latency is not None
+    assert 0.05 <= latency < 1.0
 
 
 async def test_served_items_report_the_same_latency_as_when_they_ran() -> None:
