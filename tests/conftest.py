@@ -7,6 +7,7 @@ import hashlib
 import os
 import signal
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -51,6 +52,21 @@ BROWSER = "tests/browser/"
 time, instead of one of each per worker competing for two cores."""
 
 
+LONG_FIRST = (
+    "tests/test_kernel_parent.py",
+    "tests/agent/test_jsonschema_import.py",
+    "tests/guard/test_lookalikes.py",
+    "tests/guard/test_properties.py",
+    "tests/journal/test_journal_class.py",
+    "tests/journal/test_work_processes.py",
+    "tests/chat/test_map_workers.py",
+    "tests/demo/",
+)
+"""Files whose tests take seconds each (kernels, processes, generated tables): handed out right
+after the shared units, so none of them starts last and leaves the other workers idle meanwhile
+(the order changes how long the run takes, never what it checks)."""
+
+
 def xdist_scope(nodeid: str) -> str:
     """The unit of work of a test under ``--dist loadscope``: the browser folder, its file when
     it is in ``SHARED_WORKER``, else the test alone (so the slow tests spread over the workers)."""
@@ -60,9 +76,17 @@ def xdist_scope(nodeid: str) -> str:
     return path if path.startswith(SHARED_WORKER) else nodeid
 
 
+def long_first(workqueue: OrderedDict[str, Any]) -> None:
+    """Move the units of ``LONG_FIRST`` files to the front of ``workqueue`` (the units not yet
+    handed out), in their order."""
+    for scope in reversed([s for s in workqueue if s.startswith(LONG_FIRST)]):
+        workqueue.move_to_end(scope, last=False)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under ``--dist loadscope`` (the test command's): ``xdist_scope``'s units, the largest first.
+    """Under ``--dist loadscope`` (the test command's): ``xdist_scope``'s units, the largest first,
+    then the tests of ``LONG_FIRST``, then the rest in collection order.
 
     (``xdist_group`` marks with ``--dist loadgroup`` would say the same, but pytest-xdist 3.8 loses
     them on pytest 9.2's structured node ids: pytest-xdist issue 1386.)
@@ -74,6 +98,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class SharedWorkerScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_scope(nodeid)
+
+        def schedule(self) -> None:
+            first = self.collection is None
+            super().schedule()  # the largest units first, two per worker handed out
+            if first:
+                long_first(self.workqueue)
 
     return SharedWorkerScheduling(config, log)
 

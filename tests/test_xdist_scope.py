@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.conftest import xdist_scope
+from collections import OrderedDict
+
+from tests.conftest import long_first, xdist_scope
 
 
 def test_a_notebooks_cells_are_one_unit() -> None:
@@ -32,3 +34,24 @@ def test_every_other_test_is_a_unit_of_its_own() -> None:
     b = "tests/journal/test_journal_lease.py::test_sigkilled_holder_is_taken_over_at_once[sqlite-1]"
     assert xdist_scope(a) == a
     assert xdist_scope(b) == b
+
+
+def test_the_long_files_tests_are_handed_out_before_the_rest() -> None:
+    """Units of the files known to take seconds a test move to the front, in their order; the
+    others keep theirs."""
+    queue = OrderedDict.fromkeys(
+        [
+            "tests/test_content.py::test_a",
+            "tests/guard/test_lookalikes.py::test_x",
+            "tests/test_content.py::test_b",
+            "tests/test_kernel_parent.py::test_y",
+        ],
+        {},
+    )
+    long_first(queue)
+    assert list(queue) == [
+        "tests/guard/test_lookalikes.py::test_x",
+        "tests/test_kernel_parent.py::test_y",
+        "tests/test_content.py::test_a",
+        "tests/test_content.py::test_b",
+    ]
