@@ -59,12 +59,10 @@ def _browser() -> Iterator[Any]:
             browser.close()
 
 
-@pytest.fixture
-def browser_page(_browser: Any) -> Iterator[Any]:
-    """A fresh page; dialogs it opens are recorded in ``page.loom_dialogs`` and dismissed, except
-    JupyterLab's "leave this page?" (beforeunload), which is accepted: dismissing it cancels the
-    test's next navigation (``Page.goto: net::ERR_ABORTED``) whenever the notebook it leaves is
-    still unsaved."""
+@pytest.fixture(scope="module")
+def _lab_page(_browser: Any) -> Iterator[Any]:
+    # One page per module: open_notebook opens each test's notebook in the JupyterLab an earlier
+    # test of the module loaded (a load is some 3.5 CPU-seconds), when that one closed its own.
     context = _browser.new_context(viewport={"width": 1280, "height": 1600})
     page = context.new_page()
     dialogs: list[str] = []
@@ -89,8 +87,23 @@ def browser_page(_browser: Any) -> Iterator[Any]:
         ),
     )
     page.loom_errors = errors
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     try:
         yield page
     finally:
         context.close()
+
+
+@pytest.fixture
+def browser_page(_lab_page: Any) -> Any:
+    """The module's page, for this test: dialogs it opens are recorded in ``page.loom_dialogs``
+    (this test's only) and dismissed, except JupyterLab's "leave this page?" (beforeunload), which
+    is accepted: dismissing it cancels the test's next navigation (``Page.goto: net::ERR_ABORTED``)
+    whenever the notebook it leaves is still unsaved. Permissions an earlier test granted are
+    taken back; a JupyterLab the earlier test left a notebook open in is loaded again
+    (``open_notebook``)."""
+    page = _lab_page
+    page.loom_dialogs.clear()
+    page.loom_errors.clear()
+    page.context.clear_permissions()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return page
