@@ -156,12 +156,13 @@ def open_notebook(page: Any, server: JupyterServer, name: str, *, timeout_ms: in
 
 _LAB_READY = """() => {
     const app = window.jupyterapp;
-    if (!app || !app.shell) return false;
-    // Reused only when no document is left open (a test that failed before closing its notebook
-    // leaves one): the page is then loaded afresh, so no hidden panel of it matches a query.
+    if (!app || !app.shell || document.querySelector('.jp-Dialog')) return false;
+    // Reused only when no document (or dialog) is left open, as a test that failed before closing
+    // its notebook leaves one: the page is then loaded afresh, so no hidden panel of it matches
+    // a query.
     return !Array.from(app.shell.widgets('main')).some((w) => w.context);
 }"""
-"""Whether the page holds a loaded JupyterLab with no document open in it."""
+"""Whether the page holds a loaded JupyterLab with no document or dialog open in it."""
 
 
 def run_all_cells(page: Any, *, timeout_ms: int = 180_000) -> None:
