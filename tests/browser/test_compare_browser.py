@@ -21,7 +21,7 @@ from tests.browser.harness import (
     open_notebook,
     run_notebook,
 )
-from tests.browser.test_theme_markdown_browser import CONTRAST, _set_theme
+from tests.browser.test_theme_markdown_browser import CONTRAST, _set_theme, _slug
 from tests.chat.priced import price
 from tests.fixtures.grids import EXPECTED_TOTALS
 
@@ -166,8 +166,7 @@ def test_live_grid_opens_transcripts_and_runs_nothing(
                 for node in nodes:
                     result = node.evaluate(CONTRAST)
                     assert result["ratio"] >= 4.5, f"{theme}: {label} {result}"
-            slug = "dark" if "Dark" in theme else "light"
-            page.screenshot(path=str(SCREENSHOTS / f"compare-{slug}.png"), full_page=True)
+            page.screenshot(path=str(SCREENSHOTS / f"compare-{_slug(theme)}.png"), full_page=True)
     finally:
         _set_theme(page, "JupyterLab Light")
     close_notebook(page)

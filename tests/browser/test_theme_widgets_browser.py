@@ -8,7 +8,7 @@ import pytest
 
 from tests.browser.conftest import SCREENSHOTS
 from tests.browser.harness import REPO_ON_PATH, JupyterServer, close_notebook, run_notebook
-from tests.browser.test_theme_markdown_browser import CONTRAST, _set_theme
+from tests.browser.test_theme_markdown_browser import CONTRAST, _set_theme, _slug
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -61,8 +61,9 @@ def test_prompt_pad_and_stepper_keep_contrast_in_both_themes(
                 for node in nodes:
                     result = node.evaluate(CONTRAST)
                     assert result["ratio"] >= 4.5, f"{theme}: {label} {result}"
-            slug = "dark" if "Dark" in theme else "light"
-            page.screenshot(path=str(SCREENSHOTS / f"theme-{slug}-pad-stepper.png"), full_page=True)
+            page.screenshot(
+                path=str(SCREENSHOTS / f"theme-{_slug(theme)}-pad-stepper.png"), full_page=True
+            )
         close_notebook(page)
     finally:
         _set_theme(page, "JupyterLab Light")
