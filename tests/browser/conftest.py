@@ -42,10 +42,11 @@ def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jupyter
         server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def _browser() -> Iterator[Any]:
-    # Module scope, not session: Playwright's sync API keeps an event loop running in this thread
-    # while it is open, which would break every async test collected after the browser tests.
+    # Package scope, not session: Playwright's sync API keeps an event loop running in this
+    # thread while it is open, which would break every async test run after the browser tests
+    # (this package's tests run one after another, on one pytest-xdist worker: ``xdist_scope``).
     _require_browser()
     from playwright.sync_api import sync_playwright
 
@@ -59,10 +60,10 @@ def _browser() -> Iterator[Any]:
             browser.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def _lab_page(_browser: Any) -> Iterator[Any]:
-    # One page per module: open_notebook opens each test's notebook in the JupyterLab an earlier
-    # test of the module loaded (a load is some 3.5 CPU-seconds), when that one closed its own.
+    # One page for the browser tests: open_notebook opens each test's notebook in the JupyterLab
+    # an earlier test loaded (a load is some 3.5 CPU-seconds), when that one closed its own.
     context = _browser.new_context(viewport={"width": 1280, "height": 1600})
     page = context.new_page()
     dialogs: list[str] = []
