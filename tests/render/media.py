@@ -19,11 +19,17 @@ def png(size: tuple[int, int] = (320, 200), color: tuple[int, int, int] = (200, 
 
 
 def wav(seconds: float = 0.25, rate: int = 8000) -> bytes:
-    """A mono 16-bit sine WAV."""
-    frames = b"".join(
-        struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * n / rate)))
-        for n in range(int(seconds * rate))
+    """A mono 16-bit 440 Hz sine WAV.
+
+    The sine repeats after ``rate / gcd(440, rate)`` samples (200 at 8 kHz): one period is packed
+    and repeated, so a clip of minutes costs what a few hundred samples do, not a second of CPU.
+    """
+    count = int(seconds * rate)
+    period = rate // math.gcd(440, rate)
+    one = b"".join(
+        struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * n / rate))) for n in range(period)
     )
+    frames = (one * (count // period + 1))[: 2 * count]
     header = struct.pack(
         "<4sI4s4sIHHIIHH4sI",
         b"RIFF",
