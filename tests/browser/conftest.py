@@ -98,10 +98,10 @@ def _lab_page(_browser: Any) -> Iterator[Any]:
 def browser_page(_lab_page: Any) -> Any:
     """The browser tests' one page, for this test: dialogs it opens are recorded in
     ``page.loom_dialogs`` (this test's only) and dismissed, except JupyterLab's "leave this page?"
-    (beforeunload), which is accepted: dismissing it cancels the test's next navigation (``Page.goto: net::ERR_ABORTED``)
-    whenever the notebook it leaves is still unsaved. Permissions an earlier test granted are
-    taken back; a JupyterLab the earlier test left a notebook open in is loaded again
-    (``open_notebook``)."""
+    (beforeunload), which is accepted: dismissing it cancels the test's next navigation
+    (``Page.goto: net::ERR_ABORTED``) whenever the notebook it leaves is still unsaved.
+    Permissions an earlier test granted are taken back; a JupyterLab the earlier test left a
+    notebook open in is loaded again (``open_notebook``)."""
     page = _lab_page
     page.loom_dialogs.clear()
     page.loom_errors.clear()

@@ -130,8 +130,8 @@ def open_notebook(page: Any, server: JupyterServer, name: str, *, timeout_ms: in
 
     On a page where this server's JupyterLab is already loaded (``browser_page`` keeps one page
     for all the browser tests) the notebook is opened in it (``docmanager:open``), as a user opens
-    a file: loading JupyterLab's front end again costs some 3.5 CPU-seconds. Otherwise the page goes to
-    it with ``?reset``, which starts from an empty workspace: without it JupyterLab restores every
+    a file: loading JupyterLab's front end again costs some 3.5 CPU-seconds. Otherwise the page
+    goes to it with ``?reset``, which starts from an empty workspace: without it JupyterLab restores every
     notebook an earlier test on this server left open, and a restored panel can become the
     current widget after this one did, so the test would drive a notebook it never wrote.
     """
