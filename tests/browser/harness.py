@@ -128,11 +128,11 @@ def write_notebook(server: JupyterServer, name: str, cells: list[str]) -> Path:
 def open_notebook(page: Any, server: JupyterServer, name: str, *, timeout_ms: int = 60_000) -> None:
     """Open ``name`` in JupyterLab and wait for its kernel to be idle.
 
-    On a page where this server's JupyterLab is already loaded (``browser_page`` keeps one page
-    for all the browser tests) the notebook is opened in it (``docmanager:open``), as a user opens
-    a file: loading JupyterLab's front end again costs some 3.5 CPU-seconds. Otherwise the page
-    goes to it with ``?reset``, which starts from an empty workspace: without it JupyterLab restores every
-    notebook an earlier test on this server left open, and a restored panel can become the
+    On a page where this server's JupyterLab is already loaded (``browser_page`` keeps one page for
+    all the browser tests) the notebook is opened in it (``docmanager:open``), as a user opens a
+    file: loading JupyterLab's front end again costs some 3.5 CPU-seconds. Otherwise the page goes
+    to it with ``?reset``, which starts from an empty workspace: without it JupyterLab restores
+    every notebook an earlier test on this server left open, and a restored panel can become the
     current widget after this one did, so the test would drive a notebook it never wrote.
     """
     if page.url.startswith(f"{server.base_url}/lab") and page.evaluate(_LAB_READY):
