@@ -22,6 +22,7 @@ that defusing is idempotent.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import unicodedata
@@ -81,20 +82,26 @@ def read_confusables(path: Path) -> tuple[str, dict[str, str]]:
     return version, table
 
 
+_EXTRA = frozenset(cp for low, high in EXTRA_FILLER for cp in range(low, high + 1))
+"""Every code point of ``EXTRA_FILLER``."""
+_LEFT = re.compile("|".join(map(re.escape, LEFT_NAMES)))
+_RIGHT = re.compile("|".join(map(re.escape, RIGHT_NAMES)))
+"""Whether a character's name holds one of ``LEFT_NAMES`` / ``RIGHT_NAMES``."""
+
+
 def is_filler(char: str) -> bool:
     """Whether a reader or a tokenizer may skip ``char`` without noticing."""
-    cp = ord(char)
     if unicodedata.category(char) in FILLER_CATEGORIES or char.isspace():
         return True
-    return any(low <= cp <= high for low, high in EXTRA_FILLER)
+    return ord(char) in _EXTRA
 
 
 def bracket_by_name(char: str) -> str | None:
     """``<`` or ``>`` for an angle bracket named as one, else None."""
     name = unicodedata.name(char, "")
-    if any(key in name for key in LEFT_NAMES):
+    if _LEFT.search(name):
         return "<"
-    if any(key in name for key in RIGHT_NAMES):
+    if _RIGHT.search(name):
         return ">"
     return None
 
@@ -120,12 +127,25 @@ def skeleton(char: str, confusables: dict[str, str], depth: int = 0) -> str:
     return char
 
 
+_OWN_SKELETON = frozenset({"Cn", "Co"})
+"""Unassigned and private-use code points: no name, no decomposition, no case, not space."""
+
+
 def build(confusables: dict[str, str]) -> tuple[dict[str, list[str]], list[tuple[int, int]]]:
-    """Characters grouped by the skeleton they reduce to, and the filler ranges."""
+    """Characters grouped by the skeleton they reduce to, and the filler ranges.
+
+    Three in four code points are unassigned or private use; such a character that is neither a
+    listed confusable nor an extra filler is its own skeleton (``skeleton`` returns it at once),
+    so it is skipped without the name and normalization lookups: the table is the same, built
+    in a fraction of the time.
+    """
     groups: dict[str, list[str]] = defaultdict(list)
     fillers: list[tuple[int, int]] = []
+    category = unicodedata.category
     for cp in range(0x110000):
         char = chr(cp)
+        if category(char) in _OWN_SKELETON and cp not in _EXTRA and char not in confusables:
+            continue  # its own skeleton: neither a filler nor a look-alike
         reduced = skeleton(char, confusables)
         if reduced == "":
             if fillers and fillers[-1][1] == cp - 1:
