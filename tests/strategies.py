@@ -375,15 +375,21 @@ def lookalike_glyphs(char: str) -> list[str]:
     return sorted(glyphs)
 
 
+@functools.cache
+def _entity_names(glyph: str) -> list[str]:
+    """The HTML5 character references (with their ``;``) that stand for ``glyph``, sorted."""
+    return sorted(k for k, v in html.entities.html5.items() if v == glyph and k.endswith(";"))
+
+
 def _escaped(draw: st.DrawFn, glyph: str) -> str:
     how = draw(st.sampled_from(["raw"] * 5 + ["dec", "hex", "name", "pct", "json", "double"]))
-    names = [k for k, v in html.entities.html5.items() if v == glyph and k.endswith(";")]
+    names = _entity_names(glyph) if how == "name" else []
     if how == "dec":
         return f"&#{ord(glyph)};"
     if how == "hex":
         return f"&#x{ord(glyph):x};"
     if how == "name" and names:
-        return "&" + draw(st.sampled_from(sorted(names)))
+        return "&" + draw(st.sampled_from(names))
     if how == "pct":
         return urllib.parse.quote(glyph, safe="")
     if how == "json":
