@@ -376,14 +376,16 @@ def lookalike_glyphs(char: str) -> list[str]:
 
 
 @functools.cache
-def _entity_names(glyph: str) -> list[str]:
+def _entity_names(glyph: str) -> tuple[str, ...]:
     """The HTML5 character references (with their ``;``) that stand for ``glyph``, sorted."""
-    return sorted(k for k, v in html.entities.html5.items() if v == glyph and k.endswith(";"))
+    return tuple(
+        sorted(k for k, v in html.entities.html5.items() if v == glyph and k.endswith(";"))
+    )
 
 
 def _escaped(draw: st.DrawFn, glyph: str) -> str:
     how = draw(st.sampled_from(["raw"] * 5 + ["dec", "hex", "name", "pct", "json", "double"]))
-    names = _entity_names(glyph) if how == "name" else []
+    names = _entity_names(glyph) if how == "name" else ()
     if how == "dec":
         return f"&#{ord(glyph)};"
     if how == "hex":
