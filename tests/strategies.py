@@ -385,12 +385,11 @@ def _entity_names(glyph: str) -> tuple[str, ...]:
 
 def _escaped(draw: st.DrawFn, glyph: str) -> str:
     how = draw(st.sampled_from(["raw"] * 5 + ["dec", "hex", "name", "pct", "json", "double"]))
-    names = _entity_names(glyph) if how == "name" else ()
     if how == "dec":
         return f"&#{ord(glyph)};"
     if how == "hex":
         return f"&#x{ord(glyph):x};"
-    if how == "name" and names:
+    if how == "name" and (names := _entity_names(glyph)):
         return "&" + draw(st.sampled_from(names))
     if how == "pct":
         return urllib.parse.quote(glyph, safe="")
