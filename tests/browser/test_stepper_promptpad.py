@@ -154,6 +154,13 @@ def test_prompt_pad_stop_button_keeps_the_partial_text(
     assert "word0 word1 word2 word3" in text
     assert "word599" not in text
     assert stop.is_hidden()
+    # The status line is the pad's last update after a turn (after the stopped mark and the
+    # answer), so it may reach the page a moment after them.
+    page.wait_for_function(
+        "(el) => el.querySelector('.loom-pp-status').textContent.includes('2 messages')",
+        arg=pad.element_handle(),
+        timeout=30_000,
+    )
     assert "2 messages" in pad.locator(".loom-pp-status").inner_text()
     page.screenshot(path=str(SCREENSHOTS / "promptpad-stopped.png"), full_page=True)
     close_notebook(page)
